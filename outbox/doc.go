@@ -1,0 +1,44 @@
+// Package outbox is a transactional outbox: a service writes the events of
+// a state change in the same database transaction as the change itself,
+// and a Worker delivers them to a Sink afterwards, retrying until they get
+// through.
+//
+// # Guarantees
+//
+//   - An event is stored if and only if its transaction commits
+//     (Store.Enqueue runs on the caller's transaction).
+//   - Delivery is at-least-once. A failure never loses an event: a failed
+//     publish stays pending and is retried by the RetryPolicy (by default
+//     forever, at a fixed interval); a crashed worker's leased events are
+//     delivered by another worker once the lease expires. The price is
+//     that an event can be delivered more than once, so consumers must
+//     deduplicate by Message.ID.
+//   - One bad record never stalls the others: a failing, panicking or
+//     undecodable record fails alone.
+//   - Many workers, in one process or many, can share a store. A claim is
+//     a lease fenced by a token, so two workers do not deliver the same
+//     record at the same time, and a worker whose lease expired cannot
+//     overwrite the result of the worker that took over.
+//   - Order is not promised: records are claimed roughly in the order they
+//     became due, and a failed record is retried later while newer ones
+//     go ahead.
+//
+// # Writing and publishing
+//
+// Enqueue in the transaction that changes state; after commit, optionally
+// publish at once with Worker.PublishNow (the fast path), and let a
+// running Worker (Run) deliver whatever the fast path could not:
+//
+//	tx, _ := db.BeginTx(ctx, nil)
+//	// … change state through tx …
+//	store.EnqueueWithOptions(ctx, tx, outbox.EnqueueOptions{HeadStart: outbox.DefaultHeadStart}, msg)
+//	tx.Commit()
+//	worker.PublishNow(ctx, msg) // failure only means "the worker will do it"
+//
+// The head start keeps the running worker away from a message its writer
+// is about to publish, so the normal case delivers it once.
+//
+// store/mysql implements Store for MySQL and MariaDB; outbox/outboxtest
+// holds the conformance suite for Store implementations and sinks for
+// tests.
+package outbox

@@ -1,0 +1,78 @@
+package outbox
+
+import (
+	"errors"
+	"unicode/utf8"
+)
+
+// Sentinel errors. Test for them with errors.Is; the errors returned wrap
+// them with detail.
+var (
+	// ErrNotFound is returned by Store.Get when no message has the ID.
+	ErrNotFound = errors.New("outbox: message not found")
+	// ErrDuplicateID is returned by Store.Enqueue when a message ID is
+	// already stored, or appears twice in one call. Nothing of that call is
+	// written.
+	ErrDuplicateID = errors.New("outbox: duplicate message ID")
+	// ErrInvalidMessage is returned by Message.Validate and Store.Enqueue
+	// for a message with an empty or over-long ID, Type or Key. Nothing of
+	// that call is written.
+	ErrInvalidMessage = errors.New("outbox: invalid message")
+	// ErrWorkerRunning is returned by Worker.Run when the worker is already
+	// running.
+	ErrWorkerRunning = errors.New("outbox: worker is already running")
+)
+
+// Permanent marks err as not worth retrying: the same message will fail the
+// same way however often it is tried (a group that does not exist, a
+// payload the receiver rejects). Retry policies may stop retrying such
+// errors. errors.Is and errors.As still see err through the wrapper.
+// Permanent(nil) is nil.
+func Permanent(err error) error {
+	if err == nil {
+		return nil
+	}
+	return &permanentError{err: err}
+}
+
+// IsPermanent reports whether err, or an error it wraps, was marked by
+// Permanent.
+func IsPermanent(err error) bool {
+	var p *permanentError
+	return errors.As(err, &p)
+}
+
+type permanentError struct{ err error }
+
+func (e *permanentError) Error() string { return e.err.Error() }
+func (e *permanentError) Unwrap() error { return e.err }
+
+// MaxLastErrorBytes bounds Record.LastError. Longer error texts are cut
+// (at a UTF-8 boundary) and end in "…".
+const MaxLastErrorBytes = 512
+
+// Truncate shortens s to at most maxBytes bytes without splitting a UTF-8
+// character, marking a cut with a trailing "…". Stores use it to fit
+// error texts into their columns.
+func Truncate(s string, maxBytes int) string {
+	if len(s) <= maxBytes {
+		return s
+	}
+	const ellipsis = "…"
+	if maxBytes <= len(ellipsis) {
+		return cutRunes(s, maxBytes)
+	}
+	return cutRunes(s, maxBytes-len(ellipsis)) + ellipsis
+}
+
+// cutRunes returns the longest prefix of s of at most n bytes that does not
+// split a UTF-8 character.
+func cutRunes(s string, n int) string {
+	if n <= 0 {
+		return ""
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n]
+}

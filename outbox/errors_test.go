@@ -1,0 +1,89 @@
+package outbox
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"testing"
+	"time"
+	"unicode/utf8"
+
+	"github.com/stretchr/testify/require"
+)
+
+func TestPermanent(t *testing.T) {
+	require.NoError(t, Permanent(nil))
+	require.False(t, IsPermanent(nil))
+	require.False(t, IsPermanent(io.EOF))
+
+	p := Permanent(io.EOF)
+	require.True(t, IsPermanent(p))
+	require.ErrorIs(t, p, io.EOF, "errors.Is sees through the marker")
+	require.Equal(t, io.EOF.Error(), p.Error())
+
+	wrapped := fmt.Errorf("send: %w", p)
+	require.True(t, IsPermanent(wrapped), "the marker is found through further wrapping")
+	require.True(t, IsPermanent(errors.Join(io.ErrClosedPipe, p)))
+}
+
+func TestFixedIntervalRetriesForever(t *testing.T) {
+	p := FixedInterval{Interval: 3 * time.Second}
+	for _, attempt := range []int{1, 2, 100, 1 << 30} {
+		for _, err := range []error{io.EOF, Permanent(io.EOF)} {
+			d, retry := p.NextRetry(attempt, err)
+			require.True(t, retry)
+			require.Equal(t, 3*time.Second, d)
+		}
+	}
+}
+
+func TestTruncate(t *testing.T) {
+	tests := []struct {
+		in   string
+		max  int
+		want string
+	}{
+		{"short", 10, "short"},
+		{"exactly10!", 10, "exactly10!"},
+		{"abcdefghijkl", 10, "abcdefg…"},
+		{"ééééééé", 10, "ééé…"}, // 7 bytes left for 2-byte runes: never split
+		{"abcdef", 2, "ab"},
+		{"éé", 3, "é"},
+		{"abc", 0, ""},
+	}
+	for _, tc := range tests {
+		got := Truncate(tc.in, tc.max)
+		require.Equal(t, tc.want, got, "%q/%d", tc.in, tc.max)
+		require.LessOrEqual(t, len(got), max(tc.max, 0))
+		require.True(t, utf8.ValidString(got))
+	}
+}
+
+func TestMessageValidate(t *testing.T) {
+	long := strings.Repeat("x", 256)
+	tests := []struct {
+		name string
+		m    Message
+		want string // "" = valid
+	}{
+		{"minimal", Message{ID: "e", Type: "T"}, ""},
+		{"full", Message{ID: "e", Key: "room", Type: "T", Payload: []byte("{}"), Headers: map[string]string{"a": "b"}}, ""},
+		{"max lengths in characters", Message{ID: strings.Repeat("中", 255), Type: strings.Repeat("t", 255), Key: strings.Repeat("k", 255)}, ""},
+		{"empty ID", Message{Type: "T"}, "ID is empty"},
+		{"empty type", Message{ID: "e"}, "Type is empty"},
+		{"long ID", Message{ID: long, Type: "T"}, "ID is longer than 255"},
+		{"long type", Message{ID: "e", Type: long}, "Type is longer than 255"},
+		{"long key", Message{ID: "e", Type: "T", Key: long}, "Key is longer than 255"},
+		{"invalid UTF-8 ID", Message{ID: "\xc3", Type: "T"}, "ID is not valid UTF-8"},
+	}
+	for _, tc := range tests {
+		err := tc.m.Validate()
+		if tc.want == "" {
+			require.NoError(t, err, tc.name)
+			continue
+		}
+		require.ErrorIs(t, err, ErrInvalidMessage, tc.name)
+		require.ErrorContains(t, err, tc.want, tc.name)
+	}
+}

@@ -1,0 +1,169 @@
+package outbox
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"strconv"
+	"time"
+	"unicode/utf8"
+)
+
+// Defaults and limits of WorkerOptions. The defaults are the seed's.
+const (
+	DefaultName           = "outbox"
+	DefaultPollInterval   = time.Second
+	DefaultBatchSize      = 100
+	DefaultPublishTimeout = 3 * time.Second
+	DefaultStoreTimeout   = 5 * time.Second
+	// DefaultLeaseTimeout is the lease when it is not set, unless twice
+	// the minimum lease (see WorkerOptions.LeaseTimeout) is longer.
+	DefaultLeaseTimeout = 30 * time.Second
+	DefaultKeyAttr      = "key"
+
+	// MinPollInterval is the shortest PollInterval accepted: anything
+	// shorter would be a busy loop against the database.
+	MinPollInterval = 10 * time.Millisecond
+	// MaxBatchSize is the largest BatchSize (and ClaimParams.Limit)
+	// accepted, so that a round never amounts to a table scan.
+	MaxBatchSize = 10_000
+	// MaxNodeIDLength is the longest NodeID, in characters.
+	MaxNodeIDLength = 255
+)
+
+// WorkerOptions configures a Worker. The zero value means all defaults;
+// NewWorker fills them in (see WithDefaults) and rejects values that make
+// no sense with an error that names the field.
+type WorkerOptions struct {
+	// Name identifies the worker in logs (field "worker"), for example
+	// "room_outbox". Defaults to DefaultName.
+	Name string
+	// NodeID identifies this instance in logs (field "node_id") and as the
+	// owner of its leases. Defaults to "<hostname>-<pid>". At most
+	// MaxNodeIDLength characters.
+	NodeID string
+	// PollInterval is the wait between rounds when there was nothing more
+	// to do. Values <= 0 mean DefaultPollInterval (1s); positive values
+	// below MinPollInterval are an error.
+	PollInterval time.Duration
+	// BatchSize is the most records claimed per round. Values <= 0 mean
+	// DefaultBatchSize (100); values above MaxBatchSize are an error.
+	BatchSize int
+	// PublishTimeout bounds each Sink.Publish call, which gets its own
+	// context.WithTimeout. Values <= 0 mean DefaultPublishTimeout (3s).
+	PublishTimeout time.Duration
+	// StoreTimeout bounds each store call (claim, settle). Values <= 0
+	// mean DefaultStoreTimeout (5s).
+	StoreTimeout time.Duration
+	// LeaseTimeout is how long claimed records stay reserved for this
+	// worker. If the worker dies, other workers deliver its records once
+	// the lease has expired. The worker never starts a publish it could
+	// not settle within the lease: records it has no time left for are
+	// released. The minimum is PublishTimeout+2×StoreTimeout (claim,
+	// publish, settle); shorter values are an error. Values <= 0 mean
+	// DefaultLeaseTimeout (30s) or twice the minimum, whichever is longer.
+	LeaseTimeout time.Duration
+	// Retry decides when failed messages are tried again. Defaults to
+	// FixedInterval{Interval: PollInterval}, the seed's policy; a
+	// FixedInterval with a zero Interval also gets PollInterval.
+	Retry RetryPolicy
+	// Logger receives the worker's structured logs. Defaults to
+	// slog.Default().
+	Logger *slog.Logger
+	// KeyAttr is the log field that carries Message.Key. Defaults to
+	// DefaultKeyAttr ("key"); room-service uses "room_id".
+	KeyAttr string
+}
+
+// WithDefaults returns a copy of o with every unset or <= 0 field replaced
+// by its default. It does not validate.
+func (o WorkerOptions) WithDefaults() WorkerOptions {
+	if o.Name == "" {
+		o.Name = DefaultName
+	}
+	if o.NodeID == "" {
+		o.NodeID = defaultNodeID()
+	}
+	if o.PollInterval <= 0 {
+		o.PollInterval = DefaultPollInterval
+	}
+	if o.BatchSize <= 0 {
+		o.BatchSize = DefaultBatchSize
+	}
+	if o.PublishTimeout <= 0 {
+		o.PublishTimeout = DefaultPublishTimeout
+	}
+	if o.StoreTimeout <= 0 {
+		o.StoreTimeout = DefaultStoreTimeout
+	}
+	if o.LeaseTimeout <= 0 {
+		o.LeaseTimeout = max(DefaultLeaseTimeout, 2*o.minLease())
+	}
+	switch p := o.Retry.(type) {
+	case nil:
+		o.Retry = FixedInterval{Interval: o.PollInterval}
+	case FixedInterval:
+		if p.Interval == 0 {
+			o.Retry = FixedInterval{Interval: o.PollInterval}
+		}
+	case *FixedInterval:
+		if p != nil && p.Interval == 0 {
+			o.Retry = FixedInterval{Interval: o.PollInterval}
+		}
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	if o.KeyAttr == "" {
+		o.KeyAttr = DefaultKeyAttr
+	}
+	return o
+}
+
+// validate checks options that WithDefaults has filled in.
+func (o WorkerOptions) validate() error {
+	var errs []error
+	bad := func(field string, value any, rule string) {
+		errs = append(errs, fmt.Errorf("outbox: %s %v: %s", field, value, rule))
+	}
+	if !utf8.ValidString(o.NodeID) || utf8.RuneCountInString(o.NodeID) > MaxNodeIDLength {
+		bad("NodeID", strconv.Quote(o.NodeID), fmt.Sprintf("must be valid UTF-8 of at most %d characters", MaxNodeIDLength))
+	}
+	if o.PollInterval < MinPollInterval {
+		bad("PollInterval", o.PollInterval, fmt.Sprintf("must be at least %v (or <= 0 for the default)", MinPollInterval))
+	}
+	if o.BatchSize > MaxBatchSize {
+		bad("BatchSize", o.BatchSize, fmt.Sprintf("must be at most %d", MaxBatchSize))
+	}
+	if o.LeaseTimeout < o.minLease() {
+		bad("LeaseTimeout", o.LeaseTimeout, fmt.Sprintf("must be at least PublishTimeout+2×StoreTimeout (%v)", o.minLease()))
+	}
+	switch p := o.Retry.(type) {
+	case FixedInterval:
+		if p.Interval < 0 {
+			bad("Retry", fmt.Sprintf("FixedInterval{%v}", p.Interval), "interval must not be negative")
+		}
+	case *FixedInterval:
+		if p == nil {
+			bad("Retry", "(*FixedInterval)(nil)", "must not be a nil pointer")
+		} else if p.Interval < 0 {
+			bad("Retry", fmt.Sprintf("FixedInterval{%v}", p.Interval), "interval must not be negative")
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// minLease is the shortest lease that covers a claim, one publish and the
+// settle after it.
+func (o WorkerOptions) minLease() time.Duration {
+	return o.PublishTimeout + 2*o.StoreTimeout
+}
+
+func defaultNodeID() string {
+	host, err := os.Hostname()
+	if err != nil || host == "" {
+		host = "unknown"
+	}
+	return host + "-" + strconv.Itoa(os.Getpid())
+}

@@ -1,0 +1,162 @@
+package outbox
+
+import (
+	"context"
+	"time"
+)
+
+// Store keeps messages and their delivery state. store/mysql is the
+// implementation for MySQL and MariaDB; outbox/outboxtest holds the
+// conformance suite every implementation must pass.
+//
+// All methods are safe for concurrent use, also by several processes
+// sharing one database: that is what leases are for. Every method honours
+// ctx for cancellation of its database work.
+type Store interface {
+	// Enqueue stores msgs as pending and due at once, through tx, which is
+	// normally the caller's transaction: the messages become visible with
+	// its commit and vanish with its rollback. It returns an error wrapping
+	// ErrInvalidMessage or ErrDuplicateID when a message is rejected; in
+	// that case nothing of the call is written.
+	Enqueue(ctx context.Context, tx Execer, msgs ...Message) error
+
+	// EnqueueWithOptions is Enqueue with options; see EnqueueOptions.
+	EnqueueWithOptions(ctx context.Context, tx Execer, opts EnqueueOptions, msgs ...Message) error
+
+	// Get returns the record with the given message ID, or an error
+	// wrapping ErrNotFound.
+	Get(ctx context.Context, id string) (Record, error)
+
+	// Claim leases up to p.Limit pending records that are due (or, when
+	// p.IDs is set, the named pending records whatever their due time) and
+	// not leased by anyone else, for p.LeaseFor on the store's clock. The
+	// claim is committed before Claim returns: no database transaction
+	// stays open while the caller publishes. Records are returned in the
+	// order they should be published. A record held by another claim is
+	// skipped, not waited for. An empty Batch (no error) means nothing was
+	// due.
+	Claim(ctx context.Context, p ClaimParams) (Batch, error)
+
+	// Settle records the outcome of claimed records. It is fenced by the
+	// batch token: an outcome whose record is no longer leased under token
+	// (the lease expired and another claim took it, or it was settled
+	// already) is not applied and is counted in SettleResult.Stale. Settle
+	// is idempotent, so it may be retried after an error.
+	Settle(ctx context.Context, token string, outcomes []Outcome) (SettleResult, error)
+}
+
+// EnqueueOptions adjusts Store.EnqueueWithOptions. The zero value is
+// Enqueue's behaviour.
+type EnqueueOptions struct {
+	// HeadStart keeps the messages from being due for workers until this
+	// long after they are written (by the store's clock). Use it for
+	// messages the writer publishes itself right after commit with
+	// Worker.PublishNow, so that a running worker does not race that fast
+	// path: in the normal case the message is then delivered once, by the
+	// writer. If the writer fails or crashes, a worker delivers the message
+	// once the head start has passed. DefaultHeadStart is a good value.
+	// Zero means due at once; negative values are an error.
+	HeadStart time.Duration
+}
+
+// DefaultHeadStart is a head start (EnqueueOptions.HeadStart) long enough
+// for the writer's commit and PublishNow in the normal case.
+const DefaultHeadStart = 2 * time.Second
+
+// ClaimParams says what to claim.
+type ClaimParams struct {
+	// Owner names the claimer for operators (Worker uses its NodeID).
+	// Required.
+	Owner string
+	// Limit is the most records to claim; 1 to MaxBatchSize.
+	Limit int
+	// LeaseFor is how long the lease lasts on the store's clock. Records
+	// not settled by then become due again and may be claimed by others.
+	// Must be positive.
+	LeaseFor time.Duration
+	// IDs, when not empty, restricts the claim to these message IDs and
+	// ignores due times: the after-commit path claims exactly what it has
+	// just written. Records that are not pending, or are leased by someone
+	// else, are left out. Limit must be at least len(IDs).
+	IDs []string
+}
+
+// Batch is the result of a claim.
+type Batch struct {
+	// Token fences the lease: pass it to Store.Settle.
+	Token string
+	// Records are the claimed records, in publishing order.
+	Records []Record
+	// Invalid are claimed records the store could not decode (say, stored
+	// headers that are not valid JSON). They are leased like the others and
+	// must be settled too: the worker records them as failed attempts.
+	Invalid []InvalidRecord
+}
+
+// Len returns the number of records claimed, valid or not.
+func (b Batch) Len() int { return len(b.Records) + len(b.Invalid) }
+
+// InvalidRecord is a claimed record that could not be decoded. Record holds
+// the fields that could be read (at least ID and Attempts).
+type InvalidRecord struct {
+	Record
+	// Err says what could not be decoded.
+	Err error
+}
+
+// OutcomeKind says what happened to a claimed record.
+type OutcomeKind int
+
+// The outcomes of a claimed record.
+const (
+	// OutcomePublished: the sink accepted the message. Status becomes
+	// published and LastError is cleared.
+	OutcomePublished OutcomeKind = iota + 1
+	// OutcomeRetry: a failed attempt. Attempts grows by one, LastError is
+	// set, and the record is due again RetryIn from now.
+	OutcomeRetry
+	// OutcomeDead: a failed attempt that will not be retried. Attempts
+	// grows by one, LastError is set, and Status becomes dead.
+	OutcomeDead
+	// OutcomeRelease: not attempted (the worker was stopping, or the
+	// after-commit publish failed). The lease is dropped, Attempts and
+	// LastError stay as they are, and the record is due at once.
+	OutcomeRelease
+)
+
+// String returns the outcome's name as used in logs.
+func (k OutcomeKind) String() string {
+	switch k {
+	case OutcomePublished:
+		return "published"
+	case OutcomeRetry:
+		return "retry"
+	case OutcomeDead:
+		return "dead"
+	case OutcomeRelease:
+		return "release"
+	}
+	return "unknown"
+}
+
+// Outcome is what happened to one claimed record.
+type Outcome struct {
+	// ID is the message ID.
+	ID string
+	// Kind is what happened.
+	Kind OutcomeKind
+	// RetryIn is the delay before the next attempt (OutcomeRetry only).
+	RetryIn time.Duration
+	// Error is the failure text for OutcomeRetry and OutcomeDead; stores
+	// cut it to MaxLastErrorBytes.
+	Error string
+}
+
+// SettleResult reports what Settle applied.
+type SettleResult struct {
+	// Applied counts outcomes written.
+	Applied int
+	// Stale counts outcomes not written because their record was no longer
+	// leased under the token.
+	Stale int
+}

@@ -1,0 +1,173 @@
+package outbox
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"sync/atomic"
+	"time"
+)
+
+// Worker delivers pending messages from a Store to a Sink.
+//
+// Run is the background loop; ProcessBatch is one round of it, for tests
+// and tools; PublishNow is the after-commit fast path a writer calls right
+// after committing its transaction. Several workers, in one process or in
+// many, may share one store: each claim is a lease, so they do not deliver
+// the same record at the same time.
+//
+// A Worker is safe for concurrent use, but Run runs at most once at a time.
+// The store's database must stay open until Run has returned.
+type Worker struct {
+	store Store
+	sink  Sink
+	opts  WorkerOptions
+	log   *slog.Logger
+
+	running atomic.Bool
+}
+
+// NewWorker returns a worker that delivers from store to sink. It fills in
+// the defaults of opts and returns an error naming the field when an option
+// is invalid.
+func NewWorker(store Store, sink Sink, opts WorkerOptions) (*Worker, error) {
+	if store == nil {
+		return nil, errors.New("outbox: NewWorker: store is nil")
+	}
+	if sink == nil {
+		return nil, errors.New("outbox: NewWorker: sink is nil")
+	}
+	opts = opts.WithDefaults()
+	if err := opts.validate(); err != nil {
+		return nil, err
+	}
+	return &Worker{
+		store: store,
+		sink:  sink,
+		opts:  opts,
+		log:   opts.Logger.With(slog.String("worker", opts.Name), slog.String("node_id", opts.NodeID)),
+	}, nil
+}
+
+// Options returns the options in effect, defaults filled in.
+func (w *Worker) Options() WorkerOptions { return w.opts }
+
+// Run processes one batch at once, then one whenever PollInterval has
+// passed (or at once again while there is a full batch of work), until ctx
+// is cancelled. It returns nil on a clean stop and ErrWorkerRunning if the
+// worker is already running.
+//
+// A failed round (say, the database is unreachable) is logged and the next
+// round tries again; Run does not return because of it. When ctx is
+// cancelled Run claims nothing more; the publish in flight finishes
+// (bounded by PublishTimeout), records not yet attempted are released, and
+// the outcomes are recorded before Run returns. So: cancel, wait for Run to
+// return, and only then close the database.
+func (w *Worker) Run(ctx context.Context) error {
+	if !w.running.CompareAndSwap(false, true) {
+		return ErrWorkerRunning
+	}
+	defer w.running.Store(false)
+
+	w.log.InfoContext(ctx, "outbox worker started",
+		slog.Duration("poll_interval", w.opts.PollInterval),
+		slog.Int("batch_size", w.opts.BatchSize),
+		slog.Duration("publish_timeout", w.opts.PublishTimeout),
+		slog.Duration("lease_timeout", w.opts.LeaseTimeout))
+	defer w.log.InfoContext(context.WithoutCancel(ctx), "outbox worker stopped")
+
+	timer := time.NewTimer(w.opts.PollInterval)
+	defer timer.Stop()
+	for {
+		res, err := w.ProcessBatch(ctx)
+		if ctx.Err() != nil {
+			return nil
+		}
+		if err == nil && w.moreWork(res) {
+			continue
+		}
+		timer.Reset(w.opts.PollInterval)
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-timer.C:
+		}
+	}
+}
+
+// moreWork reports whether the next round should start at once: the batch
+// was full, so more is probably due, and it made progress, so the sink is
+// not simply down (then waiting out PollInterval spares it).
+func (w *Worker) moreWork(res BatchResult) bool {
+	return res.Claimed >= w.opts.BatchSize && res.Published+res.Dead > 0
+}
+
+// BatchResult counts what one round did.
+type BatchResult struct {
+	// Claimed is the number of records leased, decodable or not.
+	Claimed int
+	// Published is the number the sink accepted.
+	Published int
+	// Retried is the number of failed attempts scheduled for another try.
+	Retried int
+	// Dead is the number the retry policy gave up on.
+	Dead int
+	// Released is the number not attempted and handed back (the context
+	// was cancelled, or there was no lease time left to publish them).
+	Released int
+	// Stale is the number of outcomes not recorded because the lease had
+	// already been lost.
+	Stale int
+}
+
+// ProcessBatch runs one round: it claims up to BatchSize due records,
+// publishes each with its own PublishTimeout, and records the outcomes.
+// A failing or panicking publish, or an undecodable record, fails alone;
+// the rest of the batch goes on. It returns an error only when the store
+// fails (claim or settle): the round ends, and records whose outcomes
+// could not be written are delivered again after their lease expires.
+//
+// If ctx is cancelled during the round, the publish in flight still
+// finishes and the records not yet attempted are released; the outcomes
+// are recorded before ProcessBatch returns.
+func (w *Worker) ProcessBatch(ctx context.Context) (BatchResult, error) {
+	if err := ctx.Err(); err != nil {
+		return BatchResult{}, err
+	}
+	return w.deliver(ctx, workerPath, ClaimParams{
+		Owner:    w.opts.NodeID,
+		Limit:    w.opts.BatchSize,
+		LeaseFor: w.opts.LeaseTimeout,
+	})
+}
+
+// PublishNow is the after-commit fast path: call it right after committing
+// the transaction that enqueued msgs (ideally with
+// EnqueueOptions.HeadStart), with the same messages. It works whether or
+// not Run is running.
+//
+// It leases the messages first, so it never races a worker: a message a
+// worker has already claimed, or that is no longer pending, is left alone.
+// Then it publishes each, bounded by PublishTimeout and by ctx. On success
+// it marks the message published (best effort: if that fails, a worker may
+// deliver it once more). On failure the message stays pending with its
+// attempt count unchanged and becomes due for the worker at once.
+//
+// The error reports what failed, for logging only: the messages are stored,
+// so a worker delivers whatever this call could not.
+func (w *Worker) PublishNow(ctx context.Context, msgs ...Message) error {
+	if len(msgs) == 0 {
+		return nil
+	}
+	ids := make([]string, len(msgs))
+	for i, m := range msgs {
+		ids[i] = m.ID
+	}
+	_, err := w.deliver(ctx, afterCommitPath, ClaimParams{
+		Owner:    w.opts.NodeID,
+		Limit:    len(ids),
+		LeaseFor: w.opts.LeaseTimeout,
+		IDs:      ids,
+	})
+	return err
+}
