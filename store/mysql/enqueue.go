@@ -1,0 +1,178 @@
+package mysql
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"regexp"
+	"strconv"
+	"strings"
+
+	mysqldrv "github.com/go-sql-driver/mysql"
+
+	"github.com/outboxrelay/outboxrelay/outbox"
+)
+
+// One INSERT statement carries at most this many rows and (roughly) bytes,
+// well under the protocol's 65,535 placeholders and MariaDB's default
+// max_allowed_packet of 16 MiB.
+const (
+	maxInsertRows  = 1000
+	maxInsertBytes = 4 << 20
+)
+
+// Enqueue stores msgs as pending and due at once through tx, normally the
+// caller's *sql.Tx, so that they commit or roll back with the state change
+// they announce. *sql.DB and *sql.Conn are accepted too.
+//
+// Every message is validated first (outbox.Message.Validate); an invalid
+// message, or an ID given twice or already stored, fails the call with an
+// error wrapping outbox.ErrInvalidMessage or outbox.ErrDuplicateID, and
+// nothing of the call is written. (A call of more than 1,000 messages
+// through a *sql.Conn outside a transaction is written in several
+// statements and is not all-or-nothing.)
+func (s *Store) Enqueue(ctx context.Context, tx outbox.Execer, msgs ...outbox.Message) error {
+	return s.EnqueueWithOptions(ctx, tx, outbox.EnqueueOptions{}, msgs...)
+}
+
+// EnqueueWithOptions is Enqueue with options: with opts.HeadStart the
+// messages become due for workers only that long after the insert, by the
+// database clock, leaving the writer time to publish them itself with
+// Worker.PublishNow right after commit.
+func (s *Store) EnqueueWithOptions(ctx context.Context, tx outbox.Execer, opts outbox.EnqueueOptions, msgs ...outbox.Message) error {
+	if len(msgs) == 0 {
+		return nil
+	}
+	if tx == nil {
+		return errors.New("mysql store: enqueue: tx is nil")
+	}
+	if opts.HeadStart < 0 {
+		return fmt.Errorf("mysql store: enqueue: HeadStart %v: must not be negative", opts.HeadStart)
+	}
+	rows, err := encodeRows(msgs)
+	if err != nil {
+		return err
+	}
+	due := "UTC_TIMESTAMP(6) + INTERVAL " + strconv.FormatInt(opts.HeadStart.Microseconds(), 10) + " MICROSECOND"
+	rowSQL := "(?, ?, ?, ?, ?, COALESCE(?, UTC_TIMESTAMP(6)), " + due + ")"
+	chunks := chunkRows(rows)
+
+	if db, ok := tx.(*sql.DB); ok && len(chunks) > 1 {
+		return s.enqueueInTx(ctx, db, rowSQL, chunks)
+	}
+	for _, c := range chunks {
+		if err := s.insert(ctx, tx, rowSQL, c); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// enqueueInTx writes several statements' worth of rows through a *sql.DB
+// in one transaction of its own, so that the call stays all-or-nothing.
+func (s *Store) enqueueInTx(ctx context.Context, db *sql.DB, rowSQL string, chunks [][]insertRow) error {
+	tx, err := db.BeginTx(ctx, nil)
+	if err != nil {
+		return s.wrap("enqueue", err)
+	}
+	defer func() { _ = tx.Rollback() }()
+	for _, c := range chunks {
+		if err := s.insert(ctx, tx, rowSQL, c); err != nil {
+			return err
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		return s.wrap("enqueue", err)
+	}
+	return nil
+}
+
+func (s *Store) insert(ctx context.Context, tx outbox.Execer, rowSQL string, rows []insertRow) error {
+	var b strings.Builder
+	b.WriteString(s.q.insertPrefix)
+	args := make([]any, 0, len(rows)*6)
+	for i, r := range rows {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString(rowSQL)
+		args = append(args, r.id, r.key, r.typ, r.payload, r.headers, r.createdAt)
+	}
+	if _, err := tx.ExecContext(ctx, b.String(), args...); err != nil {
+		if classify(err) == classDuplicate {
+			return fmt.Errorf("mysql store: enqueue: message ID %s already exists: %w", duplicateEntry(err), outbox.ErrDuplicateID)
+		}
+		return s.wrap("enqueue", err)
+	}
+	return nil
+}
+
+// insertRow is one validated message, encoded for the INSERT.
+type insertRow struct {
+	id, key, typ string
+	payload      []byte
+	headers      any // string or nil
+	createdAt    any // string or nil (the database clock)
+	size         int
+}
+
+func encodeRows(msgs []outbox.Message) ([]insertRow, error) {
+	rows := make([]insertRow, len(msgs))
+	seen := make(map[string]struct{}, len(msgs))
+	for i, m := range msgs {
+		if err := m.Validate(); err != nil {
+			return nil, fmt.Errorf("mysql store: enqueue: message %d: %w", i, err)
+		}
+		if _, dup := seen[m.ID]; dup {
+			return nil, fmt.Errorf("mysql store: enqueue: message ID %q appears twice: %w", m.ID, outbox.ErrDuplicateID)
+		}
+		seen[m.ID] = struct{}{}
+		headers, err := encodeHeaders(m.Headers)
+		if err != nil {
+			return nil, fmt.Errorf("mysql store: enqueue: message %q: headers: %w", m.ID, err)
+		}
+		r := insertRow{id: m.ID, key: m.Key, typ: m.Type, payload: m.Payload, headers: headers}
+		if r.payload == nil {
+			r.payload = []byte{}
+		}
+		if !m.CreatedAt.IsZero() {
+			r.createdAt = formatTime(m.CreatedAt)
+		}
+		r.size = len(m.ID) + len(m.Key) + len(m.Type) + len(m.Payload) + 64
+		if h, ok := headers.(string); ok {
+			r.size += len(h)
+		}
+		rows[i] = r
+	}
+	return rows, nil
+}
+
+// chunkRows splits rows into statements of at most maxInsertRows rows and
+// about maxInsertBytes bytes (a single larger row gets a statement alone).
+func chunkRows(rows []insertRow) [][]insertRow {
+	var chunks [][]insertRow
+	start, size := 0, 0
+	for i, r := range rows {
+		if i > start && (i-start == maxInsertRows || size+r.size > maxInsertBytes) {
+			chunks = append(chunks, rows[start:i])
+			start, size = i, 0
+		}
+		size += r.size
+	}
+	return append(chunks, rows[start:])
+}
+
+var duplicateEntryRE = regexp.MustCompile(`Duplicate entry '(.*)' for key`)
+
+// duplicateEntry names the duplicate value of an ER_DUP_ENTRY error, as
+// far as the server's message tells.
+func duplicateEntry(err error) string {
+	var me *mysqldrv.MySQLError
+	if errors.As(err, &me) {
+		if m := duplicateEntryRE.FindStringSubmatch(me.Message); m != nil {
+			return strconv.Quote(m[1])
+		}
+	}
+	return "(one of the batch)"
+}

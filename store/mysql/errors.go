@@ -1,0 +1,112 @@
+package mysql
+
+import (
+	"context"
+	"database/sql"
+	"database/sql/driver"
+	"errors"
+	"io"
+	"net"
+	"syscall"
+
+	mysqldrv "github.com/go-sql-driver/mysql"
+)
+
+// errClass is what kind of failure a database error is. Every database
+// error the store sees is classified here, in one place.
+type errClass int
+
+const (
+	classOther errClass = iota
+	// classDuplicate: a unique key was violated (ER_DUP_ENTRY).
+	classDuplicate
+	// classDeadlock: InnoDB chose this transaction as a deadlock victim.
+	classDeadlock
+	// classLockWait: a lock wait timed out.
+	classLockWait
+	// classConnection: the connection broke or the server went away; the
+	// statement may or may not have been applied.
+	classConnection
+	// classNoTable: the table does not exist (Migrate was not run).
+	classNoTable
+)
+
+// MySQL and MariaDB error numbers the store tells apart.
+const (
+	erDupEntry          = 1062
+	erLockWaitTimeout   = 1205
+	erLockDeadlock      = 1213
+	erNoSuchTable       = 1146
+	erServerShutdown    = 1053
+	erQueryInterrupted  = 1317
+	erConnectionKilled  = 1927 // MariaDB
+	crServerGone        = 2006
+	crServerLost        = 2013
+	erClientInteraction = 4031 // MySQL 8: disconnected for inactivity
+)
+
+func (c errClass) String() string {
+	switch c {
+	case classDuplicate:
+		return "duplicate key"
+	case classDeadlock:
+		return "deadlock"
+	case classLockWait:
+		return "lock wait timeout"
+	case classConnection:
+		return "connection lost"
+	case classNoTable:
+		return "table missing"
+	}
+	return "other"
+}
+
+// classify says what kind of failure err is.
+func classify(err error) errClass {
+	if err == nil {
+		return classOther
+	}
+	var me *mysqldrv.MySQLError
+	if errors.As(err, &me) {
+		switch me.Number {
+		case erDupEntry:
+			return classDuplicate
+		case erLockDeadlock:
+			return classDeadlock
+		case erLockWaitTimeout:
+			return classLockWait
+		case erNoSuchTable:
+			return classNoTable
+		case erServerShutdown, erQueryInterrupted, erConnectionKilled, crServerGone, crServerLost, erClientInteraction:
+			return classConnection
+		}
+		return classOther
+	}
+	var netErr net.Error
+	switch {
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		return classOther
+	case errors.Is(err, driver.ErrBadConn),
+		errors.Is(err, mysqldrv.ErrInvalidConn),
+		errors.Is(err, sql.ErrConnDone),
+		errors.Is(err, io.EOF),
+		errors.Is(err, io.ErrUnexpectedEOF),
+		errors.Is(err, syscall.ECONNREFUSED),
+		errors.Is(err, syscall.ECONNRESET),
+		errors.Is(err, syscall.EPIPE),
+		errors.As(err, &netErr):
+		return classConnection
+	}
+	return classOther
+}
+
+// IsTransient reports whether err is a database failure worth retrying as
+// a whole: a deadlock, a lock wait timeout, or a lost connection. A
+// service may use it to retry its own command transaction.
+func IsTransient(err error) bool {
+	switch classify(err) {
+	case classDeadlock, classLockWait, classConnection:
+		return true
+	}
+	return false
+}

@@ -1,0 +1,111 @@
+package mysql
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+)
+
+// createTable is the outbox table. The seed's column names are kept where
+// the seed has them (event_id, event_type, status, retry_count,
+// last_error), so operators' queries carry over.
+//
+//   - id orders records in insert order and is the claim tie-breaker.
+//   - next_attempt_at is when a pending record is next due. A claim moves it
+//     to the end of the lease, so a leased record leaves the due range and
+//     comes back by itself if its worker dies.
+//   - idx_due (status, next_attempt_at, id) serves the claim: a range scan
+//     over due pending records in due order that stops after the batch,
+//     whatever the size of the backlog or of the published history.
+//   - lease_token fences settles: only the holder of the current lease
+//     can record an outcome.
+//
+// All times are UTC on the database clock (UTC_TIMESTAMP).
+const createTable = "CREATE TABLE IF NOT EXISTS `%s` (" + `
+  id              BIGINT UNSIGNED NOT NULL AUTO_INCREMENT,
+  event_id        VARCHAR(255) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NOT NULL,
+  event_key       VARCHAR(255) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NOT NULL DEFAULT '',
+  event_type      VARCHAR(255) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NOT NULL,
+  payload         LONGBLOB NOT NULL,
+  headers         TEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NULL,
+  status          VARCHAR(16) CHARACTER SET ascii COLLATE ascii_bin NOT NULL DEFAULT 'pending',
+  retry_count     INT UNSIGNED NOT NULL DEFAULT 0,
+  last_error      VARCHAR(512) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NULL,
+  created_at      DATETIME(6) NOT NULL,
+  next_attempt_at DATETIME(6) NOT NULL,
+  published_at    DATETIME(6) NULL,
+  lease_owner     VARCHAR(255) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NULL,
+  lease_token     CHAR(32) CHARACTER SET ascii COLLATE ascii_bin NULL,
+  PRIMARY KEY (id),
+  UNIQUE KEY uk_event_id (event_id),
+  KEY idx_due (status, next_attempt_at, id)
+) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin`
+
+// requiredColumns are the columns the store reads and writes.
+var requiredColumns = []string{
+	"id", "event_id", "event_key", "event_type", "payload", "headers", "status", "retry_count",
+	"last_error", "created_at", "next_attempt_at", "published_at", "lease_owner", "lease_token",
+}
+
+// requiredIndexes are the indexes the store's queries rely on.
+var requiredIndexes = []string{"uk_event_id", "idx_due"}
+
+// Migrate creates the outbox table if it does not exist and checks that an
+// existing one has the columns and indexes the store needs. It is
+// idempotent and safe to run from several instances at start-up.
+func (s *Store) Migrate(ctx context.Context) error {
+	if _, err := s.db.ExecContext(ctx, fmt.Sprintf(createTable, s.table)); err != nil {
+		return s.wrap("migrate", err)
+	}
+	return s.checkSchema(ctx)
+}
+
+// checkSchema reports missing columns or indexes by name, so that a table
+// of the same name made by something else fails at start-up, not on the
+// first claim.
+func (s *Store) checkSchema(ctx context.Context) error {
+	columns, err := s.names(ctx, "SELECT COLUMN_NAME FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = ?")
+	if err != nil {
+		return err
+	}
+	indexes, err := s.names(ctx, "SELECT DISTINCT INDEX_NAME FROM information_schema.STATISTICS WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = ?")
+	if err != nil {
+		return err
+	}
+	var missing []string
+	for _, c := range requiredColumns {
+		if !slices.Contains(columns, c) {
+			missing = append(missing, "column "+c)
+		}
+	}
+	for _, ix := range requiredIndexes {
+		if !slices.Contains(indexes, ix) {
+			missing = append(missing, "index "+ix)
+		}
+	}
+	if len(missing) > 0 {
+		return fmt.Errorf("mysql store: migrate: table %q exists but lacks %s; it was not made by this store", s.table, strings.Join(missing, ", "))
+	}
+	return nil
+}
+
+func (s *Store) names(ctx context.Context, query string) ([]string, error) {
+	rows, err := s.db.QueryContext(ctx, query, s.table)
+	if err != nil {
+		return nil, s.wrap("migrate", err)
+	}
+	defer rows.Close()
+	var out []string
+	for rows.Next() {
+		var n string
+		if err := rows.Scan(&n); err != nil {
+			return nil, s.wrap("migrate", err)
+		}
+		out = append(out, strings.ToLower(n))
+	}
+	if err := rows.Err(); err != nil {
+		return nil, s.wrap("migrate", err)
+	}
+	return out, nil
+}

@@ -1,0 +1,125 @@
+package mysql
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/cenkalti/backoff/v4"
+
+	"github.com/outboxrelay/outboxrelay/outbox"
+)
+
+// Settle records outcomes of records claimed under token. Outcomes of one
+// kind (and, for failures, of one error text and delay) are written by one
+// UPDATE, fenced by the token: a record whose lease was lost is left alone
+// and counted as stale. Each statement is retried a few times on a
+// deadlock, lock wait timeout or lost connection; this is safe because a
+// statement that was applied cleared the token and so cannot apply twice.
+// (An outcome applied by a try whose reply was lost counts as stale.)
+func (s *Store) Settle(ctx context.Context, token string, outcomes []outbox.Outcome) (outbox.SettleResult, error) {
+	if token == "" {
+		return outbox.SettleResult{}, errors.New("mysql store: settle: empty token")
+	}
+	groups, err := groupOutcomes(outcomes)
+	if err != nil {
+		return outbox.SettleResult{}, err
+	}
+	var res outbox.SettleResult
+	for _, g := range groups {
+		args := make([]any, 0, len(g.ids)+3)
+		query := s.q.settlePublished
+		switch g.kind {
+		case outbox.OutcomeRetry:
+			query = s.q.settleRetry
+			args = append(args, g.errText, g.retryIn.Microseconds())
+		case outbox.OutcomeDead:
+			query = s.q.settleDead
+			args = append(args, g.errText)
+		case outbox.OutcomeRelease:
+			query = s.q.settleRelease
+		}
+		args = append(args, token)
+		for _, id := range g.ids {
+			args = append(args, id)
+		}
+		n, err := s.execRetrying(ctx, query+placeholders(len(g.ids))+")", args...)
+		if err != nil {
+			return res, s.wrap("settle", err)
+		}
+		res.Applied += int(n)
+	}
+	res.Stale = len(outcomes) - res.Applied
+	return res, nil
+}
+
+// outcomeGroup is a set of outcomes one statement writes.
+type outcomeGroup struct {
+	kind    outbox.OutcomeKind
+	errText string
+	retryIn time.Duration
+	ids     []string
+}
+
+func groupOutcomes(outcomes []outbox.Outcome) ([]*outcomeGroup, error) {
+	type groupKey struct {
+		kind    outbox.OutcomeKind
+		errText string
+		retryIn time.Duration
+	}
+	var (
+		groups []*outcomeGroup
+		index  = map[groupKey]*outcomeGroup{}
+	)
+	for _, o := range outcomes {
+		k := groupKey{kind: o.Kind}
+		switch o.Kind {
+		case outbox.OutcomePublished, outbox.OutcomeRelease:
+		case outbox.OutcomeRetry:
+			if o.RetryIn < 0 {
+				return nil, fmt.Errorf("mysql store: settle: outcome for %q: RetryIn %v is negative", o.ID, o.RetryIn)
+			}
+			k.errText, k.retryIn = outbox.Truncate(o.Error, outbox.MaxLastErrorBytes), o.RetryIn
+		case outbox.OutcomeDead:
+			k.errText = outbox.Truncate(o.Error, outbox.MaxLastErrorBytes)
+		default:
+			return nil, fmt.Errorf("mysql store: settle: outcome for %q: unknown kind %d", o.ID, o.Kind)
+		}
+		g := index[k]
+		if g == nil {
+			g = &outcomeGroup{kind: k.kind, errText: k.errText, retryIn: k.retryIn}
+			index[k] = g
+			groups = append(groups, g)
+		}
+		g.ids = append(g.ids, o.ID)
+	}
+	return groups, nil
+}
+
+// Statements that may be retried are tried this many times in all.
+const maxStatementTries = 4
+
+// execRetrying runs an idempotent statement, retrying transient failures
+// with a short exponential backoff. It returns the rows affected.
+func (s *Store) execRetrying(ctx context.Context, query string, args ...any) (int64, error) {
+	var affected int64
+	op := func() error {
+		res, err := s.db.ExecContext(ctx, query, args...)
+		if err != nil {
+			if IsTransient(err) {
+				return err
+			}
+			return backoff.Permanent(err)
+		}
+		affected, err = res.RowsAffected()
+		return backoff.Permanent(err)
+	}
+	policy := backoff.NewExponentialBackOff(
+		backoff.WithInitialInterval(20*time.Millisecond),
+		backoff.WithMaxInterval(500*time.Millisecond),
+		backoff.WithMaxElapsedTime(0),
+	)
+	err := backoff.Retry(op, backoff.WithContext(backoff.WithMaxRetries(policy, maxStatementTries-1), ctx))
+	return affected, err
+}
