@@ -1,0 +1,515 @@
+package outboxtest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+
+	"github.com/outboxrelay/outboxrelay/outbox"
+)
+
+// RunWorkerTests checks the seed's acceptance rows, and the worker's
+// behaviour under failures and concurrency, through a real outbox.Worker on
+// the store newHarness makes.
+func RunWorkerTests(t *testing.T, newHarness Factory) {
+	// Runs alone, before the parallel subtests start, so that its goroutine
+	// count sees only its own worker.
+	t.Run("StoppedWorkerLeavesNoGoroutine", func(t *testing.T) { testNoGoroutineLeak(t, newHarness) })
+
+	tests := []struct {
+		name string
+		fn   func(t *testing.T, h Harness)
+	}{
+		{"RepublishMarksPublished", testRepublish},
+		{"FailureKeepsPendingWithRetryCount", testFailureKeepsPending},
+		{"FailThenSucceedEndsPublished", testFailThenSucceed},
+		{"SyncSuccessMarksPublishedAndWorkerSkipsIt", testSyncSuccess},
+		{"SyncFailureLeavesPendingRetryCountUnchanged", testSyncFailure},
+		{"CancelStopsNewBatchesInFlightBoundedByPublishTimeout", testCancel},
+		{"NoOpSinkSuccessMarksPublished", testNoOpSink},
+		{"FailingAndPanickingRecordsDoNotStopTheBatch", testBatchIsolation},
+		{"StoreErrorEndsRoundNextRoundRetries", testStoreErrors},
+		{"BatchSizeBoundsARound", testBatchSize},
+		{"RunTwiceIsRefused", testRunTwice},
+		{"LogFields", testLogFields},
+		{"PublishNowWithRunningWorkerDeliversOnce", testPublishNowOnce},
+		{"PublishNowFailingSinkWorkerDeliversLater", testPublishNowFailing},
+		{"ThreeWorkersFlakySinkNoLossNoDuplicate", testThreeWorkers},
+		{"CrashedWorkerRecordsDeliveredAfterLease", testCrashedWorker},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			tc.fn(t, newHarness(t))
+		})
+	}
+}
+
+// fastRetry makes failed records due again quickly.
+var fastRetry = outbox.FixedInterval{Interval: 20 * time.Millisecond}
+
+func newWorker(t *testing.T, s outbox.Store, sink outbox.Sink, opts outbox.WorkerOptions) *outbox.Worker {
+	t.Helper()
+	if opts.Logger == nil {
+		opts.Logger = Logger(t)
+	}
+	if opts.PollInterval == 0 {
+		opts.PollInterval = 20 * time.Millisecond
+	}
+	if opts.Retry == nil {
+		opts.Retry = fastRetry
+	}
+	w, err := outbox.NewWorker(s, sink, opts)
+	require.NoError(t, err)
+	return w
+}
+
+// runWorker runs w.Run in the background. The returned stop cancels it and
+// waits until Run has returned; it also runs when the test ends, before the
+// database is closed.
+func runWorker(t *testing.T, w *outbox.Worker) (stop func()) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- w.Run(ctx) }()
+	var once sync.Once
+	stop = func() {
+		once.Do(func() {
+			cancel()
+			select {
+			case err := <-done:
+				if err != nil {
+					t.Errorf("Run returned %v, want nil on a clean stop", err)
+				}
+			case <-time.After(waitTimeout):
+				t.Errorf("Run did not return within %v of cancel", waitTimeout)
+			}
+		})
+	}
+	t.Cleanup(stop)
+	return stop
+}
+
+func processBatch(t *testing.T, w *outbox.Worker) outbox.BatchResult {
+	t.Helper()
+	res, err := w.ProcessBatch(context.Background())
+	require.NoError(t, err)
+	return res
+}
+
+func waitDistinct(t *testing.T, r *Recorder, n int) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
+	defer cancel()
+	require.NoError(t, r.WaitDistinct(ctx, n))
+}
+
+func requireStatus(t *testing.T, s outbox.Store, want outbox.Status, ids ...string) {
+	t.Helper()
+	for _, id := range ids {
+		require.Equal(t, want, get(t, s, id).Status, id)
+	}
+}
+
+// waitPublished polls until every message of ms is published.
+func waitPublished(t *testing.T, s outbox.Store, ms []outbox.Message) {
+	t.Helper()
+	eventually(t, fmt.Sprintf("all %d records are published", len(ms)), func() bool {
+		for _, m := range ms {
+			if get(t, s, m.ID).Status != outbox.StatusPublished {
+				return false
+			}
+		}
+		return true
+	})
+}
+
+// commitThenPublishNow is a writer's command: enqueue m with a head start
+// in its own transaction, commit, then publish at once.
+func commitThenPublishNow(t *testing.T, h Harness, w *outbox.Worker, m outbox.Message) error {
+	t.Helper()
+	ctx := context.Background()
+	tx, err := h.Begin(ctx)
+	require.NoError(t, err)
+	require.NoError(t, h.Store.EnqueueWithOptions(ctx, tx, outbox.EnqueueOptions{HeadStart: outbox.DefaultHeadStart}, m))
+	require.NoError(t, tx.Commit())
+	return w.PublishNow(ctx, m)
+}
+
+func msgIDs(ms []outbox.Message) []string {
+	out := make([]string, len(ms))
+	for i, m := range ms {
+		out[i] = m.ID
+	}
+	return out
+}
+
+func testRepublish(t *testing.T, h Harness) {
+	ms := msgs("r", 3)
+	enqueue(t, h, outbox.EnqueueOptions{}, ms...)
+	rec := NewRecorder()
+	w := newWorker(t, h.Store, rec, outbox.WorkerOptions{})
+
+	res := processBatch(t, w)
+	require.Equal(t, outbox.BatchResult{Claimed: 3, Published: 3}, res)
+	got := rec.Messages()
+	require.Len(t, got, 3)
+	for i, m := range ms {
+		require.False(t, got[i].CreatedAt.IsZero(), "the store stamps CreatedAt")
+		got[i].CreatedAt = time.Time{}
+		require.Equal(t, m, got[i], "the sink gets the same event IDs and content, in order")
+	}
+	requireStatus(t, h.Store, outbox.StatusPublished, msgIDs(ms)...)
+
+	require.Zero(t, processBatch(t, w).Claimed, "published records are not scanned again")
+	require.Equal(t, 3, rec.Len())
+}
+
+func testFailureKeepsPending(t *testing.T, h Harness) {
+	enqueue(t, h, outbox.EnqueueOptions{}, msg("f"))
+	sink := NewFlakySink(NewRecorder(), 1)
+	sink.FailIf(func(outbox.Message) error { return errors.New("tencent im: ErrorCode 10002: internal error") })
+	w := newWorker(t, h.Store, sink, outbox.WorkerOptions{})
+
+	require.Equal(t, outbox.BatchResult{Claimed: 1, Retried: 1}, processBatch(t, w))
+	r := get(t, h.Store, "f")
+	require.Equal(t, outbox.StatusPending, r.Status)
+	require.Equal(t, 1, r.Attempts)
+	require.Contains(t, r.LastError, "ErrorCode 10002")
+
+	eventually(t, "the second attempt", func() bool { return processBatch(t, w).Retried == 1 })
+	require.Equal(t, 2, get(t, h.Store, "f").Attempts, "each worker attempt counts")
+}
+
+func testFailThenSucceed(t *testing.T, h Harness) {
+	enqueue(t, h, outbox.EnqueueOptions{}, msg("ft"))
+	rec := NewRecorder()
+	sink := NewFlakySink(rec, 1)
+	sink.FailNext(1)
+	w := newWorker(t, h.Store, sink, outbox.WorkerOptions{})
+
+	require.Equal(t, 1, processBatch(t, w).Retried)
+	eventually(t, "the retry publishes", func() bool { return processBatch(t, w).Published == 1 })
+	r := get(t, h.Store, "ft")
+	require.Equal(t, outbox.StatusPublished, r.Status)
+	require.Equal(t, 1, r.Attempts)
+	require.Empty(t, r.LastError)
+	require.Equal(t, 1, rec.Count("ft"))
+}
+
+func testSyncSuccess(t *testing.T, h Harness) {
+	m := msg("sync-ok")
+	enqueue(t, h, outbox.EnqueueOptions{HeadStart: outbox.DefaultHeadStart}, m)
+	rec := NewRecorder()
+	w := newWorker(t, h.Store, rec, outbox.WorkerOptions{})
+
+	require.NoError(t, w.PublishNow(context.Background(), m))
+	r := get(t, h.Store, "sync-ok")
+	require.Equal(t, outbox.StatusPublished, r.Status)
+	require.Zero(t, r.Attempts)
+	require.Equal(t, 1, rec.Count("sync-ok"))
+
+	require.Zero(t, processBatch(t, w).Claimed, "the worker never scans a record the fast path published")
+	require.NoError(t, w.PublishNow(context.Background(), m), "publishing a published message again is a no-op")
+	require.Equal(t, 1, rec.Len())
+}
+
+func testSyncFailure(t *testing.T, h Harness) {
+	m := msg("sync-fail")
+	enqueue(t, h, outbox.EnqueueOptions{HeadStart: outbox.DefaultHeadStart}, m)
+	rec := NewRecorder()
+	sink := NewFlakySink(rec, 1)
+	sink.FailNext(1)
+	w := newWorker(t, h.Store, sink, outbox.WorkerOptions{})
+
+	err := w.PublishNow(context.Background(), m)
+	require.ErrorIs(t, err, ErrInjected, "the failure is reported for logging")
+	require.Contains(t, err.Error(), "sync-fail")
+	r := get(t, h.Store, "sync-fail")
+	require.Equal(t, outbox.StatusPending, r.Status)
+	require.Zero(t, r.Attempts, "a failed synchronous publish does not count as a retry")
+	require.Empty(t, r.LastError)
+
+	// Released for the worker at once, head start or not.
+	require.Equal(t, outbox.BatchResult{Claimed: 1, Published: 1}, processBatch(t, w))
+	requireStatus(t, h.Store, outbox.StatusPublished, "sync-fail")
+	require.Equal(t, 1, rec.Count("sync-fail"))
+}
+
+func testCancel(t *testing.T, h Harness) {
+	enqueue(t, h, outbox.EnqueueOptions{}, msg("c-0"), msg("c-1"), msg("c-2"))
+	rec := NewRecorder()
+	sink := NewFlakySink(rec, 1)
+	sink.HangNext(1)
+	w := newWorker(t, h.Store, sink, outbox.WorkerOptions{BatchSize: 1, PublishTimeout: 300 * time.Millisecond})
+
+	stop := runWorker(t, w)
+	eventually(t, "the first publish is in flight", func() bool { return sink.Calls() == 1 })
+	stop() // cancels Run and waits for it to return
+
+	require.Equal(t, 1, sink.Calls(), "no batch is claimed after cancel")
+	r := get(t, h.Store, "c-0")
+	require.Equal(t, 1, r.Attempts, "the in-flight result is recorded before Run returns")
+	require.Contains(t, r.LastError, "deadline exceeded", "the in-flight publish ran until PublishTimeout, not cut by cancel")
+	b := claim(t, h.Store, 10, time.Minute)
+	require.Equal(t, []string{"c-1", "c-2"}, ids(b.Records), "records not yet attempted stay pending and unleased")
+	require.Zero(t, b.Records[0].Attempts)
+}
+
+func testNoOpSink(t *testing.T, h Harness) {
+	noIM := map[string]bool{"RoomCreated": true, "RoomHeatChanged": true, "RoomRankChanged": true}
+	im := NewRecorder()
+	sink := outbox.SinkFunc(func(ctx context.Context, m outbox.Message) error {
+		if noIM[m.Type] {
+			return nil // nothing to send for this type: a no-op success
+		}
+		return im.Publish(ctx, m)
+	})
+	all := []outbox.Message{
+		{ID: "n-1", Key: "room-1", Type: "RoomCreated"},
+		{ID: "n-2", Key: "room-1", Type: "RoomUserJoined"},
+		{ID: "n-3", Key: "room-1", Type: "RoomHeatChanged"},
+		{ID: "n-4", Key: "room-1", Type: "RoomRankChanged"},
+	}
+	enqueue(t, h, outbox.EnqueueOptions{}, all...)
+	w := newWorker(t, h.Store, sink, outbox.WorkerOptions{})
+
+	require.Equal(t, 4, processBatch(t, w).Published)
+	requireStatus(t, h.Store, outbox.StatusPublished, "n-1", "n-2", "n-3", "n-4")
+	require.Equal(t, []string{"n-2"}, msgIDs(im.Messages()), "only the IM event reached IM")
+}
+
+func testBatchIsolation(t *testing.T, h Harness) {
+	ms := msgs("b", 10)
+	enqueue(t, h, outbox.EnqueueOptions{}, ms...)
+	rec := NewRecorder()
+	sink := NewFlakySink(rec, 1)
+	sink.FailIf(func(m outbox.Message) error {
+		if m.ID == "b-3" {
+			return errors.New("bad record")
+		}
+		return nil
+	})
+	sink.PanicIf(func(m outbox.Message) bool { return m.ID == "b-6" })
+	w := newWorker(t, h.Store, sink, outbox.WorkerOptions{Retry: outbox.FixedInterval{Interval: time.Hour}})
+
+	require.Equal(t, outbox.BatchResult{Claimed: 10, Published: 8, Retried: 2}, processBatch(t, w))
+	for _, m := range ms {
+		r := get(t, h.Store, m.ID)
+		switch m.ID {
+		case "b-3":
+			require.Equal(t, outbox.StatusPending, r.Status)
+			require.Equal(t, "bad record", r.LastError)
+		case "b-6":
+			require.Equal(t, outbox.StatusPending, r.Status)
+			require.Contains(t, r.LastError, "panic")
+		default:
+			require.Equal(t, outbox.StatusPublished, r.Status, m.ID)
+		}
+	}
+}
+
+// faultyStore wraps a real store and fails chosen calls, as a database
+// outage would.
+type faultyStore struct {
+	outbox.Store
+	failClaims  atomic.Int32
+	failSettles atomic.Int32
+}
+
+var errStoreDown = errors.New("injected: database unreachable")
+
+func (f *faultyStore) Claim(ctx context.Context, p outbox.ClaimParams) (outbox.Batch, error) {
+	if f.failClaims.Add(-1) >= 0 {
+		return outbox.Batch{}, errStoreDown
+	}
+	return f.Store.Claim(ctx, p)
+}
+
+func (f *faultyStore) Settle(ctx context.Context, token string, o []outbox.Outcome) (outbox.SettleResult, error) {
+	if f.failSettles.Add(-1) >= 0 {
+		return outbox.SettleResult{}, errStoreDown
+	}
+	return f.Store.Settle(ctx, token, o)
+}
+
+func testStoreErrors(t *testing.T, h Harness) {
+	ms := msgs("s", 5)
+	enqueue(t, h, outbox.EnqueueOptions{}, ms...)
+	fs := &faultyStore{Store: h.Store}
+	rec := NewRecorder()
+	w := newWorker(t, fs, rec, outbox.WorkerOptions{
+		PublishTimeout: time.Second, StoreTimeout: time.Second, LeaseTimeout: 3 * time.Second,
+	})
+
+	fs.failClaims.Store(1)
+	_, err := w.ProcessBatch(context.Background())
+	require.ErrorIs(t, err, errStoreDown, "a failed claim ends the round with an error")
+	require.Zero(t, rec.Len())
+
+	fs.failSettles.Store(1)
+	res, err := w.ProcessBatch(context.Background())
+	require.ErrorIs(t, err, errStoreDown, "a failed settle ends the round with an error")
+	require.Equal(t, 5, res.Published, "the sink took them; the outcome is what got lost")
+
+	// Run keeps going through failing rounds; the records whose outcome was
+	// lost are delivered again once their lease expires.
+	fs.failClaims.Store(3)
+	runWorker(t, w)
+	waitPublished(t, h.Store, ms)
+	for _, m := range ms {
+		require.Equal(t, 2, rec.Count(m.ID), "delivered once before the lost settle, once after (at-least-once)")
+	}
+}
+
+func testBatchSize(t *testing.T, h Harness) {
+	enqueue(t, h, outbox.EnqueueOptions{}, msgs("bs", 25)...)
+	w := newWorker(t, h.Store, NewRecorder(), outbox.WorkerOptions{BatchSize: 10})
+	require.Equal(t, 10, processBatch(t, w).Claimed)
+	require.Equal(t, 10, processBatch(t, w).Claimed)
+	require.Equal(t, 5, processBatch(t, w).Claimed)
+}
+
+func testRunTwice(t *testing.T, h Harness) {
+	enqueue(t, h, outbox.EnqueueOptions{}, msg("busy"))
+	sink := NewFlakySink(NewRecorder(), 1)
+	sink.HangNext(1)
+	w := newWorker(t, h.Store, sink, outbox.WorkerOptions{PublishTimeout: 500 * time.Millisecond})
+	stop := runWorker(t, w)
+	eventually(t, "Run is publishing", func() bool { return sink.Calls() == 1 })
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	require.ErrorIs(t, w.Run(ctx), outbox.ErrWorkerRunning)
+	stop()
+	require.NoError(t, w.Run(ctx), "after a stop the worker can run again")
+}
+
+func testLogFields(t *testing.T, h Harness) {
+	enqueue(t, h, outbox.EnqueueOptions{}, outbox.Message{ID: "log-1", Key: "room-42", Type: "RoomGiftSent"})
+	var buf syncBuffer
+	logger := slogJSON(&buf)
+	sink := NewFlakySink(NewRecorder(), 1)
+	sink.FailNext(1)
+	w := newWorker(t, h.Store, sink, outbox.WorkerOptions{Name: "room_outbox", NodeID: "node-7", KeyAttr: "room_id", Logger: logger})
+	processBatch(t, w)
+
+	line := findLogLine(t, buf.String(), "outbox publish failed; will retry")
+	want := map[string]any{
+		"worker": "room_outbox", "node_id": "node-7", "event_id": "log-1", "event_type": "RoomGiftSent",
+		"room_id": "room-42", "retry_count": float64(1), "status": "pending", "error": ErrInjected.Error(),
+	}
+	for k, v := range want {
+		require.Equal(t, v, line[k], "log field %q", k)
+	}
+}
+
+func testPublishNowOnce(t *testing.T, h Harness) {
+	const n = 1000
+	rec := NewRecorder()
+	w := newWorker(t, h.Store, rec, outbox.WorkerOptions{PollInterval: outbox.MinPollInterval})
+	runWorker(t, w)
+
+	all := msgs("pn", n)
+	for _, m := range all {
+		require.NoError(t, commitThenPublishNow(t, h, w, m))
+	}
+	waitDistinct(t, rec, n)
+	waitPublished(t, h.Store, all)
+	require.Empty(t, rec.Duplicates(), "the running worker raced the fast path")
+	require.Equal(t, n, rec.Len())
+}
+
+func testPublishNowFailing(t *testing.T, h Harness) {
+	const n = 1000
+	rec := NewRecorder()
+	sink := NewFlakySink(rec, 1)
+	sink.FailIf(func(outbox.Message) error { return errors.New("im unreachable") })
+	w := newWorker(t, h.Store, sink, outbox.WorkerOptions{PollInterval: outbox.MinPollInterval})
+
+	all := msgs("pf", n)
+	for _, m := range all {
+		require.Error(t, commitThenPublishNow(t, h, w, m))
+	}
+	require.Zero(t, rec.Len())
+	for _, m := range all {
+		r := get(t, h.Store, m.ID)
+		require.Equal(t, outbox.StatusPending, r.Status)
+		require.Zero(t, r.Attempts)
+	}
+
+	sink.FailIf(nil) // IM is back
+	runWorker(t, w)
+	waitDistinct(t, rec, n)
+	waitPublished(t, h.Store, all)
+}
+
+func testThreeWorkers(t *testing.T, h Harness) {
+	const n = 5000
+	all := msgs("tw", n)
+	for chunk := range slices.Chunk(all, 500) {
+		enqueue(t, h, outbox.EnqueueOptions{}, chunk...)
+	}
+	rec := NewRecorder()
+	var sinks []*FlakySink
+	for i := range 3 {
+		sink := NewFlakySink(rec, uint64(i+1))
+		sink.SetFailRate(0.2)
+		sinks = append(sinks, sink)
+		w := newWorker(t, h.OpenStore(t), sink, outbox.WorkerOptions{NodeID: fmt.Sprintf("node-%d", i), BatchSize: 50})
+		runWorker(t, w)
+	}
+	waitDistinct(t, rec, n)
+	waitPublished(t, h.Store, all)
+	require.Empty(t, rec.Duplicates(), "no lease expired, so no record may be delivered twice")
+	failed := 0
+	for _, s := range sinks {
+		require.Positive(t, s.Calls(), "every worker took part")
+		failed += s.Failed()
+	}
+	require.Greater(t, failed, n/10, "the sinks really failed about 20%% of calls")
+	t.Logf("3 workers delivered %d records; %d publish calls failed by injection", n, failed)
+}
+
+func testCrashedWorker(t *testing.T, h Harness) {
+	ms := msgs("cr", 5)
+	enqueue(t, h, outbox.EnqueueOptions{}, ms...)
+	// A worker claims the batch and dies before publishing or settling.
+	crashed, err := h.Store.Claim(context.Background(), outbox.ClaimParams{Owner: "crashed-node", Limit: 10, LeaseFor: 500 * time.Millisecond})
+	require.NoError(t, err)
+	require.Equal(t, 5, crashed.Len())
+
+	rec := NewRecorder()
+	w := newWorker(t, h.OpenStore(t), rec, outbox.WorkerOptions{NodeID: "survivor"})
+	runWorker(t, w)
+	waitDistinct(t, rec, 5)
+	waitPublished(t, h.Store, ms)
+	require.Empty(t, rec.Duplicates())
+	res := settle(t, h.Store, crashed.Token, outbox.Outcome{ID: "cr-0", Kind: outbox.OutcomeRetry, Error: "zombie"})
+	require.Equal(t, 1, res.Stale, "the crashed worker, if it came back, could not overwrite the result")
+}
+
+func testNoGoroutineLeak(t *testing.T, newHarness Factory) {
+	h := newHarness(t)
+	enqueue(t, h, outbox.EnqueueOptions{}, msgs("gl", 3)...)
+	_ = get(t, h.Store, "gl-0") // open the pool's connections before the baseline
+	ignore := []goleak.Option{
+		goleak.IgnoreCurrent(),
+		// The MySQL driver watches each pooled connection for cancellation
+		// until the pool closes it; the test's pool outlives the worker.
+		goleak.IgnoreAnyFunction("github.com/go-sql-driver/mysql.(*mysqlConn).startWatcher.func1"),
+	}
+	sink := NewFlakySink(NewRecorder(), 1)
+	sink.HangNext(1)
+	w := newWorker(t, h.Store, sink, outbox.WorkerOptions{PublishTimeout: 200 * time.Millisecond})
+	stop := runWorker(t, w)
+	eventually(t, "a publish is in flight", func() bool { return sink.Calls() >= 1 })
+	stop()
+	goleak.VerifyNone(t, ignore...)
+}

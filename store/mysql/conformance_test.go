@@ -1,0 +1,45 @@
+package mysql_test
+
+import (
+	"context"
+	"database/sql"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/outboxrelay/outboxrelay/internal/testutil"
+	"github.com/outboxrelay/outboxrelay/outbox"
+	"github.com/outboxrelay/outboxrelay/outbox/outboxtest"
+	"github.com/outboxrelay/outboxrelay/store/mysql"
+)
+
+// testTable is room-service's table name, so that the suites also cover a
+// non-default name.
+const testTable = "room_outbox"
+
+func newStore(t *testing.T, db *sql.DB) *mysql.Store {
+	t.Helper()
+	s, err := mysql.New(db, mysql.Options{Table: testTable})
+	require.NoError(t, err)
+	require.NoError(t, s.Migrate(context.Background()))
+	return s
+}
+
+func newHarness(t *testing.T) outboxtest.Harness {
+	d := testutil.NewDatabase(t)
+	return outboxtest.Harness{
+		Store: newStore(t, d.DB),
+		Begin: func(ctx context.Context) (outboxtest.Tx, error) { return d.DB.BeginTx(ctx, nil) },
+		OpenStore: func(t *testing.T) outbox.Store {
+			return newStore(t, d.Open(t))
+		},
+	}
+}
+
+func TestStoreConformance(t *testing.T) {
+	outboxtest.RunStoreTests(t, newHarness)
+}
+
+func TestWorkerConformance(t *testing.T) {
+	outboxtest.RunWorkerTests(t, newHarness)
+}

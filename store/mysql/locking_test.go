@@ -1,0 +1,48 @@
+package mysql
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/outboxrelay/outboxrelay/internal/testutil"
+	"github.com/outboxrelay/outboxrelay/outbox"
+)
+
+// A claim must never make a writer wait: the business transaction that
+// enqueues an event would otherwise be slowed by every worker poll.
+func TestClaimDoesNotBlockWriters(t *testing.T) {
+	d := testutil.NewDatabase(t)
+	ctx := context.Background()
+	s, err := New(d.DB, Options{})
+	require.NoError(t, err)
+	require.NoError(t, s.Migrate(ctx))
+	for _, id := range []string{"a", "b", "c"} {
+		require.NoError(t, s.Enqueue(ctx, d.DB, outbox.Message{ID: id, Type: "T"}))
+	}
+
+	// Hold a claim's transaction open after its locking read.
+	tx, err := d.DB.BeginTx(ctx, claimTxOptions)
+	require.NoError(t, err)
+	defer func() { _ = tx.Rollback() }()
+	rows, err := tx.QueryContext(ctx, s.q.claimDue, 100)
+	require.NoError(t, err)
+	n := 0
+	for rows.Next() {
+		n++
+	}
+	require.NoError(t, rows.Err())
+	require.Equal(t, 3, n)
+
+	// A writer appends new due events meanwhile, in its own transaction.
+	wctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	wtx, err := d.DB.BeginTx(wctx, nil)
+	require.NoError(t, err)
+	defer func() { _ = wtx.Rollback() }()
+	require.NoError(t, s.Enqueue(wctx, wtx, outbox.Message{ID: "new", Type: "T"}),
+		"Enqueue waited for an open claim (gap lock)")
+	require.NoError(t, wtx.Commit())
+}
