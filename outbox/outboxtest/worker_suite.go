@@ -393,7 +393,7 @@ func testRunTwice(t *testing.T, h Harness) {
 
 func testLogFields(t *testing.T, h Harness) {
 	enqueue(t, h, outbox.EnqueueOptions{}, outbox.Message{ID: "log-1", Key: "room-42", Type: "RoomGiftSent"})
-	var buf syncBuffer
+	var buf LogBuffer
 	logger := slogJSON(&buf)
 	sink := NewFlakySink(NewRecorder(), 1)
 	sink.FailNext(1)
