@@ -6,8 +6,10 @@ require (
 	github.com/cenkalti/backoff/v4 v4.3.0
 	github.com/go-sql-driver/mysql v1.10.1
 	github.com/stretchr/testify v1.12.1
+	github.com/tencentyun/tls-sig-api-v2-golang v1.4.0
 	github.com/testcontainers/testcontainers-go/modules/mysql v0.45.0
 	go.uber.org/goleak v1.3.0
+	golang.org/x/time v0.16.0
 )
 
 require (

@@ -1,0 +1,214 @@
+package tencentim
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/outboxrelay/outboxrelay/outbox"
+)
+
+// Mode is how a message is sent to its group.
+type Mode string
+
+// The two ways of telling a group.
+const (
+	// ModeGroupMessage sends an ordinary group message
+	// (group_open_http_svc/send_group_msg) with one TIMCustomElem whose
+	// Data is the payload. The default.
+	ModeGroupMessage Mode = "group_message"
+	// ModeSystemNotification sends a group system notification
+	// (group_open_http_svc/send_group_system_notification) whose Content is
+	// the payload. Tencent does not deduplicate these by Random.
+	ModeSystemNotification Mode = "system_notification"
+)
+
+// Message priorities of send_group_msg.
+const (
+	PriorityHigh   = "High"
+	PriorityNormal = "Normal"
+	PriorityLow    = "Low"
+	PriorityLowest = "Lowest"
+)
+
+// Defaults and limits of Config.
+const (
+	// DefaultUserSigTTL is the lifetime of the admin's UserSig. Tencent
+	// recommends at least 24 hours. The sink renews it when half of it has
+	// passed.
+	DefaultUserSigTTL = 24 * time.Hour
+	// MinUserSigTTL is the shortest UserSigTTL accepted.
+	MinUserSigTTL = time.Minute
+	// DefaultMaxMessageBytes bounds the encoded message body (the MsgBody
+	// array, or a notification's Content). Tencent documents 8 KB for
+	// some APIs and 12 KB for others and answers 80002/93000 beyond its
+	// limit; a larger message is rejected as permanent before any call.
+	DefaultMaxMessageBytes = 12 << 10
+	// DefaultRateLimit is the client-side limit on calls per second. With
+	// its burst of a tenth of the rate, no one-second window sees more
+	// than 198 calls: under Tencent's default of 200 per API.
+	DefaultRateLimit = 180
+	// DefaultGroupRateLimit is the client-side limit on messages per
+	// second to one group; with its burst, at most 40 in any second, as
+	// Tencent allows.
+	DefaultGroupRateLimit = 36
+	// MaxAdminIdentifierBytes is Tencent's limit on a UserID.
+	MaxAdminIdentifierBytes = 32
+)
+
+// Config configures a Sink. BaseURL, SDKAppID, SecretKey and
+// AdminIdentifier are required; every other field has a default.
+type Config struct {
+	// BaseURL is the REST API domain of the app's region, e.g.
+	// https://console.tim.qq.com (China) or
+	// https://adminapisgp.im.qcloud.com (Singapore). Required.
+	BaseURL string
+	// SDKAppID is the app's ID from the IM console. Required, positive.
+	SDKAppID int
+	// SecretKey is the app's signing key. Required. It is used to sign
+	// the admin's UserSig and never appears in logs or errors.
+	SecretKey string
+	// AdminIdentifier is the app admin account the REST calls act as.
+	// Required; printable ASCII of at most 32 bytes.
+	AdminIdentifier string
+
+	// Mode chooses group messages (the default) or system notifications.
+	Mode Mode
+	// Priority is send_group_msg's MsgPriority: PriorityHigh,
+	// PriorityNormal, PriorityLow or PriorityLowest. Empty leaves
+	// Tencent's default (Normal).
+	Priority string
+	// GroupID maps a message to the ID of the group it goes to. Defaults
+	// to Message.Key. An error, or an empty ID, fails the message
+	// permanently.
+	GroupID func(outbox.Message) (string, error)
+	// SkipTypes are message types that need no IM call: Publish returns
+	// nil for them at once, so they end published (room-service:
+	// RoomCreated, RoomHeatChanged, RoomRankChanged).
+	SkipTypes []string
+	// MaxMessageBytes bounds the encoded message body. Defaults to
+	// DefaultMaxMessageBytes.
+	MaxMessageBytes int
+	// UserSigTTL is the admin UserSig's lifetime. Defaults to
+	// DefaultUserSigTTL; at least MinUserSigTTL.
+	UserSigTTL time.Duration
+	// RateLimit is the most calls per second this sink makes (all groups
+	// together). Defaults to DefaultRateLimit; negative means no limit.
+	RateLimit float64
+	// GroupRateLimit is the most messages per second to one group.
+	// Defaults to DefaultGroupRateLimit; negative means no limit.
+	GroupRateLimit float64
+	// HTTPClient makes the calls. Defaults to a client with keep-alive,
+	// no overall timeout (the caller's context bounds each call) and no
+	// redirects (a redirected POST would be re-sent elsewhere).
+	HTTPClient *http.Client
+	// Logger receives the sink's own logs (signature renewals). Defaults
+	// to slog.Default().
+	Logger *slog.Logger
+	// Now is the clock of the UserSig cache and the rate limiter. Defaults
+	// to time.Now; tests inject a fake.
+	Now func() time.Time
+}
+
+// String describes the config with the secret key redacted, so that a
+// config that ends up in a log line does not leak it.
+func (c Config) String() string {
+	secret := "(empty)"
+	if c.SecretKey != "" {
+		secret = "[redacted]"
+	}
+	return fmt.Sprintf("tencentim.Config{BaseURL:%q SDKAppID:%d SecretKey:%s AdminIdentifier:%q Mode:%q}",
+		c.BaseURL, c.SDKAppID, secret, c.AdminIdentifier, c.Mode)
+}
+
+// GoString is String, for %#v.
+func (c Config) GoString() string { return c.String() }
+
+// LogValue is String, for slog.
+func (c Config) LogValue() slog.Value { return slog.StringValue(c.String()) }
+
+// withDefaults returns c with defaults filled in.
+func (c Config) withDefaults() Config {
+	c.BaseURL = strings.TrimRight(c.BaseURL, "/")
+	if c.Mode == "" {
+		c.Mode = ModeGroupMessage
+	}
+	if c.GroupID == nil {
+		c.GroupID = func(m outbox.Message) (string, error) { return m.Key, nil }
+	}
+	if c.MaxMessageBytes <= 0 {
+		c.MaxMessageBytes = DefaultMaxMessageBytes
+	}
+	if c.UserSigTTL == 0 {
+		c.UserSigTTL = DefaultUserSigTTL
+	}
+	if c.RateLimit == 0 {
+		c.RateLimit = DefaultRateLimit
+	}
+	if c.GroupRateLimit == 0 {
+		c.GroupRateLimit = DefaultGroupRateLimit
+	}
+	if c.HTTPClient == nil {
+		c.HTTPClient = defaultHTTPClient()
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	return c
+}
+
+// validate checks a config with defaults filled in. Messages name the
+// field and, except for the secret, the value.
+func (c Config) validate() error {
+	var errs []error
+	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf("tencentim: "+format, args...)) }
+	if u, err := url.Parse(c.BaseURL); c.BaseURL == "" {
+		bad("BaseURL: required (e.g. https://console.tim.qq.com)")
+	} else if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" || u.RawQuery != "" || u.Fragment != "" {
+		bad("BaseURL %q: must be an http(s) URL with a host and no query", c.BaseURL)
+	}
+	if c.SDKAppID <= 0 || c.SDKAppID > 1<<32-1 {
+		bad("SDKAppID %d: must be a positive 32-bit number", c.SDKAppID)
+	}
+	if c.SecretKey == "" {
+		bad("SecretKey: required")
+	}
+	if c.AdminIdentifier == "" {
+		bad("AdminIdentifier: required")
+	} else if len(c.AdminIdentifier) > MaxAdminIdentifierBytes || strings.IndexFunc(c.AdminIdentifier, func(r rune) bool { return r < 0x20 || r > 0x7e }) >= 0 {
+		bad("AdminIdentifier %q: must be printable ASCII of at most %d bytes", c.AdminIdentifier, MaxAdminIdentifierBytes)
+	}
+	if c.Mode != ModeGroupMessage && c.Mode != ModeSystemNotification {
+		bad("Mode %q: must be %q or %q", c.Mode, ModeGroupMessage, ModeSystemNotification)
+	}
+	switch c.Priority {
+	case "", PriorityHigh, PriorityNormal, PriorityLow, PriorityLowest:
+	default:
+		bad("Priority %q: must be empty, %s, %s, %s or %s", c.Priority, PriorityHigh, PriorityNormal, PriorityLow, PriorityLowest)
+	}
+	if c.Priority != "" && c.Mode == ModeSystemNotification {
+		bad("Priority %q: system notifications have no priority", c.Priority)
+	}
+	if c.UserSigTTL < MinUserSigTTL {
+		bad("UserSigTTL %v: must be at least %v", c.UserSigTTL, MinUserSigTTL)
+	}
+	return errors.Join(errs...)
+}
+
+func defaultHTTPClient() *http.Client {
+	t := http.DefaultTransport.(*http.Transport).Clone()
+	t.MaxIdleConns = 256
+	t.MaxIdleConnsPerHost = 64
+	t.IdleConnTimeout = 90 * time.Second
+	return &http.Client{
+		Transport:     t,
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+	}
+}

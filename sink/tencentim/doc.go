@@ -1,0 +1,45 @@
+// Package tencentim is an outbox.Sink that tells Tencent Cloud IM groups
+// about events, through the IM server REST API.
+//
+// # What is sent
+//
+// By default each message becomes one ordinary group message
+// (group_open_http_svc/send_group_msg) to the group Message.Key, with one
+// TIMCustomElem: Data is the payload (which must be UTF-8 text), Ext is
+// {"event_id":…,"event_type":…} so that clients can deduplicate and route
+// without parsing Data. Random is derived from the event ID (RandomFor),
+// so Tencent discards a redelivery of the same event within five minutes.
+// Config chooses the priority, a routing function for services whose
+// group ID is not the key, system notifications
+// (send_group_system_notification) instead, and types that need no IM
+// call at all (SkipTypes; Publish returns nil for them).
+//
+// # Calls
+//
+// Every call is POST {BaseURL}/v4/{service}/{command}?sdkappid=…&identifier=…&usersig=…&random=…&contenttype=json
+// with a JSON body, over one shared keep-alive HTTP client, bounded by the
+// caller's context. Tencent answers HTTP 200 even for failures; the body's
+// ActionStatus and ErrorCode decide. The admin's UserSig (TLSSigAPIv2,
+// signed by Tencent's official module) is cached and renewed when half its
+// lifetime has passed; if Tencent reports it expired (70001, 70052), the
+// sink signs a new one and repeats the call once. A client-side limiter
+// keeps calls under Tencent's rates (about 200 per second per API, 40
+// messages per second per group).
+//
+// # Errors
+//
+// Network errors, timeouts, non-200 responses, unparseable bodies and the
+// busy, rate-limit and internal codes are retryable. Codes that can never
+// succeed are marked outbox.Permanent: the group does not exist or the ID
+// is invalid (10010, 10015), no permission (10007), the app's callback
+// refused (10016), the sender is muted (10017), the content was filtered
+// (80001), the body is too long (80002, 93000), the body format is wrong
+// (9000x, 10004, 10011), and signature, app or account configuration
+// errors (70002–70020, 60002–60006, 60020, 60021 …). A payload over
+// MaxMessageBytes is permanent before any call. Codes not in the table are
+// retryable. Errors carry the API name, the ErrorCode and a shortened
+// ErrorInfo; never the secret key, the UserSig, the URL or a response
+// body.
+//
+// Package tencentimtest is a faithful local fake of the API for tests.
+package tencentim

@@ -1,0 +1,298 @@
+package tencentim_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/outboxrelay/outboxrelay/outbox"
+	"github.com/outboxrelay/outboxrelay/outbox/outboxtest"
+	"github.com/outboxrelay/outboxrelay/sink/tencentim"
+	"github.com/outboxrelay/outboxrelay/sink/tencentim/tencentimtest"
+)
+
+const (
+	appID  = 1400000001
+	secret = "S3CRET-key-do-not-leak-7f3a9c1e5b"
+	admin  = "administrator"
+)
+
+func newFake(t *testing.T) *tencentimtest.Server {
+	f := tencentimtest.NewServer(tencentimtest.Config{SDKAppID: appID, SecretKey: secret, AdminIdentifier: admin})
+	t.Cleanup(f.Close)
+	return f
+}
+
+func newSink(t *testing.T, f *tencentimtest.Server, mod func(*tencentim.Config)) *tencentim.Sink {
+	t.Helper()
+	cfg := tencentim.Config{
+		BaseURL: f.URL(), SDKAppID: appID, SecretKey: secret, AdminIdentifier: admin,
+		Logger: outboxtest.Logger(t),
+	}
+	if mod != nil {
+		mod(&cfg)
+	}
+	s, err := tencentim.New(cfg)
+	require.NoError(t, err)
+	return s
+}
+
+func roomMsg(id, room, typ string) outbox.Message {
+	return outbox.Message{ID: id, Key: room, Type: typ, Payload: []byte(`{"event_id":"` + id + `","room_id":"` + room + `"}`)}
+}
+
+func TestPublishSendsCustomElemToTheKeyGroup(t *testing.T) {
+	f := newFake(t)
+	s := newSink(t, f, nil)
+	m := roomMsg("evt-1", "room-1", "RoomUserJoined")
+	require.NoError(t, s.Publish(context.Background(), m))
+
+	got := f.Messages("room-1")
+	require.Len(t, got, 1)
+	require.Equal(t, tencentimtest.APISendGroupMsg, got[0].API)
+	require.Equal(t, tencentim.RandomFor("evt-1"), got[0].Random, "Random is derived from the event ID")
+	require.Empty(t, got[0].Priority)
+	require.Len(t, got[0].Elems, 1)
+	e := got[0].Elems[0]
+	require.Equal(t, "TIMCustomElem", e.Type)
+	require.Equal(t, string(m.Payload), e.Data)
+	var ext map[string]string
+	require.NoError(t, json.Unmarshal([]byte(e.Ext), &ext))
+	require.Equal(t, map[string]string{"event_id": "evt-1", "event_type": "RoomUserJoined"}, ext)
+
+	reqs := f.Requests()
+	require.Len(t, reqs, 1)
+	q := reqs[0].Query
+	require.Equal(t, strconv.Itoa(appID), q["sdkappid"])
+	require.Equal(t, admin, q["identifier"])
+	require.Equal(t, "json", q["contenttype"])
+	_, err := strconv.ParseUint(q["random"], 10, 32)
+	require.NoError(t, err)
+	require.Zero(t, reqs[0].ErrorCode, "the fake verified the UserSig")
+}
+
+func TestSkipTypesMakeNoCall(t *testing.T) {
+	f := newFake(t)
+	s := newSink(t, f, func(c *tencentim.Config) {
+		c.SkipTypes = []string{"RoomCreated", "RoomHeatChanged", "RoomRankChanged"}
+	})
+	for _, typ := range []string{"RoomCreated", "RoomHeatChanged", "RoomRankChanged"} {
+		require.NoError(t, s.Publish(context.Background(), roomMsg("e-"+typ, "room-1", typ)))
+	}
+	require.Empty(t, f.Requests(), "no-IM types make no call")
+	require.NoError(t, s.Publish(context.Background(), roomMsg("e-join", "room-1", "RoomUserJoined")))
+	require.Len(t, f.Requests(), 1)
+}
+
+func TestRoutingPriorityAndSystemNotification(t *testing.T) {
+	f := newFake(t)
+	routed := newSink(t, f, func(c *tencentim.Config) {
+		c.Priority = tencentim.PriorityHigh
+		c.GroupID = func(m outbox.Message) (string, error) { return "@TGS#" + m.Key, nil }
+	})
+	require.NoError(t, routed.Publish(context.Background(), roomMsg("evt-r", "room-9", "RoomGiftSent")))
+	got := f.Messages("@TGS#room-9")
+	require.Len(t, got, 1)
+	require.Equal(t, "High", got[0].Priority)
+
+	notify := newSink(t, f, func(c *tencentim.Config) { c.Mode = tencentim.ModeSystemNotification })
+	m := roomMsg("evt-n", "room-3", "RoomUserLeft")
+	require.NoError(t, notify.Publish(context.Background(), m))
+	got = f.Messages("room-3")
+	require.Len(t, got, 1)
+	require.Equal(t, tencentimtest.APISendGroupSystemNotification, got[0].API)
+	require.Equal(t, string(m.Payload), got[0].Content)
+
+	bad := newSink(t, f, func(c *tencentim.Config) {
+		c.GroupID = func(outbox.Message) (string, error) { return "", errors.New("no such room mapping") }
+	})
+	err := bad.Publish(context.Background(), m)
+	require.True(t, outbox.IsPermanent(err))
+	require.ErrorContains(t, err, "no such room mapping")
+}
+
+func TestRepeatWithinFiveMinutesIsDiscardedUpstream(t *testing.T) {
+	f := newFake(t)
+	s := newSink(t, f, nil)
+	m := roomMsg("evt-dup", "room-1", "RoomUserJoined")
+	require.NoError(t, s.Publish(context.Background(), m))
+	require.NoError(t, s.Publish(context.Background(), m), "a redelivery (at-least-once) succeeds")
+	require.Len(t, f.Messages("room-1"), 1, "but the group gets it once")
+	require.Equal(t, 1, f.Duplicates())
+}
+
+func TestExpiredSignatureIsRenewedAndRetriedOnce(t *testing.T) {
+	f := newFake(t)
+	s := newSink(t, f, nil)
+	f.FailNext(1, 70001, "usersig expired")
+	require.NoError(t, s.Publish(context.Background(), roomMsg("evt-sig", "room-1", "RoomUserJoined")))
+	reqs := f.Requests()
+	require.Len(t, reqs, 2, "the call is repeated once with a new signature")
+	require.Equal(t, 70001, reqs[0].ErrorCode)
+	require.Zero(t, reqs[1].ErrorCode, "the renewed UserSig verifies")
+	require.Len(t, f.Messages("room-1"), 1)
+
+	// Still refused after re-signing: retryable, not repeated again.
+	f.FailNext(2, 70001, "usersig expired")
+	err := s.Publish(context.Background(), roomMsg("evt-sig-2", "room-1", "RoomUserJoined"))
+	require.Error(t, err)
+	require.False(t, outbox.IsPermanent(err))
+	require.Len(t, f.Requests(), 4)
+}
+
+// codeCases are the documented classes of Tencent's ErrorCodes, written
+// out independently of the sink's table.
+var codeCases = []struct {
+	code      int
+	permanent bool
+}{
+	// retryable: busy, rate limited, internal
+	{10002, false}, {10006, false}, {10008, false}, {10023, false}, {20004, false}, {20005, false},
+	{60007, false}, {60008, false}, {60011, false}, {60014, false}, {60018, false}, {60019, false},
+	{70050, false}, {70169, false}, {70500, false}, {90992, false}, {90994, false}, {90995, false}, {91000, false},
+	// signature refused even after re-signing: retryable
+	{70001, false}, {70052, false},
+	// permanent: group, permission, content, format, signature and app config
+	{10003, true}, {10004, true}, {10007, true}, {10010, true}, {10011, true}, {10012, true}, {10015, true},
+	{10016, true}, {10017, true}, {10019, true}, {10026, true},
+	{60002, true}, {60003, true}, {60004, true}, {60005, true}, {60006, true}, {60009, true}, {60010, true},
+	{60012, true}, {60015, true}, {60016, true}, {60017, true}, {60020, true}, {60021, true},
+	{70002, true}, {70003, true}, {70005, true}, {70009, true}, {70013, true}, {70014, true}, {70016, true}, {70020, true},
+	{70051, true}, {70107, true}, {70114, true}, {70402, true}, {70403, true},
+	{80001, true}, {80002, true},
+	{90001, true}, {90002, true}, {90007, true}, {90009, true}, {90010, true}, {93000, true},
+	// unknown codes are retryable: never give up on an event for a code we do not know
+	{12345, false}, {99999, false},
+}
+
+func TestEveryErrorCodeIsClassifiedAsDocumented(t *testing.T) {
+	for _, tc := range codeCases {
+		t.Run(strconv.Itoa(tc.code), func(t *testing.T) {
+			f := newFake(t)
+			s := newSink(t, f, nil)
+			f.FailNext(2, tc.code, "scripted failure") // 2: a re-signed retry fails the same way
+			err := s.Publish(context.Background(), roomMsg("evt-code", "room-1", "RoomUserJoined"))
+			require.Error(t, err)
+			require.Equal(t, tc.permanent, outbox.IsPermanent(err), "permanent?")
+			var apiErr *tencentim.Error
+			require.ErrorAs(t, err, &apiErr)
+			require.Equal(t, tc.code, apiErr.Code)
+			require.Equal(t, tencentim.APISendGroupMsg, apiErr.API)
+			require.Contains(t, err.Error(), fmt.Sprintf("send_group_msg: ErrorCode %d: scripted failure", tc.code))
+		})
+	}
+}
+
+func TestTransportFailuresAreRetryable(t *testing.T) {
+	f := newFake(t)
+	s := newSink(t, f, nil)
+	m := roomMsg("evt-t", "room-1", "RoomUserJoined")
+
+	f.HangNext(1)
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	err := s.Publish(ctx, m)
+	cancel()
+	require.ErrorIs(t, err, context.DeadlineExceeded, "a hung server is cut off by the caller's context")
+	require.False(t, outbox.IsPermanent(err))
+	require.Contains(t, err.Error(), "timed out")
+
+	f.FailNextHTTP(1, http.StatusBadGateway)
+	err = s.Publish(context.Background(), m)
+	var apiErr *tencentim.Error
+	require.ErrorAs(t, err, &apiErr)
+	require.Equal(t, http.StatusBadGateway, apiErr.HTTPStatus)
+	require.False(t, outbox.IsPermanent(err))
+
+	f.MalformNext(1)
+	err = s.Publish(context.Background(), m)
+	require.ErrorContains(t, err, "unparseable response")
+	require.False(t, outbox.IsPermanent(err))
+
+	f.Close()
+	err = s.Publish(context.Background(), m)
+	require.Error(t, err, "connection refused")
+	require.False(t, outbox.IsPermanent(err))
+}
+
+func TestMessagesThatCanNeverBeSentFailPermanentlyWithoutACall(t *testing.T) {
+	f := newFake(t)
+	s := newSink(t, f, nil)
+	cases := []struct {
+		name string
+		msg  outbox.Message
+		is   error
+	}{
+		{"oversized", outbox.Message{ID: "big", Key: "room-1", Type: "T", Payload: []byte(strings.Repeat("x", 13<<10))}, tencentim.ErrMessageTooLarge},
+		{"no group", outbox.Message{ID: "nokey", Type: "T", Payload: []byte("{}")}, tencentim.ErrNoGroup},
+		{"not text", outbox.Message{ID: "bin", Key: "room-1", Type: "T", Payload: []byte{0xff, 0xfe}}, nil},
+	}
+	for _, c := range cases {
+		err := s.Publish(context.Background(), c.msg)
+		require.True(t, outbox.IsPermanent(err), c.name)
+		if c.is != nil {
+			require.ErrorIs(t, err, c.is, c.name)
+		}
+	}
+	require.Empty(t, f.Requests(), "no call is made for a message that cannot be sent")
+
+	f.RemoveGroup("room-gone")
+	err := s.Publish(context.Background(), roomMsg("evt-gone", "room-gone", "RoomUserJoined"))
+	require.True(t, outbox.IsPermanent(err), "a dismissed group is permanent")
+	require.ErrorContains(t, err, "ErrorCode 10010")
+}
+
+func TestConcurrentPublishes(t *testing.T) {
+	f := newFake(t)
+	s := newSink(t, f, func(c *tencentim.Config) { c.RateLimit, c.GroupRateLimit = -1, -1 })
+	var wg sync.WaitGroup
+	errs := make(chan error, 200)
+	for i := range 200 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs <- s.Publish(context.Background(), roomMsg(fmt.Sprintf("c-%d", i), fmt.Sprintf("room-%d", i%7), "RoomGiftSent"))
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		require.NoError(t, err)
+	}
+	require.Len(t, f.AllMessages(), 200)
+}
+
+// The fake really verifies what it receives: a wrong key, a non-admin
+// identifier and an expired signature are refused as Tencent would.
+func TestFakeVerifiesSignatureAndIdentity(t *testing.T) {
+	f := newFake(t)
+	m := roomMsg("evt-v", "room-1", "RoomUserJoined")
+
+	wrongKey := newSink(t, f, func(c *tencentim.Config) { c.SecretKey = "another-key" })
+	err := wrongKey.Publish(context.Background(), m)
+	require.ErrorContains(t, err, "ErrorCode 70009")
+	require.True(t, outbox.IsPermanent(err), "a key that does not match the app never will")
+
+	notAdmin := newSink(t, f, func(c *tencentim.Config) { c.AdminIdentifier = "someone" })
+	err = notAdmin.Publish(context.Background(), m)
+	require.ErrorContains(t, err, "ErrorCode 60010")
+	require.True(t, outbox.IsPermanent(err))
+
+	// Two days on, a one-day signature is expired: refused, re-signed and
+	// tried once more (the module signs with the real clock, so the new
+	// one is refused too), then reported as retryable.
+	f.SetNow(func() time.Time { return time.Now().Add(48 * time.Hour) })
+	s := newSink(t, f, nil)
+	err = s.Publish(context.Background(), m)
+	require.ErrorContains(t, err, "ErrorCode 70001")
+	require.False(t, outbox.IsPermanent(err))
+	require.Empty(t, f.AllMessages())
+}

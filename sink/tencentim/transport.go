@@ -1,0 +1,113 @@
+package tencentim
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+
+	"github.com/outboxrelay/outboxrelay/outbox"
+)
+
+// maxResponseBytes bounds how much of a response is read.
+const maxResponseBytes = 64 << 10
+
+// apiResponse is the envelope every REST API answers with; HTTP 200 even
+// when the call failed.
+type apiResponse struct {
+	ActionStatus string `json:"ActionStatus"`
+	ErrorCode    int    `json:"ErrorCode"`
+	ErrorInfo    string `json:"ErrorInfo"`
+}
+
+// do makes one request signed with sig. Every error it returns is an
+// *Error (possibly marked permanent) that holds no secret: no URL, no
+// UserSig, no key, no response body.
+func (s *Sink) do(ctx context.Context, api, sig string, body []byte) error {
+	q := url.Values{}
+	q.Set("sdkappid", strconv.Itoa(s.cfg.SDKAppID))
+	q.Set("identifier", s.cfg.AdminIdentifier)
+	q.Set("usersig", sig)
+	q.Set("random", strconv.FormatUint(uint64(randomUint32()), 10))
+	q.Set("contenttype", "json")
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, s.cfg.BaseURL+"/v4/"+api+"?"+q.Encode(), bytes.NewReader(body))
+	if err != nil {
+		return &Error{API: api, Info: "cannot build the request"}
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := s.client.Do(req)
+	if err != nil {
+		return s.transportError(api, sig, err)
+	}
+	defer func() {
+		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, maxResponseBytes)) // keep the connection reusable
+		_ = resp.Body.Close()
+	}()
+	if resp.StatusCode != http.StatusOK {
+		return &Error{API: api, HTTPStatus: resp.StatusCode, Info: http.StatusText(resp.StatusCode)}
+	}
+	data, err := io.ReadAll(io.LimitReader(resp.Body, maxResponseBytes))
+	if err != nil {
+		return s.transportError(api, sig, err)
+	}
+	var r apiResponse
+	if err := json.Unmarshal(data, &r); err != nil || r.ActionStatus == "" {
+		return &Error{API: api, HTTPStatus: resp.StatusCode, Info: fmt.Sprintf("unparseable response of %d bytes", len(data))}
+	}
+	if r.ActionStatus == "OK" && r.ErrorCode == 0 {
+		return nil
+	}
+	if r.ErrorCode == 0 {
+		return &Error{API: api, HTTPStatus: resp.StatusCode, Info: "ActionStatus " + outbox.Truncate(s.scrub(r.ActionStatus, sig), 32) + " without an ErrorCode"}
+	}
+	return apiError(api, r.ErrorCode, s.scrub(r.ErrorInfo, sig))
+}
+
+// transportError describes a failed round trip without the request URL
+// (which carries the UserSig): net/http's *url.Error prints it whole.
+func (s *Sink) transportError(api, sig string, err error) error {
+	cause := err
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		cause = ue.Err
+	}
+	var info string
+	switch {
+	case errors.Is(err, context.DeadlineExceeded):
+		info = "timed out"
+	case errors.Is(err, context.Canceled):
+		info = "canceled"
+	default:
+		info = outbox.Truncate(s.scrub(cause.Error(), sig), maxInfoBytes)
+	}
+	return &Error{API: api, Info: info, Err: cause}
+}
+
+// scrub removes the secret key, the UserSig and anything that looks like
+// a query string from text that came from outside.
+func (s *Sink) scrub(text, sig string) string {
+	for _, secret := range []string{s.cfg.SecretKey, sig} {
+		if secret != "" {
+			text = strings.ReplaceAll(text, secret, "[redacted]")
+		}
+	}
+	if i := strings.Index(text, "usersig="); i >= 0 {
+		text = text[:i] + "usersig=[redacted]"
+	}
+	return text
+}
+
+// randomUint32 is the per-request random query parameter.
+func randomUint32() uint32 {
+	var b [4]byte
+	_, _ = rand.Read(b[:])
+	return binary.BigEndian.Uint32(b[:])
+}
