@@ -110,3 +110,9 @@ func IsTransient(err error) bool {
 	}
 	return false
 }
+
+// IsDuplicateKey reports whether err is a unique-key violation
+// (ER_DUP_ENTRY). A service may use it for its own tables.
+func IsDuplicateKey(err error) bool {
+	return classify(err) == classDuplicate
+}

@@ -50,6 +50,7 @@ func TestClassify(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			require.Equal(t, tc.want, classify(tc.err), tc.want.String())
 			require.Equal(t, tc.transient, IsTransient(tc.err))
+			require.Equal(t, tc.want == classDuplicate, IsDuplicateKey(tc.err))
 		})
 	}
 }
