@@ -100,6 +100,7 @@ type Server struct {
 	randoms   map[string]map[uint32]sentRandom
 	requests  []Request
 	duplicate int
+	inFlight  int
 }
 
 type sentRandom struct {
@@ -229,7 +230,23 @@ type answer struct {
 	MsgSeq       uint64 `json:"MsgSeq,omitempty"`
 }
 
+// InFlight returns the number of calls being handled right now (a hanging
+// call counts until the client gives up).
+func (s *Server) InFlight() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.inFlight
+}
+
 func (s *Server) handle(w http.ResponseWriter, r *http.Request) {
+	s.mu.Lock()
+	s.inFlight++
+	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		s.inFlight--
+		s.mu.Unlock()
+	}()
 	api := strings.TrimPrefix(r.URL.Path, "/v4/")
 	query := map[string]string{}
 	for k := range r.URL.Query() {
