@@ -1,0 +1,241 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"database/sql"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/outboxrelay/outboxrelay/outbox"
+	"github.com/outboxrelay/outboxrelay/sink/tencentim"
+	"github.com/outboxrelay/outboxrelay/sink/tencentim/tencentimtest"
+	"github.com/outboxrelay/outboxrelay/store/mysql"
+)
+
+// state is where the App is in its life.
+type state int32
+
+const (
+	stateStarting state = iota
+	stateServing
+	stateDraining
+	stateStopped
+)
+
+func (s state) String() string {
+	return [...]string{"starting", "serving", "draining", "stopped"}[s]
+}
+
+// App is room-service: MySQL, the outbox store and worker, the Tencent IM
+// sink and the HTTP API, started and stopped in the seed's order.
+type App struct {
+	cfg    Config
+	log    *slog.Logger
+	db     *sql.DB
+	store  *mysql.Store
+	worker *outbox.Worker
+	svc    *Service
+	server *http.Server
+	// fakeIM is the in-process Tencent IM fake when tencent_im.fake is
+	// set; nil otherwise.
+	fakeIM *tencentimtest.Server
+
+	state        atomic.Int32
+	listener     net.Listener
+	workerCancel context.CancelFunc
+	workerDone   chan struct{}
+	serveDone    chan error
+	stopOnce     sync.Once
+	stopErr      error
+
+	mu        sync.Mutex
+	lifecycle []string
+}
+
+// NewApp opens MySQL (waiting for it to answer), migrates, and builds the
+// sink, the store, the worker and the HTTP server. Nothing serves yet.
+func NewApp(ctx context.Context, cfg Config, logger *slog.Logger) (*App, error) {
+	a := &App{cfg: cfg, log: logger, workerDone: make(chan struct{}), serveDone: make(chan error, 1)}
+	db, err := openMySQL(ctx, cfg.MySQL.DSN)
+	if err != nil {
+		return nil, err
+	}
+	a.db = db
+	if err := a.build(ctx); err != nil {
+		a.closeResources()
+		return nil, err
+	}
+	return a, nil
+}
+
+func (a *App) build(ctx context.Context) error {
+	for _, ddl := range roomSchema {
+		if _, err := a.db.ExecContext(ctx, ddl); err != nil {
+			return fmt.Errorf("migrate room tables: %w", err)
+		}
+	}
+	store, err := mysql.New(a.db, mysql.Options{Table: "room_outbox"})
+	if err != nil {
+		return err
+	}
+	if err := store.Migrate(ctx); err != nil {
+		return err
+	}
+	sink, err := a.newSink()
+	if err != nil {
+		return err
+	}
+	opts, err := a.cfg.OutboxWorker.WorkerOptions()
+	if err != nil {
+		return err
+	}
+	opts.NodeID, opts.Logger = a.cfg.NodeID, a.log
+	worker, err := outbox.NewWorker(store, sink, opts)
+	if err != nil {
+		return err
+	}
+	a.store, a.worker = store, worker
+	a.svc = &Service{db: a.db, store: store, publisher: worker, headStart: outbox.DefaultHeadStart, log: a.log, now: time.Now}
+	a.server = &http.Server{Handler: a.routes(), ReadHeaderTimeout: 10 * time.Second}
+	return nil
+}
+
+// newSink builds the Tencent IM sink, against the in-process fake when the
+// config asks for it.
+func (a *App) newSink() (*tencentim.Sink, error) {
+	im := a.cfg.TencentIM
+	if im.Fake {
+		var key [16]byte
+		_, _ = rand.Read(key[:])
+		im = TencentIMConfig{SDKAppID: 1400000000, AdminIdentifier: "administrator", SecretKey: hex.EncodeToString(key[:])}
+		a.fakeIM = tencentimtest.NewServer(tencentimtest.Config{SDKAppID: im.SDKAppID, SecretKey: im.SecretKey, AdminIdentifier: im.AdminIdentifier})
+		im.BaseURL = a.fakeIM.URL()
+		a.log.Warn("tencent_im.fake is set: IM is served by an in-process fake, for local runs only", slog.String("url", im.BaseURL))
+	}
+	return tencentim.New(tencentim.Config{
+		BaseURL: im.BaseURL, SDKAppID: im.SDKAppID, SecretKey: im.SecretKey, AdminIdentifier: im.AdminIdentifier,
+		SkipTypes: noIMTypes, Logger: a.log,
+	})
+}
+
+// openMySQL opens the pool and waits (up to a minute, or ctx) until the
+// server answers, as it may still be starting next to us.
+func openMySQL(ctx context.Context, dsn string) (*sql.DB, error) {
+	db, err := sql.Open("mysql", dsn)
+	if err != nil {
+		return nil, fmt.Errorf("mysql: %w", err)
+	}
+	ctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	for {
+		err = db.PingContext(ctx)
+		if err == nil {
+			return db, nil
+		}
+		select {
+		case <-ctx.Done():
+			db.Close()
+			return nil, fmt.Errorf("mysql did not answer: %w", err)
+		case <-time.After(time.Second):
+		}
+	}
+}
+
+// Start listens, marks the App serving, starts the worker (if enabled)
+// and serves in the background.
+func (a *App) Start() error {
+	ln, err := net.Listen("tcp", a.cfg.HTTP.Addr)
+	if err != nil {
+		return fmt.Errorf("listen %s: %w", a.cfg.HTTP.Addr, err)
+	}
+	a.listener = ln
+	a.state.Store(int32(stateServing))
+	workerCtx, cancel := context.WithCancel(context.Background())
+	a.workerCancel = cancel
+	if a.cfg.OutboxWorker.WorkerEnabled() {
+		go func() {
+			defer close(a.workerDone)
+			_ = a.worker.Run(workerCtx)
+		}()
+	} else {
+		close(a.workerDone)
+		a.log.Warn("outbox_worker.enabled is false: pending events wait until a worker runs")
+	}
+	go func() { a.serveDone <- a.server.Serve(ln) }()
+	a.log.Info("room-service serving", slog.String("addr", ln.Addr().String()), slog.String("node_id", a.worker.Options().NodeID))
+	return nil
+}
+
+// Addr is the address the HTTP server listens on.
+func (a *App) Addr() string { return a.listener.Addr().String() }
+
+// State reports where the App is in its life.
+func (a *App) State() state { return state(a.state.Load()) }
+
+// Run starts the App and stops it when ctx is done (SIGINT/SIGTERM in
+// main) or the server fails.
+func (a *App) Run(ctx context.Context) error {
+	if err := a.Start(); err != nil {
+		a.closeResources()
+		return err
+	}
+	var serveErr error
+	select {
+	case <-ctx.Done():
+	case serveErr = <-a.serveDone:
+	}
+	stopCtx, cancel := context.WithTimeout(context.Background(), a.cfg.ShutdownTimeout)
+	defer cancel()
+	return errors.Join(serveErr, a.Shutdown(stopCtx))
+}
+
+// Shutdown stops the App in the seed's order: mark draining (/readyz
+// answers 503), stop the worker from claiming and wait for its in-flight
+// publish to be recorded, shut HTTP down gracefully (in-flight commands
+// finish and commit), and close MySQL last, when nothing uses it.
+func (a *App) Shutdown(ctx context.Context) error {
+	a.stopOnce.Do(func() {
+		a.state.Store(int32(stateDraining))
+		a.step("draining: /readyz answers 503")
+		a.workerCancel()
+		<-a.workerDone
+		a.step("outbox worker stopped")
+		err := a.server.Shutdown(ctx)
+		a.step("http server stopped")
+		a.stopErr = errors.Join(err, a.closeResources())
+		a.state.Store(int32(stateStopped))
+	})
+	return a.stopErr
+}
+
+func (a *App) closeResources() error {
+	err := a.db.Close()
+	a.step("mysql closed")
+	if a.fakeIM != nil {
+		a.fakeIM.Close()
+	}
+	return err
+}
+
+// step records and logs a lifecycle step.
+func (a *App) step(what string) {
+	a.mu.Lock()
+	a.lifecycle = append(a.lifecycle, what)
+	a.mu.Unlock()
+	a.log.Info("lifecycle: " + what)
+}
+
+// Lifecycle returns the shutdown steps taken so far, in order.
+func (a *App) Lifecycle() []string {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return append([]string(nil), a.lifecycle...)
+}

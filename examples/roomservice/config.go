@@ -1,0 +1,198 @@
+package main
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+
+	"go.yaml.in/yaml/v3"
+
+	"github.com/outboxrelay/outboxrelay/outbox"
+)
+
+// EnvSecretKey, when set, overrides tencent_im.secret_key, so that no
+// secret needs to be in a config file.
+const EnvSecretKey = "TENCENT_IM_SECRET_KEY"
+
+// Config is room-service's configuration file.
+type Config struct {
+	// NodeID names this instance in logs and leases. Defaults to
+	// <hostname>-<pid>.
+	NodeID string `yaml:"node_id"`
+	HTTP   struct {
+		// Addr is the listen address. Defaults to ":8080".
+		Addr string `yaml:"addr"`
+	} `yaml:"http"`
+	MySQL struct {
+		// DSN is the go-sql-driver/mysql DSN of the service's database.
+		// Required.
+		DSN string `yaml:"dsn"`
+	} `yaml:"mysql"`
+	TencentIM    TencentIMConfig    `yaml:"tencent_im"`
+	OutboxWorker OutboxWorkerConfig `yaml:"outbox_worker"`
+	// ShutdownTimeout bounds a graceful stop. Defaults to 30s.
+	ShutdownTimeout time.Duration `yaml:"shutdown_timeout"`
+}
+
+// TencentIMConfig is the tencent_im block.
+type TencentIMConfig struct {
+	// Fake serves IM from an in-process fake (tencentimtest) instead of
+	// Tencent: for local runs and the demo, never for production.
+	Fake            bool   `yaml:"fake"`
+	BaseURL         string `yaml:"base_url"`
+	SDKAppID        int    `yaml:"sdk_app_id"`
+	AdminIdentifier string `yaml:"admin_identifier"`
+	// SecretKey may be left empty and given in TENCENT_IM_SECRET_KEY.
+	SecretKey string `yaml:"secret_key"`
+}
+
+// OutboxWorkerConfig is the seed's outbox_worker block.
+type OutboxWorkerConfig struct {
+	// Enabled starts the compensation worker. Defaults to true.
+	Enabled *bool `yaml:"enabled"`
+	// PollInterval, BatchSize and PublishTimeout fall back to the worker's
+	// defaults (1s, 100, 3s) when <= 0.
+	PollInterval   time.Duration `yaml:"poll_interval"`
+	BatchSize      int           `yaml:"batch_size"`
+	PublishTimeout time.Duration `yaml:"publish_timeout"`
+	// RetryStrategy is "" or "fixed_interval"; anything else fails start-up.
+	RetryStrategy string `yaml:"retry_strategy"`
+}
+
+// WorkerEnabled reports whether the worker runs (the default).
+func (c OutboxWorkerConfig) WorkerEnabled() bool { return c.Enabled == nil || *c.Enabled }
+
+// WorkerOptions turns the block into outbox.WorkerOptions; an unknown
+// retry strategy is an error that names it.
+func (c OutboxWorkerConfig) WorkerOptions() (outbox.WorkerOptions, error) {
+	retry, err := outbox.ParseRetryStrategy(c.RetryStrategy)
+	if err != nil {
+		return outbox.WorkerOptions{}, fmt.Errorf("config: outbox_worker.retry_strategy: %w", err)
+	}
+	return outbox.WorkerOptions{
+		Name:           "room_outbox",
+		PollInterval:   c.PollInterval,
+		BatchSize:      c.BatchSize,
+		PublishTimeout: c.PublishTimeout,
+		Retry:          retry,
+		KeyAttr:        "room_id",
+	}, nil
+}
+
+// LoadConfig reads a YAML file, fills defaults, applies the environment
+// and validates. Unknown keys are errors, so a typo fails start-up.
+func LoadConfig(path string) (Config, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return Config{}, fmt.Errorf("config: %w", err)
+	}
+	return ParseConfig(data)
+}
+
+// ParseConfig is LoadConfig on bytes.
+func ParseConfig(data []byte) (Config, error) {
+	var c Config
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	dec.KnownFields(true)
+	if err := dec.Decode(&c); err != nil {
+		return Config{}, fmt.Errorf("config: %w", nameFields(data, err))
+	}
+	if secret := os.Getenv(EnvSecretKey); secret != "" {
+		c.TencentIM.SecretKey = secret
+	}
+	c = c.withDefaults()
+	if err := c.validate(); err != nil {
+		return Config{}, err
+	}
+	return c, nil
+}
+
+func (c Config) withDefaults() Config {
+	if c.HTTP.Addr == "" {
+		c.HTTP.Addr = ":8080"
+	}
+	if c.ShutdownTimeout <= 0 {
+		c.ShutdownTimeout = 30 * time.Second
+	}
+	return c
+}
+
+func (c Config) validate() error {
+	var errs []error
+	if c.MySQL.DSN == "" {
+		errs = append(errs, errors.New("config: mysql.dsn: required"))
+	}
+	if _, err := c.OutboxWorker.WorkerOptions(); err != nil {
+		errs = append(errs, err)
+	}
+	if im := c.TencentIM; !im.Fake {
+		if im.BaseURL == "" {
+			errs = append(errs, errors.New("config: tencent_im.base_url: required (or tencent_im.fake: true for local runs)"))
+		}
+		if im.SDKAppID <= 0 {
+			errs = append(errs, fmt.Errorf("config: tencent_im.sdk_app_id %d: must be positive", im.SDKAppID))
+		}
+		if im.AdminIdentifier == "" {
+			errs = append(errs, errors.New("config: tencent_im.admin_identifier: required"))
+		}
+		if im.SecretKey == "" {
+			errs = append(errs, fmt.Errorf("config: tencent_im.secret_key: required (set %s)", EnvSecretKey))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+var yamlLineRE = regexp.MustCompile(`^line (\d+): (.*)$`)
+
+// nameFields rewrites yaml's "line N: cannot unmarshal …" errors to name
+// the key at that line, e.g. "outbox_worker.poll_interval: cannot …".
+func nameFields(data []byte, err error) error {
+	var te *yaml.TypeError
+	if !errors.As(err, &te) {
+		return err
+	}
+	var root yaml.Node
+	if yaml.Unmarshal(data, &root) != nil {
+		return err
+	}
+	msgs := make([]string, len(te.Errors))
+	for i, e := range te.Errors {
+		msgs[i] = e
+		if m := yamlLineRE.FindStringSubmatch(e); m != nil {
+			line, _ := strconv.Atoi(m[1])
+			if path := keyAtLine(&root, line, ""); path != "" {
+				msgs[i] = path + " (line " + m[1] + "): " + m[2]
+			}
+		}
+	}
+	return errors.New(strings.Join(msgs, "; "))
+}
+
+// keyAtLine returns the dotted path of the key whose value is on line.
+func keyAtLine(n *yaml.Node, line int, prefix string) string {
+	if n.Kind == yaml.DocumentNode && len(n.Content) > 0 {
+		return keyAtLine(n.Content[0], line, prefix)
+	}
+	if n.Kind != yaml.MappingNode {
+		return ""
+	}
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		key, val := n.Content[i], n.Content[i+1]
+		path := key.Value
+		if prefix != "" {
+			path = prefix + "." + key.Value
+		}
+		if val.Line == line && val.Kind == yaml.ScalarNode {
+			return path
+		}
+		if p := keyAtLine(val, line, path); p != "" {
+			return p
+		}
+	}
+	return ""
+}

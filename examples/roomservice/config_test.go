@@ -1,0 +1,95 @@
+package main
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/outboxrelay/outboxrelay/outbox"
+)
+
+func TestShippedConfigFilesParse(t *testing.T) {
+	t.Setenv(EnvSecretKey, "from-the-environment")
+	for _, name := range []string{"config.yaml", "config.docker.yaml", "config.tencent.example.yaml"} {
+		t.Run(name, func(t *testing.T) {
+			cfg, err := LoadConfig(name)
+			require.NoError(t, err)
+			w := cfg.OutboxWorker
+			require.True(t, w.WorkerEnabled(), "the seed's block: enabled")
+			require.Equal(t, time.Second, w.PollInterval)
+			require.Equal(t, 100, w.BatchSize)
+			require.Equal(t, 3*time.Second, w.PublishTimeout)
+			require.Equal(t, "fixed_interval", w.RetryStrategy)
+			require.NotEmpty(t, cfg.MySQL.DSN)
+			require.NotEmpty(t, cfg.HTTP.Addr)
+			if !cfg.TencentIM.Fake {
+				require.Equal(t, "from-the-environment", cfg.TencentIM.SecretKey, "%s overrides the file", EnvSecretKey)
+				require.NotEmpty(t, cfg.TencentIM.BaseURL)
+			}
+		})
+	}
+}
+
+func TestConfigDefaults(t *testing.T) {
+	minimal := "mysql:\n  dsn: \"root@tcp(db:3306)/rooms\"\ntencent_im:\n  fake: true\n"
+	for name, yaml := range map[string]string{
+		"block missing":   minimal,
+		"zeros":           minimal + "outbox_worker:\n  poll_interval: 0s\n  batch_size: 0\n  publish_timeout: 0s\n  retry_strategy: \"\"\n",
+		"negative values": minimal + "outbox_worker:\n  poll_interval: -1s\n  batch_size: -5\n  publish_timeout: -3s\n",
+	} {
+		t.Run(name, func(t *testing.T) {
+			cfg, err := ParseConfig([]byte(yaml))
+			require.NoError(t, err)
+			require.Equal(t, ":8080", cfg.HTTP.Addr)
+			require.Equal(t, 30*time.Second, cfg.ShutdownTimeout)
+			require.True(t, cfg.OutboxWorker.WorkerEnabled(), "enabled unless switched off")
+			opts, err := cfg.OutboxWorker.WorkerOptions()
+			require.NoError(t, err)
+			w, err := outbox.NewWorker(nopStore{}, outbox.SinkFunc(nil), opts)
+			require.NoError(t, err)
+			got := w.Options()
+			require.Equal(t, time.Second, got.PollInterval, "<= 0 falls back to 1s, never a busy loop")
+			require.Equal(t, 100, got.BatchSize, "<= 0 falls back to 100, never a table scan")
+			require.Equal(t, 3*time.Second, got.PublishTimeout, "<= 0 falls back to 3s, never unbounded")
+			require.Equal(t, outbox.FixedInterval{Interval: time.Second}, got.Retry)
+			require.Equal(t, "room_outbox", got.Name)
+			require.Equal(t, "room_id", got.KeyAttr)
+		})
+	}
+	cfg, err := ParseConfig([]byte(minimal + "outbox_worker:\n  enabled: false\n"))
+	require.NoError(t, err)
+	require.False(t, cfg.OutboxWorker.WorkerEnabled(), "tests can switch the worker off")
+}
+
+func TestConfigRejectsMistakes(t *testing.T) {
+	base := "mysql:\n  dsn: \"root@tcp(db:3306)/rooms\"\n"
+	cases := []struct {
+		name, yaml, want string
+	}{
+		{"unknown retry strategy", base + "tencent_im:\n  fake: true\noutbox_worker:\n  retry_strategy: exponential_backof\n", `retry strategy "exponential_backof": unknown`},
+		{"typo in a key", base + "tencent_im:\n  fake: true\noutbox_worker:\n  pol_interval: 1s\n", "field pol_interval not found"},
+		{"bad duration", base + "tencent_im:\n  fake: true\noutbox_worker:\n  poll_interval: soon\n", "poll_interval"},
+		{"no dsn", "tencent_im:\n  fake: true\n", "mysql.dsn: required"},
+		{"real IM without settings", base, "tencent_im.base_url: required"},
+		{"real IM without secret", base + "tencent_im:\n  base_url: https://console.tim.qq.com\n  sdk_app_id: 1400000000\n  admin_identifier: admin\n", "tencent_im.secret_key: required (set TENCENT_IM_SECRET_KEY)"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Setenv(EnvSecretKey, "")
+			_, err := ParseConfig([]byte(tc.yaml))
+			require.ErrorContains(t, err, tc.want)
+		})
+	}
+}
+
+func TestConfigSecretNeverInErrors(t *testing.T) {
+	yaml := "mysql:\n  dsn: \"\"\ntencent_im:\n  base_url: \"::bad\"\n  sdk_app_id: -1\n  admin_identifier: a\n  secret_key: very-secret-key-42\n"
+	_, err := ParseConfig([]byte(yaml))
+	require.Error(t, err)
+	require.False(t, strings.Contains(err.Error(), "very-secret-key-42"))
+}
+
+// nopStore lets NewWorker check options; it is never used.
+type nopStore struct{ outbox.Store }

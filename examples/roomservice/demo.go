@@ -1,0 +1,211 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"os"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/outboxrelay/outboxrelay/outbox"
+)
+
+// runDemo finds a MySQL (see demoMySQL), makes a scratch database on it,
+// runs the demo there and drops it.
+func runDemo(ctx context.Context, out io.Writer, dsn string) error {
+	db, err := demoMySQL(ctx, dsn, out)
+	if err != nil {
+		return err
+	}
+	defer db.cleanup()
+	_, err = runDemoOn(ctx, out, db.dsn)
+	return err
+}
+
+// demoReport is what the demo saw, for its test.
+type demoReport struct {
+	JoinEventID string
+	GiftEventID string
+	// IMDeliveries counts, per event ID, the messages Tencent IM (the
+	// fake) kept.
+	IMDeliveries map[string]int
+	Lifecycle    []string
+}
+
+// demo is one run: the app, an HTTP client, and where to narrate.
+type demo struct {
+	ctx    context.Context
+	out    io.Writer
+	app    *App
+	client *http.Client
+	step   int
+}
+
+// runDemoOn runs the seed's Done Definition against the database dsn,
+// printing each step, and checks every step; an unexpected outcome is an
+// error.
+func runDemoOn(ctx context.Context, out io.Writer, dsn string) (demoReport, error) {
+	var cfg Config
+	cfg.NodeID, cfg.HTTP.Addr, cfg.MySQL.DSN = "demo-node", "127.0.0.1:0", dsn
+	cfg.TencentIM.Fake = true
+	cfg.OutboxWorker.PollInterval, cfg.OutboxWorker.PublishTimeout = 200*time.Millisecond, 2*time.Second
+	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError}))
+	app, err := NewApp(ctx, cfg.withDefaults(), logger)
+	if err != nil {
+		return demoReport{}, err
+	}
+	if err := app.Start(); err != nil {
+		return demoReport{}, err
+	}
+	d := &demo{ctx: ctx, out: out, app: app, client: &http.Client{Timeout: 10 * time.Second}}
+	report, err := d.run()
+	shutdownErr := d.shutdown(&report)
+	return report, errors.Join(err, shutdownErr)
+}
+
+func (d *demo) say(format string, args ...any) {
+	fmt.Fprintf(d.out, format+"\n", args...)
+}
+
+func (d *demo) stepf(format string, args ...any) {
+	d.step++
+	d.say("%d. "+format, append([]any{d.step}, args...)...)
+}
+
+func (d *demo) run() (demoReport, error) {
+	im := d.app.fakeIM
+	report := demoReport{IMDeliveries: map[string]int{}}
+	d.say("Tencent IM: a local fake of the REST API at %s, told to fail the next 2 calls (ErrorCode 10002)", im.URL())
+	im.FailNext(2, 10002, "internal error, please retry")
+
+	created, err := d.command("/v1/rooms", map[string]any{"room_id": "room-1", "owner_id": "alice", "command_id": "cmd-create-1"})
+	if err != nil {
+		return report, err
+	}
+	d.stepf("POST /v1/rooms room-1 → 200; RoomCreated %s needs no IM call: %s", created.EventIDs[0], d.status(created.EventIDs[0]))
+
+	joined, err := d.command("/v1/rooms/room-1/join", map[string]any{"user_id": "bob", "command_id": "cmd-join-1"})
+	if err != nil {
+		return report, err
+	}
+	report.JoinEventID = joined.EventIDs[0]
+	d.stepf("command committed: bob joined room-1, emitting RoomUserJoined %s and RoomHeatChanged", report.JoinEventID)
+	reqs := im.Requests()
+	if len(reqs) == 0 || reqs[len(reqs)-1].ErrorCode != 10002 {
+		return report, errors.New("demo: the after-commit publish was expected to fail")
+	}
+	d.stepf("sync publish to Tencent IM failed: ErrorCode %d", reqs[len(reqs)-1].ErrorCode)
+	d.stepf("HTTP response still succeeded: 200, room-1 members %v, heat %d", joined.Room.Members, joined.Room.Heat)
+	rec, err := d.app.store.Get(d.ctx, report.JoinEventID)
+	if err != nil || rec.Status != outbox.StatusPending || rec.Attempts != 0 {
+		return report, fmt.Errorf("demo: want the join event pending with retry_count 0, got %+v (%v)", rec, err)
+	}
+	d.stepf("outbox: %s status=%s retry_count=%d (a failed sync publish is not a retry)", rec.ID, rec.Status, rec.Attempts)
+
+	if rec, err = d.waitPublished(report.JoinEventID); err != nil {
+		return report, err
+	}
+	d.stepf("worker republished the same event_id %s to group room-1 (its first try failed too: retry_count=%d)", rec.ID, rec.Attempts)
+	d.stepf("outbox: %s status=%s", rec.ID, rec.Status)
+
+	gift, err := d.command("/v1/rooms/room-1/gifts", map[string]any{"user_id": "bob", "gift_id": "rocket", "count": 2, "command_id": "cmd-gift-1"})
+	if err != nil {
+		return report, err
+	}
+	report.GiftEventID = gift.EventIDs[0]
+	d.stepf("POST gifts (IM healthy again): RoomGiftSent %s %s right after commit; heat %d, ranking %v",
+		report.GiftEventID, d.status(report.GiftEventID), gift.Room.Heat, gift.Room.GiftRanking)
+	again, err := d.command("/v1/rooms/room-1/gifts", map[string]any{"user_id": "bob", "gift_id": "rocket", "count": 2, "command_id": "cmd-gift-1"})
+	if err != nil {
+		return report, err
+	}
+	if !slices.Equal(again.EventIDs, gift.EventIDs) || again.Room.Heat != gift.Room.Heat {
+		return report, errors.New("demo: a repeated command_id must return the first result")
+	}
+	d.stepf("the same command_id again → the first result, no new events")
+
+	for _, m := range im.AllMessages() {
+		for _, e := range m.Elems {
+			var ext struct {
+				EventID string `json:"event_id"`
+			}
+			if json.Unmarshal([]byte(e.Ext), &ext) == nil {
+				report.IMDeliveries[ext.EventID]++
+			}
+		}
+	}
+	d.stepf("Tencent IM group room-1 holds %d messages: the join once, the gift once", len(im.Messages("room-1")))
+	return report, nil
+}
+
+// shutdown stops the app in the seed's order and checks the order.
+func (d *demo) shutdown(report *demoReport) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	err := d.app.Shutdown(ctx)
+	report.Lifecycle = d.app.Lifecycle()
+	d.stepf("shutdown: %s", strings.Join(report.Lifecycle, " → "))
+	if slices.Index(report.Lifecycle, "outbox worker stopped") > slices.Index(report.Lifecycle, "mysql closed") {
+		return errors.New("demo: the worker must stop before MySQL closes")
+	}
+	d.say("done: the room command committed, its sync publish failed, the worker delivered the same event_id, and shutdown stopped the worker before closing MySQL")
+	return err
+}
+
+// command posts body and decodes a 200 result.
+func (d *demo) command(path string, body map[string]any) (Result, error) {
+	b, _ := json.Marshal(body)
+	req, err := http.NewRequestWithContext(d.ctx, http.MethodPost, "http://"+d.app.Addr()+path, bytes.NewReader(b))
+	if err != nil {
+		return Result{}, err
+	}
+	resp, err := d.client.Do(req)
+	if err != nil {
+		return Result{}, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		msg, _ := io.ReadAll(resp.Body)
+		return Result{}, fmt.Errorf("demo: POST %s: %s: %s", path, resp.Status, msg)
+	}
+	var res Result
+	err = json.NewDecoder(resp.Body).Decode(&res)
+	if err == nil && len(res.EventIDs) == 0 {
+		err = fmt.Errorf("demo: POST %s emitted no events", path)
+	}
+	return res, err
+}
+
+func (d *demo) status(id string) string {
+	rec, err := d.app.store.Get(d.ctx, id)
+	if err != nil {
+		return err.Error()
+	}
+	return string(rec.Status)
+}
+
+// waitPublished polls the outbox until the event is published.
+func (d *demo) waitPublished(id string) (outbox.Record, error) {
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		rec, err := d.app.store.Get(d.ctx, id)
+		if err == nil && rec.Status == outbox.StatusPublished {
+			return rec, nil
+		}
+		if time.Now().After(deadline) {
+			return rec, fmt.Errorf("demo: %s not published within 30s (last: %+v, %v)", id, rec, err)
+		}
+		select {
+		case <-d.ctx.Done():
+			return rec, d.ctx.Err()
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}

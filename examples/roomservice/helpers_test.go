@@ -1,0 +1,144 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/outboxrelay/outboxrelay/internal/testutil"
+	"github.com/outboxrelay/outboxrelay/outbox"
+	"github.com/outboxrelay/outboxrelay/outbox/outboxtest"
+)
+
+// testApp is a running room-service on a fresh database, with Tencent IM
+// served by the in-process fake.
+type testApp struct {
+	*App
+	t  *testing.T
+	db *testutil.Database
+}
+
+// startApp starts room-service. By default the worker is switched off, so
+// that tests drive it one round at a time with ProcessBatch; mod may
+// change any setting.
+func startApp(t *testing.T, db *testutil.Database, mod func(*Config)) *testApp {
+	t.Helper()
+	if db == nil {
+		db = testutil.NewDatabase(t)
+	}
+	var cfg Config
+	off := false
+	cfg.NodeID, cfg.HTTP.Addr, cfg.MySQL.DSN = "test-node", "127.0.0.1:0", db.DSN
+	cfg.TencentIM.Fake = true
+	cfg.OutboxWorker.Enabled = &off
+	cfg.OutboxWorker.PollInterval = 20 * time.Millisecond
+	if mod != nil {
+		mod(&cfg)
+	}
+	cfg = cfg.withDefaults()
+	require.NoError(t, cfg.validate())
+	app, err := NewApp(context.Background(), cfg, outboxtest.Logger(t))
+	require.NoError(t, err)
+	require.NoError(t, app.Start())
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		_ = app.Shutdown(ctx)
+	})
+	return &testApp{App: app, t: t, db: db}
+}
+
+// do sends a request and returns the status and the body.
+func (a *testApp) do(method, path, body string) (int, []byte) {
+	a.t.Helper()
+	req, err := http.NewRequest(method, "http://"+a.Addr()+path, strings.NewReader(body))
+	require.NoError(a.t, err)
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(a.t, err)
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	require.NoError(a.t, err)
+	return resp.StatusCode, b
+}
+
+// command posts a JSON body, requires 200 and decodes the result.
+func (a *testApp) command(path string, body map[string]any) Result {
+	a.t.Helper()
+	b, _ := json.Marshal(body)
+	status, resp := a.do(http.MethodPost, path, string(b))
+	require.Equal(a.t, http.StatusOK, status, "POST %s: %s", path, resp)
+	var res Result
+	require.NoError(a.t, json.Unmarshal(resp, &res))
+	return res
+}
+
+func (a *testApp) snapshot(room string) Snapshot {
+	a.t.Helper()
+	status, body := a.do(http.MethodGet, "/v1/rooms/"+room, "")
+	require.Equal(a.t, http.StatusOK, status, string(body))
+	var s Snapshot
+	require.NoError(a.t, json.Unmarshal(body, &s))
+	return s
+}
+
+func (a *testApp) record(id string) outbox.Record {
+	a.t.Helper()
+	r, err := a.store.Get(context.Background(), id)
+	require.NoError(a.t, err)
+	return r
+}
+
+func (a *testApp) processBatch() outbox.BatchResult {
+	a.t.Helper()
+	res, err := a.worker.ProcessBatch(context.Background())
+	require.NoError(a.t, err)
+	return res
+}
+
+// imDeliveries counts, per event ID, what the fake IM kept.
+func (a *testApp) imDeliveries() map[string]int {
+	n := map[string]int{}
+	for _, m := range a.fakeIM.AllMessages() {
+		for _, e := range m.Elems {
+			var ext struct {
+				EventID string `json:"event_id"`
+			}
+			require.NoError(a.t, json.Unmarshal([]byte(e.Ext), &ext))
+			n[ext.EventID]++
+		}
+	}
+	return n
+}
+
+// count runs a COUNT(*) query on the test's own pool.
+func (a *testApp) count(query string, args ...any) int {
+	a.t.Helper()
+	var n int
+	require.NoError(a.t, a.db.DB.QueryRow(query, args...).Scan(&n))
+	return n
+}
+
+// eventually polls cond until it holds, for up to a minute.
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting until %s", what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func jsonBody(v any) string {
+	var b bytes.Buffer
+	_ = json.NewEncoder(&b).Encode(v)
+	return b.String()
+}
