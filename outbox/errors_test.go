@@ -6,7 +6,6 @@ import (
 	"io"
 	"strings"
 	"testing"
-	"time"
 	"unicode/utf8"
 
 	"github.com/stretchr/testify/require"
@@ -25,17 +24,6 @@ func TestPermanent(t *testing.T) {
 	wrapped := fmt.Errorf("send: %w", p)
 	require.True(t, IsPermanent(wrapped), "the marker is found through further wrapping")
 	require.True(t, IsPermanent(errors.Join(io.ErrClosedPipe, p)))
-}
-
-func TestFixedIntervalRetriesForever(t *testing.T) {
-	p := FixedInterval{Interval: 3 * time.Second}
-	for _, attempt := range []int{1, 2, 100, 1 << 30} {
-		for _, err := range []error{io.EOF, Permanent(io.EOF)} {
-			d, retry := p.NextRetry(attempt, err)
-			require.True(t, retry)
-			require.Equal(t, 3*time.Second, d)
-		}
-	}
 }
 
 func TestTruncate(t *testing.T) {

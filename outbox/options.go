@@ -1,6 +1,7 @@
 package outbox
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -74,6 +75,18 @@ type WorkerOptions struct {
 	// KeyAttr is the log field that carries Message.Key. Defaults to
 	// DefaultKeyAttr ("key"); room-service uses "room_id".
 	KeyAttr string
+	// Ordering delivers the messages of one Key in enqueue order, at most
+	// one in flight per key across all workers and instances, while
+	// different keys go on in parallel. A failing message holds back only
+	// the later messages of its key; a dead one no longer does. Messages
+	// with an empty Key stay unordered. What "enqueue order" rests on is
+	// in the README. Defaults to false: no order, more throughput.
+	Ordering bool
+	// OnDead, if set, is called once for each message that goes to
+	// StatusDead, after that is recorded, with the record and the error
+	// that ended it. It runs on the worker's goroutine, so it should be
+	// quick (alert, count, enqueue a ticket); a panic in it is logged.
+	OnDead func(ctx context.Context, rec Record, err error)
 }
 
 // WithDefaults returns a copy of o with every unset or <= 0 field replaced
@@ -100,18 +113,7 @@ func (o WorkerOptions) WithDefaults() WorkerOptions {
 	if o.LeaseTimeout <= 0 {
 		o.LeaseTimeout = max(DefaultLeaseTimeout, 2*o.minLease())
 	}
-	switch p := o.Retry.(type) {
-	case nil:
-		o.Retry = FixedInterval{Interval: o.PollInterval}
-	case FixedInterval:
-		if p.Interval == 0 {
-			o.Retry = FixedInterval{Interval: o.PollInterval}
-		}
-	case *FixedInterval:
-		if p != nil && p.Interval == 0 {
-			o.Retry = FixedInterval{Interval: o.PollInterval}
-		}
-	}
+	o.Retry = withPollInterval(o.Retry, o.PollInterval)
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
@@ -119,6 +121,14 @@ func (o WorkerOptions) WithDefaults() WorkerOptions {
 		o.KeyAttr = DefaultKeyAttr
 	}
 	return o
+}
+
+// Validate reports what NewWorker would reject in o (after filling in its
+// defaults), with errors that name the field and the value. Use it to
+// check configuration before building a worker; NewWorker runs the same
+// check.
+func (o WorkerOptions) Validate() error {
+	return o.WithDefaults().validate()
 }
 
 // validate checks options that WithDefaults has filled in.
@@ -139,19 +149,62 @@ func (o WorkerOptions) validate() error {
 	if o.LeaseTimeout < o.minLease() {
 		bad("LeaseTimeout", o.LeaseTimeout, fmt.Sprintf("must be at least PublishTimeout+2×StoreTimeout (%v)", o.minLease()))
 	}
-	switch p := o.Retry.(type) {
+	if err := validatePolicy(o.Retry); err != nil {
+		errs = append(errs, fmt.Errorf("outbox: Retry: %w", err))
+	}
+	return errors.Join(errs...)
+}
+
+// withPollInterval gives a FixedInterval without an interval (also one
+// wrapped in MaxAttempts) the poll interval, and nil the default policy.
+func withPollInterval(p RetryPolicy, poll time.Duration) RetryPolicy {
+	switch p := p.(type) {
+	case nil:
+		return FixedInterval{Interval: poll}
+	case FixedInterval:
+		if p.Interval == 0 {
+			return FixedInterval{Interval: poll}
+		}
+	case *FixedInterval:
+		if p != nil && p.Interval == 0 {
+			return FixedInterval{Interval: poll}
+		}
+	case MaxAttempts:
+		if p.Policy != nil {
+			p.Policy = withPollInterval(p.Policy, poll)
+		}
+		return p
+	}
+	return p
+}
+
+// validatePolicy checks the policies this package knows; others are the
+// caller's business.
+func validatePolicy(p RetryPolicy) error {
+	switch p := p.(type) {
 	case FixedInterval:
 		if p.Interval < 0 {
-			bad("Retry", fmt.Sprintf("FixedInterval{%v}", p.Interval), "interval must not be negative")
+			return fmt.Errorf("FixedInterval{%v}: interval must not be negative", p.Interval)
 		}
 	case *FixedInterval:
 		if p == nil {
-			bad("Retry", "(*FixedInterval)(nil)", "must not be a nil pointer")
-		} else if p.Interval < 0 {
-			bad("Retry", fmt.Sprintf("FixedInterval{%v}", p.Interval), "interval must not be negative")
+			return errors.New("(*FixedInterval)(nil): must not be a nil pointer")
 		}
+		return validatePolicy(*p)
+	case Exponential:
+		if err := p.validate(); err != nil {
+			return fmt.Errorf("Exponential: %w", err)
+		}
+	case MaxAttempts:
+		if p.Attempts < 1 {
+			return fmt.Errorf("MaxAttempts{%d}: must allow at least 1 attempt", p.Attempts)
+		}
+		if p.Policy == nil {
+			return errors.New("MaxAttempts: Policy is nil")
+		}
+		return validatePolicy(p.Policy)
 	}
-	return errors.Join(errs...)
+	return nil
 }
 
 // minLease is the shortest lease that covers a claim, one publish and the

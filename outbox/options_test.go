@@ -77,6 +77,9 @@ func TestWorkerOptionsOverrides(t *testing.T) {
 		{"fixed interval pointer with zero interval", WorkerOptions{Retry: &FixedInterval{}, PollInterval: 2 * time.Second}, func(t *testing.T, o WorkerOptions) {
 			require.Equal(t, FixedInterval{Interval: 2 * time.Second}, o.Retry)
 		}},
+		{"max attempts around a fixed interval gets the poll interval", WorkerOptions{PollInterval: 2 * time.Second, Retry: MaxAttempts{Policy: FixedInterval{}, Attempts: 5}}, func(t *testing.T, o WorkerOptions) {
+			require.Equal(t, MaxAttempts{Policy: FixedInterval{Interval: 2 * time.Second}, Attempts: 5}, o.Retry)
+		}},
 		{"logger and key field", WorkerOptions{Logger: logger, KeyAttr: "room_id"}, func(t *testing.T, o WorkerOptions) {
 			require.Same(t, logger, o.Logger)
 			require.Equal(t, "room_id", o.KeyAttr)
@@ -100,8 +103,13 @@ func TestWorkerOptionsValidation(t *testing.T) {
 		{"poll interval below minimum", WorkerOptions{PollInterval: time.Millisecond}, "outbox: PollInterval 1ms: must be at least 10ms"},
 		{"batch size above maximum", WorkerOptions{BatchSize: MaxBatchSize + 1}, "outbox: BatchSize 10001: must be at most 10000"},
 		{"lease shorter than a round", WorkerOptions{LeaseTimeout: 5 * time.Second}, "outbox: LeaseTimeout 5s: must be at least PublishTimeout+2×StoreTimeout (13s)"},
-		{"negative fixed interval", WorkerOptions{Retry: FixedInterval{Interval: -time.Second}}, "outbox: Retry FixedInterval{-1s}: interval must not be negative"},
-		{"nil fixed interval pointer", WorkerOptions{Retry: (*FixedInterval)(nil)}, "outbox: Retry (*FixedInterval)(nil)"},
+		{"negative fixed interval", WorkerOptions{Retry: FixedInterval{Interval: -time.Second}}, "outbox: Retry: FixedInterval{-1s}: interval must not be negative"},
+		{"nil fixed interval pointer", WorkerOptions{Retry: (*FixedInterval)(nil)}, "outbox: Retry: (*FixedInterval)(nil)"},
+		{"zero max attempts", WorkerOptions{Retry: MaxAttempts{Policy: FixedInterval{}, Attempts: 0}}, "outbox: Retry: MaxAttempts{0}: must allow at least 1 attempt"},
+		{"max attempts without policy", WorkerOptions{Retry: MaxAttempts{Attempts: 3}}, "outbox: Retry: MaxAttempts: Policy is nil"},
+		{"exponential multiplier below 1", WorkerOptions{Retry: Exponential{Multiplier: 0.5}}, "outbox: Retry: Exponential: multiplier 0.5: must be at least 1"},
+		{"exponential jitter above 1", WorkerOptions{Retry: Exponential{Jitter: 1.5}}, "outbox: Retry: Exponential: jitter 1.5: must be 0 to 1"},
+		{"exponential cap below start", WorkerOptions{Retry: Exponential{Initial: time.Minute, Max: time.Second}}, "max interval 1s: must be at least the initial interval 1m0s"},
 		{"node ID too long", WorkerOptions{NodeID: strings.Repeat("n", MaxNodeIDLength+1)}, "outbox: NodeID"},
 		{"node ID not UTF-8", WorkerOptions{NodeID: "\xff"}, `outbox: NodeID "\xff"`},
 	}
@@ -130,6 +138,9 @@ func TestParseRetryStrategy(t *testing.T) {
 		require.NoError(t, err, word)
 		require.Equal(t, FixedInterval{}, p)
 	}
+	p, err := ParseRetryStrategy("exponential")
+	require.NoError(t, err)
+	require.Equal(t, Exponential{}, p)
 	for _, word := range []string{"exponential_typo", "FIXED_INTERVAL", " fixed_interval", "none"} {
 		_, err := ParseRetryStrategy(word)
 		require.ErrorContains(t, err, strconv.Quote(word), "the error names the bad value")

@@ -1,8 +1,12 @@
 package outbox
 
 import (
+	"errors"
 	"fmt"
+	"math/rand/v2"
 	"time"
+
+	"github.com/cenkalti/backoff/v4"
 )
 
 // RetryPolicy decides when a failed message is tried again.
@@ -18,35 +22,194 @@ type RetryPolicy interface {
 	NextRetry(attempt int, err error) (delay time.Duration, retry bool)
 }
 
-// FixedInterval retries every message forever, Interval after each failure.
-// It is the default policy and the seed's V1 behaviour: a room event is
-// the outward face of a committed state change, so it is never dropped
-// because of a count.
+// FixedInterval retries every message Interval after each failure, forever,
+// except a Permanent error, which goes to StatusDead at once. It is the
+// default policy and the seed's V1 behaviour: a room event is the outward
+// face of a committed state change, so it is never given up because of a
+// count; with this policy the only way to a dead letter is an error the
+// sink marks as Permanent.
 type FixedInterval struct {
 	// Interval is the wait after each failure. Zero means the worker's
 	// PollInterval (NewWorker fills it in); negative is an error.
 	Interval time.Duration
 }
 
-// NextRetry returns Interval and true, whatever the attempt and error.
-func (p FixedInterval) NextRetry(int, error) (time.Duration, bool) {
+// NextRetry returns Interval and true, or false for a Permanent error.
+func (p FixedInterval) NextRetry(_ int, err error) (time.Duration, bool) {
+	if IsPermanent(err) {
+		return 0, false
+	}
 	return p.Interval, true
+}
+
+// Defaults of Exponential.
+const (
+	DefaultExponentialInitial    = time.Second
+	DefaultExponentialMax        = 5 * time.Minute
+	DefaultExponentialMultiplier = 2.0
+	DefaultExponentialJitter     = 0.2
+)
+
+// Exponential waits Initial after the first failure and Multiplier times
+// longer after each further one, never longer than Max, with random
+// jitter of ±Jitter (a fraction) around each wait, and never retries a
+// Permanent error. The schedule is cenkalti/backoff/v4's exponential
+// backoff, computed afresh from the attempt count each time, so the policy
+// holds no state. The zero value means all defaults.
+type Exponential struct {
+	// Initial is the first wait. Defaults to DefaultExponentialInitial (1s).
+	Initial time.Duration
+	// Max caps every wait, jitter included. Defaults to
+	// DefaultExponentialMax (5m).
+	Max time.Duration
+	// Multiplier grows the wait per attempt. Defaults to
+	// DefaultExponentialMultiplier (2); must be at least 1.
+	Multiplier float64
+	// Jitter spreads each wait uniformly over ±Jitter of it, so that
+	// records failed together are not retried together. 0 to 1; defaults
+	// to DefaultExponentialJitter (0.2). Use NoJitter for none.
+	Jitter float64
+	// Rand returns a uniform number in [0, 1). Defaults to math/rand/v2;
+	// tests inject their own.
+	Rand func() float64
+}
+
+// NoJitter, as Exponential.Jitter, turns jitter off.
+const NoJitter = -1
+
+// NextRetry returns the wait after the attempt-th failure.
+func (p Exponential) NextRetry(attempt int, err error) (time.Duration, bool) {
+	if IsPermanent(err) {
+		return 0, false
+	}
+	p = p.withDefaults()
+	b := backoff.NewExponentialBackOff(
+		backoff.WithInitialInterval(p.Initial),
+		backoff.WithMaxInterval(p.Max),
+		backoff.WithMultiplier(p.Multiplier),
+		backoff.WithRandomizationFactor(0), // jitter is applied below, from p.Rand
+		backoff.WithMaxElapsedTime(0),
+	)
+	// Replay the schedule up to this attempt; it stops growing at Max,
+	// so the loop is short however large the attempt count is.
+	delay := b.NextBackOff()
+	for i := 1; i < attempt && delay < p.Max; i++ {
+		delay = b.NextBackOff()
+	}
+	if p.Jitter > 0 {
+		delay = time.Duration(float64(delay) * (1 + p.Jitter*(2*p.Rand()-1)))
+	}
+	return min(max(delay, 0), p.Max), true
+}
+
+func (p Exponential) withDefaults() Exponential {
+	if p.Initial <= 0 {
+		p.Initial = DefaultExponentialInitial
+	}
+	if p.Max <= 0 {
+		p.Max = DefaultExponentialMax
+	}
+	if p.Multiplier == 0 {
+		p.Multiplier = DefaultExponentialMultiplier
+	}
+	if p.Jitter == 0 {
+		p.Jitter = DefaultExponentialJitter
+	}
+	if p.Rand == nil {
+		p.Rand = rand.Float64
+	}
+	return p
+}
+
+func (p Exponential) validate() error {
+	p = p.withDefaults()
+	var errs []error
+	if p.Multiplier < 1 {
+		errs = append(errs, fmt.Errorf("multiplier %v: must be at least 1", p.Multiplier))
+	}
+	if p.Jitter > 1 || (p.Jitter < 0 && p.Jitter != NoJitter) {
+		errs = append(errs, fmt.Errorf("jitter %v: must be 0 to 1", p.Jitter))
+	}
+	if p.Max < p.Initial {
+		errs = append(errs, fmt.Errorf("max interval %v: must be at least the initial interval %v", p.Max, p.Initial))
+	}
+	return errors.Join(errs...)
+}
+
+// MaxAttempts wraps a policy and gives up after Attempts failed attempts:
+// the record goes to StatusDead, with its last error.
+type MaxAttempts struct {
+	// Policy schedules the attempts before the last. Required.
+	Policy RetryPolicy
+	// Attempts is the most failed attempts; at least 1.
+	Attempts int
+}
+
+// NextRetry gives up at Attempts failures, and otherwise asks Policy.
+func (m MaxAttempts) NextRetry(attempt int, err error) (time.Duration, bool) {
+	if attempt >= m.Attempts {
+		return 0, false
+	}
+	return m.Policy.NextRetry(attempt, err)
 }
 
 // Retry strategy words, as used in configuration files (the seed's
 // outbox_worker.retry_strategy).
 const (
 	RetryStrategyFixedInterval = "fixed_interval"
+	RetryStrategyExponential   = "exponential"
 )
 
-// ParseRetryStrategy turns a configuration word into a RetryPolicy. The
-// empty word and "fixed_interval" give FixedInterval (its interval is the
-// worker's PollInterval); any other word is an error naming it, so that a
-// typo fails start-up instead of silently changing delivery semantics.
-func ParseRetryStrategy(word string) (RetryPolicy, error) {
-	switch word {
+// RetryConfig is a retry policy as a configuration file states it. The
+// zero value is FixedInterval at the worker's PollInterval, forever.
+type RetryConfig struct {
+	// Strategy is "" or "fixed_interval" (FixedInterval), or "exponential"
+	// (Exponential). Any other word is an error naming it.
+	Strategy string
+	// Interval is FixedInterval's wait (0: the worker's PollInterval).
+	Interval time.Duration
+	// InitialInterval, MaxInterval, Multiplier and Jitter configure
+	// Exponential (0: its defaults).
+	InitialInterval time.Duration
+	MaxInterval     time.Duration
+	Multiplier      float64
+	Jitter          float64
+	// MaxAttempts, when positive, wraps the policy in MaxAttempts; 0
+	// retries forever.
+	MaxAttempts int
+}
+
+// Policy builds the policy, or an error naming what is wrong.
+func (c RetryConfig) Policy() (RetryPolicy, error) {
+	var p RetryPolicy
+	switch c.Strategy {
 	case "", RetryStrategyFixedInterval:
-		return FixedInterval{}, nil
+		if c.Interval < 0 {
+			return nil, fmt.Errorf("outbox: retry interval %v: must not be negative", c.Interval)
+		}
+		p = FixedInterval{Interval: c.Interval}
+	case RetryStrategyExponential:
+		e := Exponential{Initial: c.InitialInterval, Max: c.MaxInterval, Multiplier: c.Multiplier, Jitter: c.Jitter}
+		if err := e.validate(); err != nil {
+			return nil, fmt.Errorf("outbox: exponential retry: %w", err)
+		}
+		p = e
+	default:
+		return nil, fmt.Errorf("outbox: retry strategy %q: unknown (supported: %q, %q)", c.Strategy, RetryStrategyFixedInterval, RetryStrategyExponential)
 	}
-	return nil, fmt.Errorf("outbox: retry strategy %q: unknown (supported: %q)", word, RetryStrategyFixedInterval)
+	switch {
+	case c.MaxAttempts < 0:
+		return nil, fmt.Errorf("outbox: max attempts %d: must not be negative", c.MaxAttempts)
+	case c.MaxAttempts > 0:
+		p = MaxAttempts{Policy: p, Attempts: c.MaxAttempts}
+	}
+	return p, nil
+}
+
+// ParseRetryStrategy turns a configuration word into a RetryPolicy with
+// that strategy's defaults; see RetryConfig for parameters. An unknown
+// word is an error naming it, so that a typo fails start-up instead of
+// silently changing delivery semantics.
+func ParseRetryStrategy(word string) (RetryPolicy, error) {
+	return RetryConfig{Strategy: word}.Policy()
 }
