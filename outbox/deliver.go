@@ -55,19 +55,34 @@ func (w *Worker) deliver(ctx context.Context, p path, params ClaimParams) (Batch
 	// claim, one publish and the settle), so every round makes progress.
 	lastStart := start.Add(w.opts.LeaseTimeout - w.opts.PublishTimeout - w.opts.StoreTimeout)
 	outcomes := make([]Outcome, 0, res.Claimed)
-	var failures []error
+	var (
+		failures []error
+		dead     []deadLetter
+		// held are keys with a failed record in this batch: in ordering
+		// mode their later records wait for it.
+		held = map[string]bool{}
+	)
+	fail := func(rec Record, err error) {
+		o := w.failed(ctx, p, rec, err)
+		outcomes = append(outcomes, o)
+		if o.Kind == OutcomeDead {
+			dead = append(dead, deadLetter{rec: rec, err: err})
+		}
+		if rec.Key != "" {
+			held[rec.Key] = true
+		}
+	}
 	for _, inv := range batch.Invalid {
-		err := Permanent(fmt.Errorf("outbox: undecodable record: %w", inv.Err))
-		outcomes = append(outcomes, w.failed(ctx, p, inv.Record, err))
+		fail(inv.Record, Permanent(fmt.Errorf("outbox: undecodable record: %w", inv.Err)))
 	}
 	for i, rec := range batch.Records {
-		if ctx.Err() != nil || (i > 0 && time.Now().After(lastStart)) {
+		if ctx.Err() != nil || (i > 0 && time.Now().After(lastStart)) || (w.opts.Ordering && held[rec.Key]) {
 			outcomes = append(outcomes, Outcome{ID: rec.ID, Kind: OutcomeRelease})
 			continue
 		}
 		if err := w.publish(ctx, p, rec.Message); err != nil {
 			failures = append(failures, fmt.Errorf("outbox: publish %q: %w", rec.ID, err))
-			outcomes = append(outcomes, w.failed(ctx, p, rec, err))
+			fail(rec, err)
 			continue
 		}
 		outcomes = append(outcomes, Outcome{ID: rec.ID, Kind: OutcomePublished})
@@ -90,10 +105,37 @@ func (w *Worker) deliver(ctx context.Context, p path, params ClaimParams) (Batch
 		w.log.WarnContext(ctx, "outbox lease lost before settle; another worker owns those records",
 			slog.String("path", p.String()), slog.Int("stale", settled.Stale))
 	}
+	w.notifyDead(ctx, dead)
 	if p == afterCommitPath {
 		return res, errors.Join(failures...)
 	}
 	return res, nil
+}
+
+type deadLetter struct {
+	rec Record
+	err error
+}
+
+// notifyDead calls OnDead for each recorded dead letter.
+func (w *Worker) notifyDead(ctx context.Context, dead []deadLetter) {
+	if w.opts.OnDead == nil {
+		return
+	}
+	for _, d := range dead {
+		d.rec.Attempts++
+		d.rec.Status = StatusDead
+		d.rec.LastError = Truncate(d.err.Error(), MaxLastErrorBytes)
+		func() {
+			defer func() {
+				if r := recover(); r != nil {
+					w.log.ErrorContext(ctx, "outbox OnDead hook panicked", slog.String("event_id", d.rec.ID),
+						slog.String("panic", Truncate(fmt.Sprint(r), MaxLastErrorBytes)))
+				}
+			}()
+			w.opts.OnDead(ctx, d.rec, d.err)
+		}()
+	}
 }
 
 func (r *BatchResult) count(k OutcomeKind) {

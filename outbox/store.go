@@ -79,6 +79,13 @@ type ClaimParams struct {
 	// just written. Records that are not pending, or are leased by someone
 	// else, are left out. Limit must be at least len(IDs).
 	IDs []string
+	// Ordered claims, of each non-empty key, only the oldest pending
+	// record (its head), and only while no other record of the key is
+	// leased: at most one record per key is in flight, in enqueue order.
+	// With IDs, a key's records are claimed only if they are that key's
+	// oldest pending records, in order; otherwise none of them are.
+	// Records with an empty key are unordered.
+	Ordered bool
 }
 
 // Batch is the result of a claim.

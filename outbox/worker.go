@@ -138,6 +138,7 @@ func (w *Worker) ProcessBatch(ctx context.Context) (BatchResult, error) {
 		Owner:    w.opts.NodeID,
 		Limit:    w.opts.BatchSize,
 		LeaseFor: w.opts.LeaseTimeout,
+		Ordered:  w.opts.Ordering,
 	})
 }
 
@@ -168,6 +169,7 @@ func (w *Worker) PublishNow(ctx context.Context, msgs ...Message) error {
 		Limit:    len(ids),
 		LeaseFor: w.opts.LeaseTimeout,
 		IDs:      ids,
+		Ordered:  w.opts.Ordering,
 	})
 	return err
 }
