@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"slices"
 	"unicode/utf8"
 
 	"github.com/outboxrelay/outboxrelay/outbox"
@@ -15,12 +16,13 @@ import (
 // Claim leases up to p.Limit due pending records (or the pending records
 // named by p.IDs) for p.LeaseFor, skipping records other claims hold.
 //
-// It runs one short READ COMMITTED transaction: SELECT … FOR UPDATE SKIP
-// LOCKED over the due range of idx_due, then an UPDATE that stamps the
-// lease (a fresh random token, the owner, and next_attempt_at moved to
+// It runs one short READ COMMITTED transaction: locking selects (SELECT …
+// FOR UPDATE SKIP LOCKED) of the claimable rows, then an UPDATE that stamps
+// the lease (a fresh random token, the owner, and next_attempt_at moved to
 // the lease's end), then COMMIT, before the caller publishes anything.
 // READ COMMITTED takes no gap locks, so a claim never blocks a writer's
 // Enqueue. Records are returned in due order (p.IDs: in insert order).
+// With p.Ordered, see claimOrdered.
 func (s *Store) Claim(ctx context.Context, p outbox.ClaimParams) (outbox.Batch, error) {
 	if err := validateClaim(p); err != nil {
 		return outbox.Batch{}, err
@@ -35,18 +37,38 @@ func (s *Store) Claim(ctx context.Context, p outbox.ClaimParams) (outbox.Batch, 
 	}
 	defer func() { _ = tx.Rollback() }()
 
-	batch, seqs, err := s.selectClaimable(ctx, tx, p)
-	if err != nil || len(seqs) == 0 {
-		return outbox.Batch{}, err
+	var rows []scannedRecord
+	switch {
+	case p.Ordered && len(p.IDs) > 0:
+		rows, err = s.lockOrderedIDs(ctx, tx, p)
+	case p.Ordered:
+		rows, err = s.lockOrdered(ctx, tx, p.Limit)
+	case len(p.IDs) > 0:
+		rows, err = lockRows(ctx, tx, s.q.claimIDsPrefix+placeholders(len(p.IDs))+s.q.claimIDsSuffix, append(stringArgs(p.IDs), p.Limit)...)
+	default:
+		rows, err = lockRows(ctx, tx, s.q.claimDue, p.Limit)
 	}
-	args := append([]any{token, p.Owner, p.LeaseFor.Microseconds()}, seqs...)
-	if _, err := tx.ExecContext(ctx, s.q.leasePrefix+placeholders(len(seqs))+")", args...); err != nil {
+	if err != nil || len(rows) == 0 {
+		return outbox.Batch{}, s.wrapIf("claim", err)
+	}
+	args := []any{token, p.Owner, p.LeaseFor.Microseconds()}
+	for _, r := range rows {
+		args = append(args, r.seq)
+	}
+	if _, err := tx.ExecContext(ctx, s.q.leasePrefix+placeholders(len(rows))+")", args...); err != nil {
 		return outbox.Batch{}, s.wrap("claim", err)
 	}
 	if err := tx.Commit(); err != nil {
 		return outbox.Batch{}, s.wrap("claim", err)
 	}
-	batch.Token = token
+	batch := outbox.Batch{Token: token}
+	for _, r := range rows {
+		if r.decodeErr != nil {
+			batch.Invalid = append(batch.Invalid, outbox.InvalidRecord{Record: r.rec, Err: r.decodeErr})
+		} else {
+			batch.Records = append(batch.Records, r.rec)
+		}
+	}
 	return batch, nil
 }
 
@@ -56,43 +78,189 @@ func (s *Store) Claim(ctx context.Context, p outbox.ClaimParams) (outbox.Batch, 
 // commit (TestClaimDoesNotBlockWriters).
 var claimTxOptions = &sql.TxOptions{Isolation: sql.LevelReadCommitted}
 
-// selectClaimable locks the claimable rows and decodes them. seqs are their
-// ids, for the lease update.
-func (s *Store) selectClaimable(ctx context.Context, tx *sql.Tx, p outbox.ClaimParams) (outbox.Batch, []any, error) {
-	query, args := s.q.claimDue, []any{p.Limit}
-	if len(p.IDs) > 0 {
-		query = s.q.claimIDsPrefix + placeholders(len(p.IDs)) + s.q.claimIDsSuffix
-		args = make([]any, 0, len(p.IDs)+1)
-		for _, id := range p.IDs {
-			args = append(args, id)
-		}
-		args = append(args, p.Limit)
-	}
+// lockRows runs a locking select of recordColumns and scans the rows.
+func lockRows(ctx context.Context, tx *sql.Tx, query string, args ...any) ([]scannedRecord, error) {
 	rows, err := tx.QueryContext(ctx, query, args...)
 	if err != nil {
-		return outbox.Batch{}, nil, s.wrap("claim", err)
+		return nil, err
 	}
 	defer rows.Close()
-	var (
-		batch outbox.Batch
-		seqs  []any
-	)
+	var out []scannedRecord
 	for rows.Next() {
 		r, err := scanRecord(rows)
 		if err != nil {
-			return outbox.Batch{}, nil, s.wrap("claim", err)
+			return nil, err
 		}
-		seqs = append(seqs, r.seq)
-		if r.decodeErr != nil {
-			batch.Invalid = append(batch.Invalid, outbox.InvalidRecord{Record: r.rec, Err: r.decodeErr})
-			continue
+		out = append(out, r)
+	}
+	return out, rows.Err()
+}
+
+// Ordered claims. A key's head is its oldest pending record (lowest id).
+// Only heads are claimed, and only when due and not leased; as a leased or
+// failed head is still pending, nothing else of its key is claimable until
+// it is published (or dead): at most one record per key is in flight, in
+// id order, on every instance.
+const (
+	// headWindowFactor × the wanted count is how many keys one window of
+	// the head scan reads.
+	headWindowFactor = 4
+	minHeadWindow    = 64
+	// maxHeadWindows bounds the windows one claim reads, so that a claim
+	// costs O(window) even with many keys whose heads are not due; the
+	// next claim goes on from where this one stopped.
+	maxHeadWindows = 8
+)
+
+// lockOrdered claims unkeyed records (unordered; a quarter of the batch is
+// kept for them so that busy keys cannot starve them) and key heads.
+func (s *Store) lockOrdered(ctx context.Context, tx *sql.Tx, limit int) ([]scannedRecord, error) {
+	unkeyed, err := lockRows(ctx, tx, s.q.claimUnkeyed, uint64(0), max(1, limit/4))
+	if err != nil {
+		return nil, err
+	}
+	heads, err := s.lockHeads(ctx, tx, limit-len(unkeyed))
+	if err != nil {
+		return nil, err
+	}
+	out := append(unkeyed, heads...)
+	if room := limit - len(out); room > 0 && len(unkeyed) == max(1, limit/4) {
+		more, err := lockRows(ctx, tx, s.q.claimUnkeyed, unkeyed[len(unkeyed)-1].seq, room)
+		if err != nil {
+			return nil, err
 		}
-		batch.Records = append(batch.Records, r.rec)
+		out = append(out, more...)
 	}
-	if err := rows.Err(); err != nil {
-		return outbox.Batch{}, nil, s.wrap("claim", err)
+	return out, nil
+}
+
+// lockHeads claims up to want due key heads, walking the keys in order
+// from a cursor kept across claims: a round robin, so that every key with
+// a due head gets its turn before any key gets a second one. The walk
+// wraps around to the first key at most once and stops where it began;
+// SKIP LOCKED does not skip this transaction's own locks, so a key is
+// never offered to the locking select twice.
+func (s *Store) lockHeads(ctx context.Context, tx *sql.Tx, want int) ([]scannedRecord, error) {
+	if want <= 0 {
+		return nil, nil
 	}
-	return batch, seqs, nil
+	window := max(headWindowFactor*want, minHeadWindow)
+	s.cursorMu.Lock()
+	start := s.keyCursor
+	s.cursorMu.Unlock()
+	cursor, wrapped, done := start, false, false
+	var out []scannedRecord
+	for i := 0; i < maxHeadWindows && !done; i++ {
+		heads, err := s.headWindow(ctx, tx, cursor, window)
+		if err != nil {
+			return nil, err
+		}
+		full := len(heads) == window
+		if len(heads) > 0 {
+			cursor = heads[len(heads)-1].key
+		}
+		if wrapped { // the second lap ends where the first began
+			if i := slices.IndexFunc(heads, func(h keyHead) bool { return h.key > start }); i >= 0 {
+				heads, done, cursor = heads[:i], true, start
+			}
+		}
+		if len(heads) > 0 {
+			ids := make([]any, len(heads))
+			for i, h := range heads {
+				ids[i] = h.id
+			}
+			// Due heads in key order: the walk goes on after the last one taken.
+			rows, err := lockRows(ctx, tx, s.q.claimHeadsPrefix+placeholders(len(ids))+s.q.claimHeadsSuffix, append(ids, want-len(out))...)
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, rows...)
+			if len(out) == want {
+				cursor = rows[len(rows)-1].rec.Key
+				break
+			}
+		}
+		if !full && !done { // past the last key: once more from the first
+			cursor = ""
+			done = wrapped || start == ""
+			wrapped = true
+		}
+	}
+	s.cursorMu.Lock()
+	s.keyCursor = cursor
+	s.cursorMu.Unlock()
+	return out, nil
+}
+
+type keyHead struct {
+	key string
+	id  uint64
+}
+
+// headWindow returns the heads of up to window keys after cursor, in key
+// order, by a loose index scan of idx_key (one read per key).
+func (s *Store) headWindow(ctx context.Context, tx *sql.Tx, cursor string, window int) ([]keyHead, error) {
+	rows, err := tx.QueryContext(ctx, s.q.keyHeads, cursor, window)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var heads []keyHead
+	for rows.Next() {
+		var h keyHead
+		if err := rows.Scan(&h.key, &h.id); err != nil {
+			return nil, err
+		}
+		heads = append(heads, h)
+	}
+	return heads, rows.Err()
+}
+
+// lockOrderedIDs is the after-commit claim in ordering mode: of each key,
+// the named records are claimed only if they are the key's oldest pending
+// records (none older waits, and none is leased), so the writer may
+// publish them in order; otherwise the worker will, later.
+func (s *Store) lockOrderedIDs(ctx context.Context, tx *sql.Tx, p outbox.ClaimParams) ([]scannedRecord, error) {
+	rows, err := lockRows(ctx, tx, s.q.claimIDsPrefix+placeholders(len(p.IDs))+s.q.claimIDsSuffix, append(stringArgs(p.IDs), p.Limit)...)
+	if err != nil {
+		return nil, err
+	}
+	byKey := map[string][]uint64{}
+	for _, r := range rows {
+		if r.rec.Key != "" {
+			byKey[r.rec.Key] = append(byKey[r.rec.Key], r.seq)
+		}
+	}
+	headsOf := map[string]bool{}
+	for key, seqs := range byKey {
+		var oldest []uint64
+		q, err := tx.QueryContext(ctx, s.q.oldestPending, key, len(seqs))
+		if err != nil {
+			return nil, err
+		}
+		for q.Next() {
+			var seq uint64
+			if err := q.Scan(&seq); err != nil {
+				q.Close()
+				return nil, err
+			}
+			oldest = append(oldest, seq)
+		}
+		q.Close()
+		if err := q.Err(); err != nil {
+			return nil, err
+		}
+		headsOf[key] = slices.Equal(oldest, seqs)
+	}
+	return slices.DeleteFunc(rows, func(r scannedRecord) bool { return r.rec.Key != "" && !headsOf[r.rec.Key] }), nil
+}
+
+func stringArgs(ss []string) []any {
+	out := make([]any, len(ss))
+	for i, s := range ss {
+		out[i] = s
+	}
+	return out
 }
 
 func validateClaim(p outbox.ClaimParams) error {

@@ -124,6 +124,9 @@ func encodeRows(msgs []outbox.Message) ([]insertRow, error) {
 		if err := m.Validate(); err != nil {
 			return nil, fmt.Errorf("mysql store: enqueue: message %d: %w", i, err)
 		}
+		if err := checkNoTrailingSpace(m); err != nil {
+			return nil, fmt.Errorf("mysql store: enqueue: message %d: %w", i, err)
+		}
 		if _, dup := seen[m.ID]; dup {
 			return nil, fmt.Errorf("mysql store: enqueue: message ID %q appears twice: %w", m.ID, outbox.ErrDuplicateID)
 		}
@@ -175,4 +178,17 @@ func duplicateEntry(err error) string {
 		}
 	}
 	return "(one of the batch)"
+}
+
+// checkNoTrailingSpace rejects IDs and keys that end in a space: MySQL and
+// MariaDB compare utf8mb4_bin with PAD SPACE, so "a" and "a " would be the
+// same ID and the same key.
+func checkNoTrailingSpace(m outbox.Message) error {
+	if strings.HasSuffix(m.ID, " ") {
+		return fmt.Errorf("%w: ID %q ends in a space, which MySQL ignores in comparisons", outbox.ErrInvalidMessage, m.ID)
+	}
+	if strings.HasSuffix(m.Key, " ") {
+		return fmt.Errorf("%w: message %q: Key %q ends in a space, which MySQL ignores in comparisons", outbox.ErrInvalidMessage, m.ID, m.Key)
+	}
+	return nil
 }

@@ -29,11 +29,15 @@ const (
 	classConnection
 	// classNoTable: the table does not exist (Migrate was not run).
 	classNoTable
+	// classDuplicateIndex: an index of that name exists (a concurrent
+	// Migrate added it).
+	classDuplicateIndex
 )
 
 // MySQL and MariaDB error numbers the store tells apart.
 const (
 	erDupEntry          = 1062
+	erDupKeyName        = 1061
 	erLockWaitTimeout   = 1205
 	erLockDeadlock      = 1213
 	erNoSuchTable       = 1146
@@ -57,6 +61,8 @@ func (c errClass) String() string {
 		return "connection lost"
 	case classNoTable:
 		return "table missing"
+	case classDuplicateIndex:
+		return "duplicate index name"
 	}
 	return "other"
 }
@@ -77,6 +83,8 @@ func classify(err error) errClass {
 			return classLockWait
 		case erNoSuchTable:
 			return classNoTable
+		case erDupKeyName:
+			return classDuplicateIndex
 		case erServerShutdown, erQueryInterrupted, erConnectionKilled, crServerGone, crServerLost, erClientInteraction:
 			return classConnection
 		}

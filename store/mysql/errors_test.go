@@ -29,6 +29,7 @@ func TestClassify(t *testing.T) {
 		{"deadlock", my(1213), classDeadlock, true},
 		{"lock wait timeout", my(1205), classLockWait, true},
 		{"no table", my(1146), classNoTable, false},
+		{"duplicate index name", my(1061), classDuplicateIndex, false},
 		{"server shutdown", my(1053), classConnection, true},
 		{"query interrupted", my(1317), classConnection, true},
 		{"mariadb connection killed", my(1927), classConnection, true},

@@ -45,22 +45,8 @@ func TestClaimPlan(t *testing.T) {
 	require.NotContains(t, plan["Extra"], "filesort", "no filesort")
 	require.NotContains(t, plan["Extra"], "temporary", "no temporary table")
 
-	// Count what the claim actually reads, in its own transaction.
-	conn, err := d.DB.Conn(ctx)
-	require.NoError(t, err)
-	defer conn.Close()
-	before := handlerReads(t, conn)
-	tx, err := conn.BeginTx(ctx, &sql.TxOptions{Isolation: sql.LevelReadCommitted})
-	require.NoError(t, err)
-	rows, err := tx.QueryContext(ctx, query)
-	require.NoError(t, err)
-	n := 0
-	for rows.Next() {
-		n++
-	}
-	require.NoError(t, rows.Err())
-	require.NoError(t, tx.Rollback())
-	read := handlerReads(t, conn) - before
+	// Count what the claim actually reads, in a transaction like its own.
+	n, read := countReads(t, d.DB, query, claimTxOptions)
 	require.Equal(t, due, n)
 	t.Logf("claim of %d due rows read %d index entries (backlog %d pending not due, %d published)", due, read, backlog, published)
 	require.LessOrEqual(t, read, int64(2*due+10), "the claim read %d index entries for %d due rows; the backlog is %d", read, due, backlog)
@@ -105,6 +91,29 @@ func explain(t *testing.T, db *sql.DB, query string) map[string]string {
 	return out
 }
 
+// countReads runs query in a transaction of its own on one connection and
+// returns the rows it returned and the index entries and rows it read
+// (the session's Handler_read counters).
+func countReads(t *testing.T, db *sql.DB, query string, opts *sql.TxOptions) (rows int, reads int64) {
+	t.Helper()
+	ctx := context.Background()
+	conn, err := db.Conn(ctx)
+	require.NoError(t, err)
+	defer conn.Close()
+	before := handlerReads(t, conn)
+	tx, err := conn.BeginTx(ctx, opts)
+	require.NoError(t, err)
+	defer func() { _ = tx.Rollback() }()
+	r, err := tx.QueryContext(ctx, query)
+	require.NoError(t, err)
+	for r.Next() {
+		rows++
+	}
+	require.NoError(t, r.Err())
+	r.Close()
+	return rows, handlerReads(t, conn) - before
+}
+
 // handlerReads sums the session's row-read counters.
 func handlerReads(t *testing.T, conn *sql.Conn) int64 {
 	t.Helper()
@@ -120,4 +129,28 @@ func handlerReads(t *testing.T, conn *sql.Conn) int64 {
 	}
 	require.NoError(t, rows.Err())
 	return sum
+}
+
+// TestKeyHeadsPlan keeps the ordered claim's key walk a loose index scan:
+// one index read per key, however many records each key holds.
+func TestKeyHeadsPlan(t *testing.T) {
+	d := testutil.NewDatabase(t)
+	ctx := context.Background()
+	s, err := New(d.DB, Options{Table: "heads_outbox"})
+	require.NoError(t, err)
+	require.NoError(t, s.Migrate(ctx))
+	fill(t, d.DB, s.table, 0, 40_000, "pending", "UTC_TIMESTAMP(6)") // 200 keys × 200 records
+	_, err = d.DB.ExecContext(ctx, "ANALYZE TABLE "+s.table)
+	require.NoError(t, err)
+
+	query := strings.NewReplacer("event_key > ?", "event_key > ''", "LIMIT ?", "LIMIT 100").Replace(s.q.keyHeads)
+	plan := explain(t, d.DB, query)
+	t.Logf("key heads plan: %v", plan)
+	require.Equal(t, "idx_key", plan["key"])
+	require.Contains(t, plan["Extra"], "Using index for group-by", "a loose index scan")
+
+	n, read := countReads(t, d.DB, query, nil)
+	require.Equal(t, 100, n)
+	t.Logf("100 key heads of 40,000 pending records read %d index entries", read)
+	require.LessOrEqual(t, read, int64(2*100+10))
 }

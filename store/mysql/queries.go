@@ -19,10 +19,18 @@ type queries struct {
 	// claimIDsPrefix + placeholders + claimIDsSuffix selects named pending
 	// records that nobody holds.
 	claimIDsPrefix, claimIDsSuffix string
+	// Ordered claims: keyHeads finds key heads (loose index scan of
+	// idx_key), claimHeadsPrefix + placeholders + claimHeadsSuffix locks
+	// the due ones, claimUnkeyed locks due records without a key, and
+	// oldestPending lists a key's oldest pending records.
+	keyHeads, claimHeadsPrefix, claimHeadsSuffix, claimUnkeyed, oldestPending string
 	// leasePrefix + placeholders + ")" leases claimed rows by id.
 	leasePrefix string
 	// insertPrefix + rows inserts messages.
 	insertPrefix string
+	// requeuePrefix, followed by a WHERE clause, gives dead letters a
+	// fresh start.
+	requeuePrefix string
 	// settle statements, each followed by the fenced IN list of event IDs.
 	settlePublished, settleRetry, settleDead, settleRelease string
 }
@@ -37,8 +45,18 @@ func buildQueries(table string) queries {
 		claimIDsPrefix: fmt.Sprintf("SELECT %s FROM %s WHERE event_id IN (", recordColumns, t),
 		claimIDsSuffix: ") AND status = 'pending' AND (lease_token IS NULL OR next_attempt_at <= UTC_TIMESTAMP(6))" +
 			" ORDER BY id LIMIT ? FOR UPDATE SKIP LOCKED",
+		keyHeads: "SELECT event_key, MIN(id) FROM " + t + " WHERE status = 'pending' AND event_key > ?" +
+			" GROUP BY status, event_key ORDER BY status, event_key LIMIT ?",
+		claimHeadsPrefix: fmt.Sprintf("SELECT %s FROM %s WHERE id IN (", recordColumns, t),
+		claimHeadsSuffix: ") AND status = 'pending' AND next_attempt_at <= UTC_TIMESTAMP(6)" +
+			" ORDER BY event_key LIMIT ? FOR UPDATE SKIP LOCKED",
+		claimUnkeyed: fmt.Sprintf("SELECT %s FROM %s WHERE status = 'pending' AND event_key = '' AND id > ?"+
+			" AND next_attempt_at <= UTC_TIMESTAMP(6) ORDER BY id LIMIT ? FOR UPDATE SKIP LOCKED", recordColumns, t),
+		oldestPending: "SELECT id FROM " + t + " WHERE status = 'pending' AND event_key = ? ORDER BY id LIMIT ?",
 		leasePrefix: "UPDATE " + t + " SET lease_token = ?, lease_owner = ?," +
 			" next_attempt_at = UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND WHERE id IN (",
+		requeuePrefix: "UPDATE " + t + " SET status = 'pending', retry_count = 0, next_attempt_at = UTC_TIMESTAMP(6)," +
+			" lease_token = NULL, lease_owner = NULL",
 		insertPrefix: "INSERT INTO " + t + " (event_id, event_key, event_type, payload, headers, created_at, next_attempt_at) VALUES ",
 		settlePublished: "UPDATE " + t + " SET status = 'published', published_at = UTC_TIMESTAMP(6), last_error = NULL," +
 			" lease_token = NULL" + fenced,

@@ -18,6 +18,9 @@ import (
 //   - idx_due (status, next_attempt_at, id) serves the claim: a range scan
 //     over due pending records in due order that stops after the batch,
 //     whatever the size of the backlog or of the published history.
+//   - idx_key (status, event_key, id) finds each key's oldest pending
+//     record (its head) with a loose index scan, one read per key, for
+//     ordered claims; and serves per-key queries.
 //   - lease_token fences settles: only the holder of the current lease
 //     can record an outcome.
 //
@@ -39,7 +42,8 @@ const createTable = "CREATE TABLE IF NOT EXISTS `%s` (" + `
   lease_token     CHAR(32) CHARACTER SET ascii COLLATE ascii_bin NULL,
   PRIMARY KEY (id),
   UNIQUE KEY uk_event_id (event_id),
-  KEY idx_due (status, next_attempt_at, id)
+  KEY idx_due (status, next_attempt_at, id),
+  KEY idx_key (status, event_key, id)
 ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin`
 
 // requiredColumns are the columns the store reads and writes.
@@ -49,45 +53,74 @@ var requiredColumns = []string{
 }
 
 // requiredIndexes are the indexes the store's queries rely on.
-var requiredIndexes = []string{"uk_event_id", "idx_due"}
+var requiredIndexes = []string{"uk_event_id", "idx_due", "idx_key"}
 
-// Migrate creates the outbox table if it does not exist and checks that an
-// existing one has the columns and indexes the store needs. It is
-// idempotent and safe to run from several instances at start-up.
+// upgrades bring tables made by earlier versions of the store up to date;
+// each adds an index (or column) that createTable already has.
+var upgrades = []struct {
+	index string
+	ddl   string
+}{
+	{"idx_key", "ALTER TABLE `%s` ADD INDEX idx_key (status, event_key, id)"},
+}
+
+// Migrate creates the outbox table if it does not exist, upgrades one
+// made by an earlier version, and checks that it has the columns and
+// indexes the store needs. It is idempotent and safe to run from several
+// instances at start-up.
 func (s *Store) Migrate(ctx context.Context) error {
 	if _, err := s.db.ExecContext(ctx, fmt.Sprintf(createTable, s.table)); err != nil {
 		return s.wrap("migrate", err)
 	}
-	return s.checkSchema(ctx)
-}
-
-// checkSchema reports missing columns or indexes by name, so that a table
-// of the same name made by something else fails at start-up, not on the
-// first claim.
-func (s *Store) checkSchema(ctx context.Context) error {
-	columns, err := s.names(ctx, "SELECT COLUMN_NAME FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = ?")
+	columns, err := s.names(ctx, columnNamesQuery)
 	if err != nil {
 		return err
 	}
-	indexes, err := s.names(ctx, "SELECT DISTINCT INDEX_NAME FROM information_schema.STATISTICS WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = ?")
+	if missing := missingNames("column", requiredColumns, columns); len(missing) > 0 {
+		return s.notOurs(missing)
+	}
+	indexes, err := s.names(ctx, indexNamesQuery)
 	if err != nil {
 		return err
 	}
-	var missing []string
-	for _, c := range requiredColumns {
-		if !slices.Contains(columns, c) {
-			missing = append(missing, "column "+c)
+	for _, u := range upgrades {
+		if slices.Contains(indexes, u.index) {
+			continue
+		}
+		// Another instance may be adding it at the same moment.
+		if _, err := s.db.ExecContext(ctx, fmt.Sprintf(u.ddl, s.table)); err != nil && classify(err) != classDuplicateIndex {
+			return s.wrap("migrate: add "+u.index, err)
 		}
 	}
-	for _, ix := range requiredIndexes {
-		if !slices.Contains(indexes, ix) {
-			missing = append(missing, "index "+ix)
-		}
+	if indexes, err = s.names(ctx, indexNamesQuery); err != nil {
+		return err
 	}
-	if len(missing) > 0 {
-		return fmt.Errorf("mysql store: migrate: table %q exists but lacks %s; it was not made by this store", s.table, strings.Join(missing, ", "))
+	if missing := missingNames("index", requiredIndexes, indexes); len(missing) > 0 {
+		return s.notOurs(missing)
 	}
 	return nil
+}
+
+const (
+	columnNamesQuery = "SELECT COLUMN_NAME FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = ?"
+	indexNamesQuery  = "SELECT DISTINCT INDEX_NAME FROM information_schema.STATISTICS WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = ?"
+)
+
+// missingNames lists the wanted names not in have, as "<kind> <name>".
+func missingNames(kind string, want, have []string) []string {
+	var missing []string
+	for _, n := range want {
+		if !slices.Contains(have, n) {
+			missing = append(missing, kind+" "+n)
+		}
+	}
+	return missing
+}
+
+// notOurs reports a table of the same name made by something else, at
+// start-up rather than on the first claim.
+func (s *Store) notOurs(missing []string) error {
+	return fmt.Errorf("mysql store: migrate: table %q exists but lacks %s; it was not made by this store", s.table, strings.Join(missing, ", "))
 }
 
 func (s *Store) names(ctx context.Context, query string) ([]string, error) {

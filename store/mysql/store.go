@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"sync"
 
 	"github.com/outboxrelay/outboxrelay/outbox"
 )
@@ -40,6 +41,11 @@ type Store struct {
 	db    *sql.DB
 	table string // validated, unquoted
 	q     queries
+
+	// keyCursor is where the next ordered claim's walk over the keys
+	// starts, so that every key gets its turn.
+	cursorMu  sync.Mutex
+	keyCursor string
 }
 
 var _ outbox.Store = (*Store)(nil)
@@ -81,6 +87,14 @@ func (s *Store) Get(ctx context.Context, id string) (outbox.Record, error) {
 		return r.rec, fmt.Errorf("mysql store: get %q: %w", id, r.decodeErr)
 	}
 	return r.rec, nil
+}
+
+// wrapIf is wrap for a possibly nil error.
+func (s *Store) wrapIf(op string, err error) error {
+	if err == nil {
+		return nil
+	}
+	return s.wrap(op, err)
 }
 
 // wrap gives a database error the package prefix and, where it helps, a

@@ -48,7 +48,7 @@ func TestMigrateIsIdempotentAndChecksForeignTables(t *testing.T) {
 	require.NoError(t, err)
 	err = legacy.Migrate(ctx)
 	require.ErrorContains(t, err, "column next_attempt_at")
-	require.ErrorContains(t, err, "index idx_due")
+	require.ErrorContains(t, err, "column event_key")
 
 	missing, err := mysql.New(d.DB, mysql.Options{Table: "never_migrated"})
 	require.NoError(t, err)
@@ -110,8 +110,8 @@ func countRows(t *testing.T, d *testutil.Database, where string) int {
 }
 
 // An undecodable record (here: headers edited by hand into invalid JSON)
-// fails alone: it is kept, counted and logged, and the rest of the batch
-// is delivered.
+// fails alone: it is kept (as a dead letter: decoding will not succeed on
+// a retry), counted and logged, and the rest of the batch is delivered.
 func TestUndecodableRecordFailsAlone(t *testing.T) {
 	d := testutil.NewDatabase(t)
 	ctx := context.Background()
@@ -127,12 +127,12 @@ func TestUndecodableRecordFailsAlone(t *testing.T) {
 	require.NoError(t, err)
 	res, err := w.ProcessBatch(ctx)
 	require.NoError(t, err)
-	require.Equal(t, outbox.BatchResult{Claimed: 3, Published: 2, Retried: 1}, res)
+	require.Equal(t, outbox.BatchResult{Claimed: 3, Published: 2, Dead: 1}, res)
 	require.Equal(t, []string{"u-0", "u-2"}, []string{rec.Messages()[0].ID, rec.Messages()[1].ID})
 
 	r, err := s.Get(ctx, "u-1")
 	require.ErrorContains(t, err, "headers")
-	require.Equal(t, outbox.StatusPending, r.Status, "kept, not deleted")
+	require.Equal(t, outbox.StatusDead, r.Status, "kept, not deleted")
 	require.Equal(t, 1, r.Attempts, "counted")
 	require.Contains(t, r.LastError, "undecodable")
 }

@@ -1,0 +1,141 @@
+package mysql_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/outboxrelay/outboxrelay/internal/testutil"
+	"github.com/outboxrelay/outboxrelay/outbox"
+	"github.com/outboxrelay/outboxrelay/store/mysql"
+)
+
+// kill makes records dead the way a worker does: claim, then settle dead.
+func kill(t *testing.T, s *mysql.Store, errText string, ids ...string) {
+	t.Helper()
+	b, err := s.Claim(context.Background(), outbox.ClaimParams{Owner: "t", Limit: len(ids), LeaseFor: time.Minute, IDs: ids})
+	require.NoError(t, err)
+	require.Len(t, b.Records, len(ids))
+	var outcomes []outbox.Outcome
+	for _, id := range ids {
+		outcomes = append(outcomes, outbox.Outcome{ID: id, Kind: outbox.OutcomeDead, Error: errText})
+	}
+	res, err := s.Settle(context.Background(), b.Token, outcomes)
+	require.NoError(t, err)
+	require.Equal(t, len(ids), res.Applied)
+}
+
+func TestRequeueOne(t *testing.T) {
+	d := testutil.NewDatabase(t)
+	ctx := context.Background()
+	s := newStore(t, d.DB)
+	require.NoError(t, s.Enqueue(ctx, d.DB, outbox.Message{ID: "dead-1", Type: "T"}, outbox.Message{ID: "live-1", Type: "T"}))
+	kill(t, s, "group gone", "dead-1")
+
+	require.NoError(t, s.Requeue(ctx, "dead-1"))
+	r, err := s.Get(ctx, "dead-1")
+	require.NoError(t, err)
+	require.Equal(t, outbox.StatusPending, r.Status)
+	require.Zero(t, r.Attempts, "a fresh schedule")
+	require.Equal(t, "group gone", r.LastError, "the last error stays for the record")
+	b, err := s.Claim(ctx, outbox.ClaimParams{Owner: "t", Limit: 10, LeaseFor: time.Minute})
+	require.NoError(t, err)
+	require.ElementsMatch(t, []string{"dead-1", "live-1"}, []string{b.Records[0].ID, b.Records[1].ID}, "due at once")
+
+	err = s.Requeue(ctx, "live-1")
+	require.ErrorIs(t, err, mysql.ErrNotDead, "refused: only dead letters are requeued")
+	require.ErrorContains(t, err, "status pending")
+	require.ErrorIs(t, s.Requeue(ctx, "nope"), outbox.ErrNotFound)
+}
+
+func TestRequeueDeadByFilterInBoundedBatches(t *testing.T) {
+	d := testutil.NewDatabase(t)
+	ctx := context.Background()
+	s := newStore(t, d.DB)
+	var ms []outbox.Message
+	for i := range 30 {
+		typ := "RoomGiftSent"
+		if i%3 == 0 {
+			typ = "RoomUserJoined"
+		}
+		ms = append(ms, outbox.Message{ID: fmt.Sprintf("d-%02d", i), Key: fmt.Sprintf("room-%d", i%2), Type: typ})
+	}
+	ms = append(ms, outbox.Message{ID: "old", Type: "RoomGiftSent", CreatedAt: time.Now().Add(-48 * time.Hour)},
+		outbox.Message{ID: "pending", Type: "RoomGiftSent"})
+	require.NoError(t, s.Enqueue(ctx, d.DB, ms...))
+	var deadIDs []string
+	for _, m := range ms[:30] {
+		deadIDs = append(deadIDs, m.ID)
+	}
+	kill(t, s, "ErrorCode 10010: group not found (50%_done)", deadIDs[:20]...)
+	kill(t, s, "ErrorCode 80001: content filtered", deadIDs[20:]...)
+	kill(t, s, "ErrorCode 10010: group not found (50%_done)", "old")
+
+	count := func(f mysql.DeadFilter) int {
+		n, err := s.CountDead(ctx, f)
+		require.NoError(t, err)
+		return n
+	}
+	require.Equal(t, 31, count(mysql.DeadFilter{}))
+	require.Equal(t, 1, count(mysql.DeadFilter{OlderThan: 24 * time.Hour}))
+	require.Equal(t, 21, count(mysql.DeadFilter{ErrorContains: "50%_done"}), "matched literally")
+	require.Zero(t, count(mysql.DeadFilter{ErrorContains: "50%done"}), "% is not a wildcard")
+	require.Equal(t, 10, count(mysql.DeadFilter{ErrorContains: "80001"}))
+
+	// Bulk requeue by type and key, 3 rows per statement.
+	f := mysql.DeadFilter{Type: "RoomGiftSent", Key: "room-1", ErrorContains: "10010"}
+	want := count(f)
+	require.Equal(t, 7, want)
+	n, err := s.RequeueDead(ctx, f, mysql.RequeueOptions{BatchSize: 3})
+	require.NoError(t, err)
+	require.Equal(t, want, n)
+	require.Zero(t, count(f))
+	require.Equal(t, 31-want, count(mysql.DeadFilter{}), "the rest stay dead")
+
+	// A limit stops early; then the age filter.
+	n, err = s.RequeueDead(ctx, mysql.DeadFilter{ErrorContains: "80001"}, mysql.RequeueOptions{BatchSize: 4, Limit: 6})
+	require.NoError(t, err)
+	require.Equal(t, 6, n)
+	require.Equal(t, 4, count(mysql.DeadFilter{ErrorContains: "80001"}))
+	n, err = s.RequeueDead(ctx, mysql.DeadFilter{OlderThan: 24 * time.Hour}, mysql.RequeueOptions{})
+	require.NoError(t, err)
+	require.Equal(t, 1, n)
+	r, err := s.Get(ctx, "old")
+	require.NoError(t, err)
+	require.Equal(t, outbox.StatusPending, r.Status)
+
+	_, err = s.RequeueDead(ctx, mysql.DeadFilter{}, mysql.RequeueOptions{BatchSize: mysql.MaxRequeueBatch + 1})
+	require.ErrorContains(t, err, "BatchSize")
+	p, err := s.Get(ctx, "pending")
+	require.NoError(t, err)
+	require.Equal(t, outbox.StatusPending, p.Status, "never touched: it was not dead")
+}
+
+func TestMigrateUpgradesAnOlderTable(t *testing.T) {
+	d := testutil.NewDatabase(t)
+	ctx := context.Background()
+	s := newStore(t, d.DB)
+	require.NoError(t, s.Enqueue(ctx, d.DB, outbox.Message{ID: "kept", Type: "T"}))
+	// The first released schema had no idx_key.
+	_, err := d.DB.ExecContext(ctx, "ALTER TABLE "+testTable+" DROP INDEX idx_key")
+	require.NoError(t, err)
+	require.NoError(t, s.Migrate(ctx))
+	var n int
+	require.NoError(t, d.DB.QueryRow("SELECT COUNT(*) FROM information_schema.STATISTICS WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = ? AND INDEX_NAME = 'idx_key'", testTable).Scan(&n))
+	require.Positive(t, n)
+	_, err = s.Get(ctx, "kept")
+	require.NoError(t, err, "data survives the upgrade")
+}
+
+func TestTrailingSpacesAreRejected(t *testing.T) {
+	d := testutil.NewDatabase(t)
+	s := newStore(t, d.DB)
+	for _, m := range []outbox.Message{{ID: "a ", Type: "T"}, {ID: "b", Type: "T", Key: "room "}} {
+		err := s.Enqueue(context.Background(), d.DB, m)
+		require.ErrorIs(t, err, outbox.ErrInvalidMessage)
+		require.ErrorContains(t, err, "ends in a space")
+	}
+}
