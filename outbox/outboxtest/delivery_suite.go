@@ -1,0 +1,235 @@
+package outboxtest
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/outboxrelay/outboxrelay/outbox"
+)
+
+// deliveryWorkerTests cover dead letters and per-key ordering.
+var deliveryWorkerTests = []struct {
+	name string
+	fn   func(t *testing.T, h Harness)
+}{
+	{"PermanentErrorIsADeadLetterAndTheHookFires", testPermanentIsDead},
+	{"MaxAttemptsEndsInADeadLetter", testMaxAttemptsDead},
+	{"PanickingDeadHookDoesNotStopTheWorker", testDeadHookPanics},
+	{"OrderingThreeWorkersFailingHeadsHoldOnlyTheirKeys", testOrderingThreeWorkers},
+	{"OrderingPublishNowStopsAKeyAtItsFirstFailure", testOrderingPublishNow},
+}
+
+type deadCall struct {
+	rec outbox.Record
+	err error
+}
+
+func deadRecorder() (func(context.Context, outbox.Record, error), func() []deadCall) {
+	var mu sync.Mutex
+	var calls []deadCall
+	return func(_ context.Context, r outbox.Record, err error) {
+			mu.Lock()
+			defer mu.Unlock()
+			calls = append(calls, deadCall{r, err})
+		}, func() []deadCall {
+			mu.Lock()
+			defer mu.Unlock()
+			return slices.Clone(calls)
+		}
+}
+
+func testPermanentIsDead(t *testing.T, h Harness) {
+	enqueue(t, h, outbox.EnqueueOptions{}, msg("ok"), msg("poison"))
+	groupGone := errors.New("tencent im: ErrorCode 10010: group does not exist")
+	sink := NewFlakySink(NewRecorder(), 1)
+	sink.FailIf(func(m outbox.Message) error {
+		if m.ID == "poison" {
+			return outbox.Permanent(groupGone)
+		}
+		return nil
+	})
+	hook, calls := deadRecorder()
+	// The default policy: fixed interval, forever, but not for permanent errors.
+	w := newWorker(t, h.Store, sink, outbox.WorkerOptions{OnDead: hook})
+
+	require.Equal(t, outbox.BatchResult{Claimed: 2, Published: 1, Dead: 1}, processBatch(t, w))
+	r := get(t, h.Store, "poison")
+	require.Equal(t, outbox.StatusDead, r.Status, "kept, never deleted")
+	require.Equal(t, 1, r.Attempts)
+	require.Contains(t, r.LastError, "ErrorCode 10010")
+
+	got := calls()
+	require.Len(t, got, 1)
+	require.Equal(t, "poison", got[0].rec.ID)
+	require.Equal(t, outbox.StatusDead, got[0].rec.Status)
+	require.Equal(t, 1, got[0].rec.Attempts)
+	require.ErrorIs(t, got[0].err, groupGone)
+
+	sink.FailIf(nil)
+	require.Zero(t, processBatch(t, w).Claimed, "a dead letter is never retried")
+	require.Equal(t, outbox.StatusDead, get(t, h.Store, "poison").Status)
+}
+
+func testMaxAttemptsDead(t *testing.T, h Harness) {
+	enqueue(t, h, outbox.EnqueueOptions{}, msg("flaky"))
+	sink := NewFlakySink(NewRecorder(), 1)
+	sink.FailIf(func(outbox.Message) error { return errors.New("still down") })
+	hook, calls := deadRecorder()
+	w := newWorker(t, h.Store, sink, outbox.WorkerOptions{
+		Retry:  outbox.MaxAttempts{Policy: outbox.FixedInterval{Interval: time.Millisecond}, Attempts: 3},
+		OnDead: hook,
+	})
+	for attempt := 1; attempt <= 3; attempt++ {
+		eventually(t, fmt.Sprintf("attempt %d", attempt), func() bool { return processBatch(t, w).Claimed == 1 })
+		r := get(t, h.Store, "flaky")
+		require.Equal(t, attempt, r.Attempts)
+		if attempt < 3 {
+			require.Equal(t, outbox.StatusPending, r.Status)
+		}
+	}
+	r := get(t, h.Store, "flaky")
+	require.Equal(t, outbox.StatusDead, r.Status, "given up after the third failure")
+	require.Equal(t, "still down", r.LastError)
+	require.Len(t, calls(), 1)
+}
+
+func testDeadHookPanics(t *testing.T, h Harness) {
+	enqueue(t, h, outbox.EnqueueOptions{}, msg("p1"), msg("p2"))
+	sink := NewFlakySink(NewRecorder(), 1)
+	sink.FailIf(func(outbox.Message) error { return outbox.Permanent(errors.New("bad")) })
+	w := newWorker(t, h.Store, sink, outbox.WorkerOptions{
+		OnDead: func(context.Context, outbox.Record, error) { panic("alerting is down") },
+	})
+	require.Equal(t, 2, processBatch(t, w).Dead)
+	requireStatus(t, h.Store, outbox.StatusDead, "p1", "p2")
+}
+
+// keyedSeq is a test message with its key and its place in the key.
+func keyedSeq(key string, seq int) outbox.Message {
+	p, _ := json.Marshal(map[string]any{"key": key, "seq": seq})
+	return outbox.Message{ID: fmt.Sprintf("%s-%03d", key, seq), Key: key, Type: "T", Payload: p}
+}
+
+// orderSink wraps a sink and checks what ordering promises: never two
+// publishes of one key at once.
+type orderSink struct {
+	next     outbox.Sink
+	mu       sync.Mutex
+	inFlight map[string]int
+	overlaps int
+}
+
+func (s *orderSink) Publish(ctx context.Context, m outbox.Message) error {
+	s.mu.Lock()
+	s.inFlight[m.Key]++
+	if s.inFlight[m.Key] > 1 {
+		s.overlaps++
+	}
+	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		s.inFlight[m.Key]--
+		s.mu.Unlock()
+	}()
+	time.Sleep(time.Millisecond) // widen the window in which an overlap would show
+	return s.next.Publish(ctx, m)
+}
+
+// requireKeyOrder checks that, per key, first deliveries came in seq order.
+func requireKeyOrder(t *testing.T, delivered []outbox.Message) {
+	t.Helper()
+	next := map[string]int{}
+	seen := map[string]bool{}
+	for _, m := range delivered {
+		if seen[m.ID] {
+			continue
+		}
+		seen[m.ID] = true
+		var p struct {
+			Seq int `json:"seq"`
+		}
+		require.NoError(t, json.Unmarshal(m.Payload, &p))
+		require.Equal(t, next[m.Key], p.Seq, "key %s: %s delivered before its predecessor", m.Key, m.ID)
+		next[m.Key]++
+	}
+}
+
+func testOrderingThreeWorkers(t *testing.T, h Harness) {
+	const keys, perKey = 12, 25
+	var held = map[string]bool{"k-00": true, "k-01": true, "k-02": true}
+	// Writes of one key are serialized (here: one transaction per round),
+	// which is what enqueue order rests on.
+	for seq := range perKey {
+		var round []outbox.Message
+		for k := range keys {
+			round = append(round, keyedSeq(fmt.Sprintf("k-%02d", k), seq))
+		}
+		enqueue(t, h, outbox.EnqueueOptions{}, round...)
+	}
+	rec := NewRecorder()
+	var mu sync.Mutex
+	flaky := NewFlakySink(rec, 7)
+	flaky.SetFailRate(0.2)
+	flaky.FailIf(func(m outbox.Message) error {
+		mu.Lock()
+		defer mu.Unlock()
+		if held[m.Key] {
+			return errors.New("this room's IM group is down")
+		}
+		return nil
+	})
+	check := &orderSink{next: flaky, inFlight: map[string]int{}}
+	for i := range 3 {
+		w := newWorker(t, h.OpenStore(t), check, outbox.WorkerOptions{NodeID: fmt.Sprintf("ordered-%d", i), BatchSize: 5, Ordering: true})
+		runWorker(t, w)
+	}
+
+	// The unaffected keys flow to the end while the three heads keep failing.
+	waitDistinct(t, rec, (keys-len(held))*perKey)
+	for _, m := range rec.Messages() {
+		require.False(t, held[m.Key], "%s was delivered behind its failing head", m.ID)
+	}
+	mu.Lock()
+	held = map[string]bool{}
+	mu.Unlock()
+	waitDistinct(t, rec, keys*perKey)
+
+	requireKeyOrder(t, rec.Messages())
+	check.mu.Lock()
+	defer check.mu.Unlock()
+	require.Zero(t, check.overlaps, "two publishes of one key were in flight at once")
+}
+
+func testOrderingPublishNow(t *testing.T, h Harness) {
+	rec := NewRecorder()
+	sink := NewFlakySink(rec, 1)
+	w := newWorker(t, h.Store, sink, outbox.WorkerOptions{Ordering: true})
+	cmd := []outbox.Message{keyedSeq("room", 0), keyedSeq("room", 1), keyedSeq("room", 2)}
+	ctx := context.Background()
+	tx, err := h.Begin(ctx)
+	require.NoError(t, err)
+	require.NoError(t, h.Store.EnqueueWithOptions(ctx, tx, outbox.EnqueueOptions{HeadStart: time.Hour}, cmd...))
+	require.NoError(t, tx.Commit())
+
+	sink.FailIf(func(m outbox.Message) error {
+		if m.ID == "room-001" {
+			return errors.New("busy")
+		}
+		return nil
+	})
+	require.Error(t, w.PublishNow(ctx, cmd...))
+	require.Equal(t, []string{"room-000"}, msgIDs(rec.Messages()), "room-002 must not overtake the failed room-001")
+	require.Equal(t, outbox.StatusPending, get(t, h.Store, "room-002").Status)
+
+	sink.FailIf(nil)
+	eventually(t, "the worker delivers the rest in order", func() bool { return processBatch(t, w).Published == 0 && rec.Len() == 3 })
+	requireKeyOrder(t, rec.Messages())
+}
