@@ -52,21 +52,30 @@ func (s *Sink) do(ctx context.Context, api, sig string, body []byte) error {
 		_ = resp.Body.Close()
 	}()
 	if resp.StatusCode != http.StatusOK {
-		return &Error{API: api, HTTPStatus: resp.StatusCode, Info: http.StatusText(resp.StatusCode)}
+		return s.interpret(api, sig, resp.StatusCode, nil)
 	}
 	data, err := io.ReadAll(io.LimitReader(resp.Body, maxResponseBytes))
 	if err != nil {
 		return s.transportError(api, sig, err)
 	}
+	return s.interpret(api, sig, resp.StatusCode, data)
+}
+
+// interpret turns a response into nil or the error Publish returns: the
+// HTTP status first, then the body's ActionStatus and ErrorCode.
+func (s *Sink) interpret(api, sig string, status int, body []byte) error {
+	if status != http.StatusOK {
+		return &Error{API: api, HTTPStatus: status, Info: http.StatusText(status)}
+	}
 	var r apiResponse
-	if err := json.Unmarshal(data, &r); err != nil || r.ActionStatus == "" {
-		return &Error{API: api, HTTPStatus: resp.StatusCode, Info: fmt.Sprintf("unparseable response of %d bytes", len(data))}
+	if err := json.Unmarshal(body, &r); err != nil || r.ActionStatus == "" {
+		return &Error{API: api, HTTPStatus: status, Info: fmt.Sprintf("unparseable response of %d bytes", len(body))}
 	}
 	if r.ActionStatus == "OK" && r.ErrorCode == 0 {
 		return nil
 	}
 	if r.ErrorCode == 0 {
-		return &Error{API: api, HTTPStatus: resp.StatusCode, Info: "ActionStatus " + outbox.Truncate(s.scrub(r.ActionStatus, sig), 32) + " without an ErrorCode"}
+		return &Error{API: api, HTTPStatus: status, Info: "ActionStatus " + outbox.Truncate(s.scrub(r.ActionStatus, sig), 32) + " without an ErrorCode"}
 	}
 	return apiError(api, r.ErrorCode, s.scrub(r.ErrorInfo, sig))
 }
