@@ -60,8 +60,23 @@ type OutboxWorkerConfig struct {
 	PollInterval   time.Duration `yaml:"poll_interval"`
 	BatchSize      int           `yaml:"batch_size"`
 	PublishTimeout time.Duration `yaml:"publish_timeout"`
-	// RetryStrategy is "" or "fixed_interval"; anything else fails start-up.
+	// RetryStrategy is "" or "fixed_interval" (the seed's: retry forever
+	// at a fixed interval; only errors the sink marks permanent become
+	// dead letters), or "exponential"; anything else fails start-up.
 	RetryStrategy string `yaml:"retry_strategy"`
+	// RetryInterval is fixed_interval's wait; 0 means poll_interval.
+	RetryInterval time.Duration `yaml:"retry_interval"`
+	// RetryInitialInterval, RetryMaxInterval, RetryMultiplier and
+	// RetryJitter tune exponential (0: 1s, 5m, 2, 0.2; jitter -1: none).
+	RetryInitialInterval time.Duration `yaml:"retry_initial_interval"`
+	RetryMaxInterval     time.Duration `yaml:"retry_max_interval"`
+	RetryMultiplier      float64       `yaml:"retry_multiplier"`
+	RetryJitter          float64       `yaml:"retry_jitter"`
+	// RetryMaxAttempts, when positive, makes a message a dead letter after
+	// that many failed attempts; 0 (the seed's) retries forever.
+	RetryMaxAttempts int `yaml:"retry_max_attempts"`
+	// Ordering delivers each room's events in order, one at a time.
+	Ordering bool `yaml:"ordering"`
 }
 
 // WorkerEnabled reports whether the worker runs (the default).
@@ -70,9 +85,13 @@ func (c OutboxWorkerConfig) WorkerEnabled() bool { return c.Enabled == nil || *c
 // WorkerOptions turns the block into outbox.WorkerOptions; an unknown
 // retry strategy is an error that names it.
 func (c OutboxWorkerConfig) WorkerOptions() (outbox.WorkerOptions, error) {
-	retry, err := outbox.ParseRetryStrategy(c.RetryStrategy)
+	retry, err := outbox.RetryConfig{
+		Strategy: c.RetryStrategy, Interval: c.RetryInterval,
+		InitialInterval: c.RetryInitialInterval, MaxInterval: c.RetryMaxInterval,
+		Multiplier: c.RetryMultiplier, Jitter: c.RetryJitter, MaxAttempts: c.RetryMaxAttempts,
+	}.Policy()
 	if err != nil {
-		return outbox.WorkerOptions{}, fmt.Errorf("config: outbox_worker.retry_strategy: %w", err)
+		return outbox.WorkerOptions{}, fmt.Errorf("config: outbox_worker: %w", err)
 	}
 	return outbox.WorkerOptions{
 		Name:           "room_outbox",
@@ -81,6 +100,7 @@ func (c OutboxWorkerConfig) WorkerOptions() (outbox.WorkerOptions, error) {
 		PublishTimeout: c.PublishTimeout,
 		Retry:          retry,
 		KeyAttr:        "room_id",
+		Ordering:       c.Ordering,
 	}, nil
 }
 
@@ -127,8 +147,10 @@ func (c Config) validate() error {
 	if c.MySQL.DSN == "" {
 		errs = append(errs, errors.New("config: mysql.dsn: required"))
 	}
-	if _, err := c.OutboxWorker.WorkerOptions(); err != nil {
+	if opts, err := c.OutboxWorker.WorkerOptions(); err != nil {
 		errs = append(errs, err)
+	} else if err := opts.Validate(); err != nil {
+		errs = append(errs, fmt.Errorf("config: outbox_worker: %w", err))
 	}
 	if im := c.TencentIM; !im.Fake {
 		if im.BaseURL == "" {

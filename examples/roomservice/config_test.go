@@ -61,6 +61,14 @@ func TestConfigDefaults(t *testing.T) {
 	cfg, err := ParseConfig([]byte(minimal + "outbox_worker:\n  enabled: false\n"))
 	require.NoError(t, err)
 	require.False(t, cfg.OutboxWorker.WorkerEnabled(), "tests can switch the worker off")
+
+	cfg, err = ParseConfig([]byte(minimal + "outbox_worker:\n  retry_strategy: exponential\n  retry_initial_interval: 2s\n" +
+		"  retry_max_interval: 10m\n  retry_multiplier: 3\n  retry_jitter: 0.1\n  retry_max_attempts: 20\n  ordering: true\n"))
+	require.NoError(t, err)
+	opts, err := cfg.OutboxWorker.WorkerOptions()
+	require.NoError(t, err)
+	require.Equal(t, outbox.MaxAttempts{Attempts: 20, Policy: outbox.Exponential{Initial: 2 * time.Second, Max: 10 * time.Minute, Multiplier: 3, Jitter: 0.1}}, opts.Retry)
+	require.True(t, opts.Ordering)
 }
 
 func TestConfigRejectsMistakes(t *testing.T) {
@@ -70,6 +78,10 @@ func TestConfigRejectsMistakes(t *testing.T) {
 	}{
 		{"unknown retry strategy", base + "tencent_im:\n  fake: true\noutbox_worker:\n  retry_strategy: exponential_backof\n", `retry strategy "exponential_backof": unknown`},
 		{"typo in a key", base + "tencent_im:\n  fake: true\noutbox_worker:\n  pol_interval: 1s\n", "field pol_interval not found"},
+		{"bad exponential parameters", base + "tencent_im:\n  fake: true\noutbox_worker:\n  retry_strategy: exponential\n  retry_multiplier: 0.5\n", "multiplier 0.5: must be at least 1"},
+		{"negative max attempts", base + "tencent_im:\n  fake: true\noutbox_worker:\n  retry_max_attempts: -1\n", "max attempts -1"},
+		{"busy loop", base + "tencent_im:\n  fake: true\noutbox_worker:\n  poll_interval: 1ms\n", "config: outbox_worker: outbox: PollInterval 1ms: must be at least 10ms"},
+		{"batch too big", base + "tencent_im:\n  fake: true\noutbox_worker:\n  batch_size: 50000\n", "BatchSize 50000: must be at most 10000"},
 		{"bad duration", base + "tencent_im:\n  fake: true\noutbox_worker:\n  poll_interval: soon\n", "poll_interval"},
 		{"no dsn", "tencent_im:\n  fake: true\n", "mysql.dsn: required"},
 		{"real IM without settings", base, "tencent_im.base_url: required"},
