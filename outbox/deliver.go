@@ -38,6 +38,7 @@ func (w *Worker) deliver(ctx context.Context, p path, params ClaimParams) (Batch
 	cancel()
 	if err != nil {
 		w.log.ErrorContext(ctx, "outbox claim failed", slog.String("path", p.String()), slog.Any("error", err))
+		w.observe(ctx, Event{Kind: EventClaimFailed, Path: p.String(), Err: err})
 		return BatchResult{}, fmt.Errorf("outbox: claim: %w", err)
 	}
 	res := BatchResult{Claimed: batch.Len()}
@@ -80,11 +81,16 @@ func (w *Worker) deliver(ctx context.Context, p path, params ClaimParams) (Batch
 			outcomes = append(outcomes, Outcome{ID: rec.ID, Kind: OutcomeRelease})
 			continue
 		}
-		if err := w.publish(ctx, p, rec.Message); err != nil {
+		began := time.Now()
+		err := w.publish(ctx, p, rec.Message)
+		latency := time.Since(began)
+		if err != nil {
+			w.observe(ctx, Event{Kind: EventPublishFailed, Path: p.String(), Record: rec, Latency: latency, Err: err})
 			failures = append(failures, fmt.Errorf("outbox: publish %q: %w", rec.ID, err))
 			fail(rec, err)
 			continue
 		}
+		w.observe(ctx, Event{Kind: EventPublished, Path: p.String(), Record: rec, Latency: latency})
 		outcomes = append(outcomes, Outcome{ID: rec.ID, Kind: OutcomePublished})
 		w.log.DebugContext(ctx, "outbox message published", w.recordAttrs(p, rec, StatusPublished)...)
 	}
@@ -99,6 +105,7 @@ func (w *Worker) deliver(ctx context.Context, p path, params ClaimParams) (Batch
 	if err != nil {
 		w.log.ErrorContext(ctx, "outbox settle failed; unrecorded outcomes are retried after the lease expires",
 			slog.String("path", p.String()), slog.Int("outcomes", len(outcomes)), slog.Any("error", err))
+		w.observe(ctx, Event{Kind: EventSettleFailed, Path: p.String(), Err: err})
 		return res, fmt.Errorf("outbox: settle: %w", err)
 	}
 	if settled.Stale > 0 {
@@ -117,15 +124,16 @@ type deadLetter struct {
 	err error
 }
 
-// notifyDead calls OnDead for each recorded dead letter.
+// notifyDead reports each recorded dead letter to the Observer and OnDead.
 func (w *Worker) notifyDead(ctx context.Context, dead []deadLetter) {
-	if w.opts.OnDead == nil {
-		return
-	}
 	for _, d := range dead {
 		d.rec.Attempts++
 		d.rec.Status = StatusDead
 		d.rec.LastError = Truncate(d.err.Error(), MaxLastErrorBytes)
+		w.observe(ctx, Event{Kind: EventDead, Path: workerPath.String(), Record: d.rec, Err: d.err})
+		if w.opts.OnDead == nil {
+			continue
+		}
 		func() {
 			defer func() {
 				if r := recover(); r != nil {
@@ -195,9 +203,10 @@ func (w *Worker) failed(ctx context.Context, p path, rec Record, err error) Outc
 }
 
 // recordAttrs are the seed's structured log fields for one record (worker
-// and node_id come from the worker's logger).
+// and node_id come from the worker's logger), and the W3C traceparent of
+// the request that wrote it, when it has one.
 func (w *Worker) recordAttrs(p path, rec Record, status Status) []any {
-	return []any{
+	attrs := []any{
 		slog.String("event_id", rec.ID),
 		slog.String("event_type", rec.Type),
 		slog.String(w.opts.KeyAttr, rec.Key),
@@ -205,4 +214,8 @@ func (w *Worker) recordAttrs(p path, rec Record, status Status) []any {
 		slog.String("status", string(status)),
 		slog.String("path", p.String()),
 	}
+	if tp := rec.Headers[HeaderTraceParent]; tp != "" {
+		attrs = append(attrs, slog.String(HeaderTraceParent, tp))
+	}
+	return attrs
 }

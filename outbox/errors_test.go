@@ -75,3 +75,18 @@ func TestMessageValidate(t *testing.T) {
 		require.ErrorContains(t, err, tc.want, tc.name)
 	}
 }
+
+func TestValidTraceParent(t *testing.T) {
+	for s, want := range map[string]bool{
+		"00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01": true,
+		"00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-00": true,
+		"00-00000000000000000000000000000000-00f067aa0ba902b7-01": false, // zero trace id
+		"00-4bf92f3577b34da6a3ce929d0e0e4736-0000000000000000-01": false, // zero parent id
+		"01-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01": false, // unknown version
+		"00-4BF92F3577B34DA6A3CE929D0E0E4736-00f067aa0ba902b7-01": false, // upper case
+		"00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-0":  false,
+		"": false,
+	} {
+		require.Equal(t, want, ValidTraceParent(s), s)
+	}
+}

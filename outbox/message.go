@@ -36,11 +36,40 @@ type Message struct {
 	Type string
 	// Payload is the event body. The outbox never looks inside it.
 	Payload []byte
-	// Headers carry metadata such as a request ID or trace context.
+	// Headers carry metadata such as a request ID or trace context
+	// (HeaderTraceParent).
 	Headers map[string]string
 	// CreatedAt is when the event happened. The zero value means "now",
 	// set by the store from the database clock.
 	CreatedAt time.Time
+}
+
+// HeaderTraceParent is the header that carries the W3C trace context
+// (https://www.w3.org/TR/trace-context/) of the request that wrote a
+// message. The worker logs it with the message, and sinks that call out
+// over HTTP (sink/tencentim) pass it on.
+const HeaderTraceParent = "traceparent"
+
+// ValidTraceParent reports whether s is a well-formed W3C traceparent of
+// version 00: 00-<32 hex trace id>-<16 hex parent id>-<2 hex flags>, with
+// ids that are not all zero.
+func ValidTraceParent(s string) bool {
+	if len(s) != 55 || s[:3] != "00-" || s[35] != '-' || s[52] != '-' {
+		return false
+	}
+	isHex := func(part string) bool {
+		zero := true
+		for _, c := range []byte(part) {
+			switch {
+			case c >= '0' && c <= '9', c >= 'a' && c <= 'f':
+				zero = zero && c == '0'
+			default:
+				return false
+			}
+		}
+		return !zero || len(part) == 2
+	}
+	return isHex(s[3:35]) && isHex(s[36:52]) && isHex(s[53:55])
 }
 
 // Validate reports whether m can be stored: ID and Type must be non-empty,
@@ -104,6 +133,10 @@ type Record struct {
 	NextAttemptAt time.Time
 	// PublishedAt is when the record was marked published; zero otherwise.
 	PublishedAt time.Time
+	// Seq is the store's sequence number of the record, increasing in
+	// insert order (MySQL: the AUTO_INCREMENT id); 0 if the store has
+	// none. Tools page by it.
+	Seq int64
 }
 
 // Execer is the part of a database handle Store.Enqueue needs. *sql.Tx,

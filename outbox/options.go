@@ -22,6 +22,9 @@ const (
 	// the minimum lease (see WorkerOptions.LeaseTimeout) is longer.
 	DefaultLeaseTimeout = 30 * time.Second
 	DefaultKeyAttr      = "key"
+	// DefaultRetentionInterval and DefaultRetentionBatch pace retention.
+	DefaultRetentionInterval = time.Minute
+	DefaultRetentionBatch    = 1000
 
 	// MinPollInterval is the shortest PollInterval accepted: anything
 	// shorter would be a busy loop against the database.
@@ -87,6 +90,21 @@ type WorkerOptions struct {
 	// that ended it. It runs on the worker's goroutine, so it should be
 	// quick (alert, count, enqueue a ticket); a panic in it is logged.
 	OnDead func(ctx context.Context, rec Record, err error)
+	// Observer receives the worker's events, for metrics. Defaults to
+	// none.
+	Observer Observer
+	// Retention, when positive, has Run delete published records older
+	// than this (by their publish time) in the background, in batches of
+	// RetentionBatch every RetentionInterval. Pending and dead records are
+	// never deleted. The store must implement Purger. Defaults to 0: keep
+	// everything.
+	Retention time.Duration
+	// RetentionInterval is the wait between retention passes. Defaults to
+	// DefaultRetentionInterval (1m).
+	RetentionInterval time.Duration
+	// RetentionBatch is how many records one DELETE removes. Defaults to
+	// DefaultRetentionBatch (1000); at most MaxBatchSize.
+	RetentionBatch int
 }
 
 // WithDefaults returns a copy of o with every unset or <= 0 field replaced
@@ -120,6 +138,12 @@ func (o WorkerOptions) WithDefaults() WorkerOptions {
 	if o.KeyAttr == "" {
 		o.KeyAttr = DefaultKeyAttr
 	}
+	if o.RetentionInterval <= 0 {
+		o.RetentionInterval = DefaultRetentionInterval
+	}
+	if o.RetentionBatch <= 0 {
+		o.RetentionBatch = DefaultRetentionBatch
+	}
 	return o
 }
 
@@ -148,6 +172,12 @@ func (o WorkerOptions) validate() error {
 	}
 	if o.LeaseTimeout < o.minLease() {
 		bad("LeaseTimeout", o.LeaseTimeout, fmt.Sprintf("must be at least PublishTimeout+2×StoreTimeout (%v)", o.minLease()))
+	}
+	if o.Retention < 0 {
+		bad("Retention", o.Retention, "must not be negative (0 keeps everything)")
+	}
+	if o.RetentionBatch > MaxBatchSize {
+		bad("RetentionBatch", o.RetentionBatch, fmt.Sprintf("must be at most %d", MaxBatchSize))
 	}
 	if err := validatePolicy(o.Retry); err != nil {
 		errs = append(errs, fmt.Errorf("outbox: Retry: %w", err))

@@ -3,6 +3,7 @@ package outbox
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"sync/atomic"
 	"time"
@@ -41,6 +42,9 @@ func NewWorker(store Store, sink Sink, opts WorkerOptions) (*Worker, error) {
 	if err := opts.validate(); err != nil {
 		return nil, err
 	}
+	if _, ok := store.(Purger); opts.Retention > 0 && !ok {
+		return nil, fmt.Errorf("outbox: Retention %v: the store (%T) cannot purge: it does not implement outbox.Purger", opts.Retention, store)
+	}
 	return &Worker{
 		store: store,
 		sink:  sink,
@@ -75,6 +79,15 @@ func (w *Worker) Run(ctx context.Context) error {
 		slog.Duration("publish_timeout", w.opts.PublishTimeout),
 		slog.Duration("lease_timeout", w.opts.LeaseTimeout))
 	defer w.log.InfoContext(context.WithoutCancel(ctx), "outbox worker stopped")
+
+	if p, ok := w.store.(Purger); ok && w.opts.Retention > 0 {
+		done := make(chan struct{})
+		defer func() { <-done }() // no goroutine outlives Run
+		go func() {
+			defer close(done)
+			w.retain(ctx, p)
+		}()
+	}
 
 	timer := time.NewTimer(w.opts.PollInterval)
 	defer timer.Stop()
