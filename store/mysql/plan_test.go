@@ -19,11 +19,8 @@ import (
 // (Measured with a naive design: a filesort of a 52k backlog on every
 // claim ran at 11 rows/s.)
 func TestClaimPlan(t *testing.T) {
-	d := testutil.NewDatabase(t)
+	d, s := migrated(t, "plan_outbox")
 	ctx := context.Background()
-	s, err := New(d.DB, Options{Table: "plan_outbox"})
-	require.NoError(t, err)
-	require.NoError(t, s.Migrate(ctx))
 
 	const (
 		published = 100_000
@@ -34,7 +31,7 @@ func TestClaimPlan(t *testing.T) {
 	fill(t, d.DB, s.table, 0, published, "published", "UTC_TIMESTAMP(6) - INTERVAL 1 DAY")
 	fill(t, d.DB, s.table, published, backlog, "pending", "UTC_TIMESTAMP(6) + INTERVAL 1 HOUR")
 	fill(t, d.DB, s.table, published+backlog, due, "pending", "UTC_TIMESTAMP(6) - INTERVAL 1 SECOND")
-	_, err = d.DB.ExecContext(ctx, "ANALYZE TABLE "+s.table)
+	_, err := d.DB.ExecContext(ctx, "ANALYZE TABLE "+s.table)
 	require.NoError(t, err)
 
 	query := strings.Replace(s.q.claimDue, "LIMIT ?", fmt.Sprintf("LIMIT %d", limit), 1)
@@ -50,6 +47,16 @@ func TestClaimPlan(t *testing.T) {
 	require.Equal(t, due, n)
 	t.Logf("claim of %d due rows read %d index entries (backlog %d pending not due, %d published)", due, read, backlog, published)
 	require.LessOrEqual(t, read, int64(2*due+10), "the claim read %d index entries for %d due rows; the backlog is %d", read, due, backlog)
+}
+
+// migrated returns a fresh database with a migrated store on table.
+func migrated(t *testing.T, table string) (*testutil.Database, *Store) {
+	t.Helper()
+	d := testutil.NewDatabase(t)
+	s, err := New(d.DB, Options{Table: table})
+	require.NoError(t, err)
+	require.NoError(t, s.Migrate(context.Background()))
+	return d, s
 }
 
 // fill inserts n rows quickly with one INSERT … SELECT over generated
@@ -134,13 +141,10 @@ func handlerReads(t *testing.T, conn *sql.Conn) int64 {
 // TestKeyHeadsPlan keeps the ordered claim's key walk a loose index scan:
 // one index read per key, however many records each key holds.
 func TestKeyHeadsPlan(t *testing.T) {
-	d := testutil.NewDatabase(t)
+	d, s := migrated(t, "heads_outbox")
 	ctx := context.Background()
-	s, err := New(d.DB, Options{Table: "heads_outbox"})
-	require.NoError(t, err)
-	require.NoError(t, s.Migrate(ctx))
 	fill(t, d.DB, s.table, 0, 40_000, "pending", "UTC_TIMESTAMP(6)") // 200 keys × 200 records
-	_, err = d.DB.ExecContext(ctx, "ANALYZE TABLE "+s.table)
+	_, err := d.DB.ExecContext(ctx, "ANALYZE TABLE "+s.table)
 	require.NoError(t, err)
 
 	query := strings.NewReplacer("event_key > ?", "event_key > ''", "LIMIT ?", "LIMIT 100").Replace(s.q.keyHeads)

@@ -31,6 +31,9 @@ type queries struct {
 	// requeuePrefix, followed by a WHERE clause, gives dead letters a
 	// fresh start.
 	requeuePrefix string
+	// stats, purge and countPurgeable serve operators; their plans are
+	// kept in tests.
+	stats, purge, countPurgeable string
 	// settle statements, each followed by the fenced IN list of event IDs.
 	settlePublished, settleRetry, settleDead, settleRelease string
 }
@@ -57,13 +60,19 @@ func buildQueries(table string) queries {
 			" next_attempt_at = UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND WHERE id IN (",
 		requeuePrefix: "UPDATE " + t + " SET status = 'pending', retry_count = 0, next_attempt_at = UTC_TIMESTAMP(6)," +
 			" lease_token = NULL, lease_owner = NULL",
-		insertPrefix: "INSERT INTO " + t + " (event_id, event_key, event_type, payload, headers, created_at, next_attempt_at) VALUES ",
+		stats: "SELECT status, event_type, COUNT(*), COALESCE(SUM(lease_token IS NOT NULL), 0)," +
+			" COALESCE(TIMESTAMPDIFF(MICROSECOND, MIN(created_at), UTC_TIMESTAMP(6)), 0) FROM " + t +
+			" WHERE status IN ('pending', 'dead') GROUP BY status, event_type",
+		purge: "DELETE FROM " + t + " WHERE status = 'published' AND next_attempt_at < UTC_TIMESTAMP(6) - INTERVAL ? MICROSECOND" +
+			" ORDER BY next_attempt_at LIMIT ?",
+		countPurgeable: "SELECT COUNT(*) FROM " + t + " WHERE status = 'published' AND next_attempt_at < UTC_TIMESTAMP(6) - INTERVAL ? MICROSECOND",
+		insertPrefix:   "INSERT INTO " + t + " (event_id, event_key, event_type, payload, headers, created_at, next_attempt_at) VALUES ",
 		settlePublished: "UPDATE " + t + " SET status = 'published', published_at = UTC_TIMESTAMP(6), last_error = NULL," +
-			" lease_token = NULL" + fenced,
+			" next_attempt_at = UTC_TIMESTAMP(6), lease_token = NULL" + fenced,
 		settleRetry: "UPDATE " + t + " SET retry_count = retry_count + 1, last_error = ?," +
 			" next_attempt_at = UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND, lease_token = NULL" + fenced,
 		settleDead: "UPDATE " + t + " SET status = 'dead', retry_count = retry_count + 1, last_error = ?," +
-			" lease_token = NULL" + fenced,
+			" next_attempt_at = UTC_TIMESTAMP(6), lease_token = NULL" + fenced,
 		settleRelease: "UPDATE " + t + " SET next_attempt_at = UTC_TIMESTAMP(6), lease_token = NULL" + fenced,
 	}
 }

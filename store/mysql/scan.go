@@ -42,6 +42,7 @@ func scanRecord(sc scanner) (scannedRecord, error) {
 	if payload == nil {
 		payload = []byte{}
 	}
+	r.rec.Seq = int64(r.seq)
 	r.rec.Key = key.String
 	r.rec.Payload = payload
 	r.rec.CreatedAt = created.t

@@ -14,7 +14,9 @@ import (
 //   - id orders records in insert order and is the claim tie-breaker.
 //   - next_attempt_at is when a pending record is next due. A claim moves it
 //     to the end of the lease, so a leased record leaves the due range and
-//     comes back by itself if its worker dies.
+//     comes back by itself if its worker dies. For a published or dead
+//     record it is when that outcome was recorded, so idx_due also serves
+//     retention (published records by age).
 //   - idx_due (status, next_attempt_at, id) serves the claim: a range scan
 //     over due pending records in due order that stops after the batch,
 //     whatever the size of the backlog or of the published history.
@@ -77,7 +79,7 @@ func (s *Store) Migrate(ctx context.Context) error {
 		return err
 	}
 	if missing := missingNames("column", requiredColumns, columns); len(missing) > 0 {
-		return s.notOurs(missing)
+		return s.notOurs("migrate", missing)
 	}
 	indexes, err := s.names(ctx, indexNamesQuery)
 	if err != nil {
@@ -96,7 +98,7 @@ func (s *Store) Migrate(ctx context.Context) error {
 		return err
 	}
 	if missing := missingNames("index", requiredIndexes, indexes); len(missing) > 0 {
-		return s.notOurs(missing)
+		return s.notOurs("migrate", missing)
 	}
 	return nil
 }
@@ -119,8 +121,8 @@ func missingNames(kind string, want, have []string) []string {
 
 // notOurs reports a table of the same name made by something else, at
 // start-up rather than on the first claim.
-func (s *Store) notOurs(missing []string) error {
-	return fmt.Errorf("mysql store: migrate: table %q exists but lacks %s; it was not made by this store", s.table, strings.Join(missing, ", "))
+func (s *Store) notOurs(op string, missing []string) error {
+	return fmt.Errorf("mysql store: %s: table %q exists but lacks %s; it was not made by this store", op, s.table, strings.Join(missing, ", "))
 }
 
 func (s *Store) names(ctx context.Context, query string) ([]string, error) {

@@ -100,26 +100,35 @@ func groupOutcomes(outcomes []outbox.Outcome) ([]*outcomeGroup, error) {
 // Statements that may be retried are tried this many times in all.
 const maxStatementTries = 4
 
-// execRetrying runs an idempotent statement, retrying transient failures
-// with a short exponential backoff. It returns the rows affected.
+// execRetrying runs an idempotent statement, retrying transient failures.
+// It returns the rows affected.
 func (s *Store) execRetrying(ctx context.Context, query string, args ...any) (int64, error) {
 	var affected int64
-	op := func() error {
+	err := retryTransient(ctx, func() error {
 		res, err := s.db.ExecContext(ctx, query, args...)
 		if err != nil {
-			if IsTransient(err) {
-				return err
-			}
-			return backoff.Permanent(err)
+			return err
 		}
 		affected, err = res.RowsAffected()
-		return backoff.Permanent(err)
-	}
+		return err
+	})
+	return affected, err
+}
+
+// retryTransient runs op, retrying it with a short exponential backoff
+// while it fails with a deadlock, a lock wait timeout or a lost
+// connection. op must be safe to repeat.
+func retryTransient(ctx context.Context, op func() error) error {
 	policy := backoff.NewExponentialBackOff(
 		backoff.WithInitialInterval(20*time.Millisecond),
 		backoff.WithMaxInterval(500*time.Millisecond),
 		backoff.WithMaxElapsedTime(0),
 	)
-	err := backoff.Retry(op, backoff.WithContext(backoff.WithMaxRetries(policy, maxStatementTries-1), ctx))
-	return affected, err
+	return backoff.Retry(func() error {
+		err := op()
+		if err != nil && !IsTransient(err) {
+			return backoff.Permanent(err)
+		}
+		return err
+	}, backoff.WithContext(backoff.WithMaxRetries(policy, maxStatementTries-1), ctx))
 }
