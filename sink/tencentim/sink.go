@@ -73,17 +73,22 @@ func (s *Sink) Publish(ctx context.Context, msg outbox.Message) error {
 	if err := s.limiter.wait(ctx, group); err != nil {
 		return &Error{API: api, Info: "waiting for the rate limiter: " + err.Error(), Err: err}
 	}
-	return s.call(ctx, api, body)
+	trace := msg.Headers[outbox.HeaderTraceParent]
+	if !outbox.ValidTraceParent(trace) {
+		trace = ""
+	}
+	return s.call(ctx, api, body, trace)
 }
 
-// call makes the request; when Tencent no longer accepts the UserSig it
-// signs a new one and repeats the request once.
-func (s *Sink) call(ctx context.Context, api string, body []byte) error {
+// call makes the request, passing on the message's W3C traceparent; when
+// Tencent no longer accepts the UserSig it signs a new one and repeats the
+// request once.
+func (s *Sink) call(ctx context.Context, api string, body []byte, trace string) error {
 	sig, err := s.signer.get()
 	if err != nil {
 		return err
 	}
-	err = s.do(ctx, api, sig, body)
+	err = s.do(ctx, api, sig, body, trace)
 	var apiErr *Error
 	if !errors.As(err, &apiErr) || apiErr.Code == 0 {
 		return err
@@ -94,7 +99,7 @@ func (s *Sink) call(ctx context.Context, api string, body []byte) error {
 	if sig, err = s.signer.renew(sig); err != nil {
 		return err
 	}
-	return s.do(ctx, api, sig, body)
+	return s.do(ctx, api, sig, body, trace)
 }
 
 // Request bodies, as Tencent's REST API documents them.

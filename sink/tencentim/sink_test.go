@@ -296,3 +296,18 @@ func TestFakeVerifiesSignatureAndIdentity(t *testing.T) {
 	require.False(t, outbox.IsPermanent(err))
 	require.Empty(t, f.AllMessages())
 }
+
+func TestTraceParentTravelsToTencent(t *testing.T) {
+	f := newFake(t)
+	s := newSink(t, f, nil)
+	const tp = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+	m := roomMsg("evt-trace", "room-1", "RoomUserJoined")
+	m.Headers = map[string]string{"traceparent": tp}
+	require.NoError(t, s.Publish(context.Background(), m))
+	m2 := roomMsg("evt-badtrace", "room-1", "RoomUserJoined")
+	m2.Headers = map[string]string{"traceparent": "not a traceparent\r\nX-Injected: 1"}
+	require.NoError(t, s.Publish(context.Background(), m2))
+	reqs := f.Requests()
+	require.Equal(t, tp, reqs[0].TraceParent)
+	require.Empty(t, reqs[1].TraceParent, "a malformed traceparent is not passed on")
+}

@@ -31,7 +31,7 @@ type apiResponse struct {
 // do makes one request signed with sig. Every error it returns is an
 // *Error (possibly marked permanent) that holds no secret: no URL, no
 // UserSig, no key, no response body.
-func (s *Sink) do(ctx context.Context, api, sig string, body []byte) error {
+func (s *Sink) do(ctx context.Context, api, sig string, body []byte, trace string) error {
 	q := url.Values{}
 	q.Set("sdkappid", strconv.Itoa(s.cfg.SDKAppID))
 	q.Set("identifier", s.cfg.AdminIdentifier)
@@ -43,6 +43,9 @@ func (s *Sink) do(ctx context.Context, api, sig string, body []byte) error {
 		return &Error{API: api, Info: "cannot build the request"}
 	}
 	req.Header.Set("Content-Type", "application/json")
+	if trace != "" {
+		req.Header.Set("Traceparent", trace)
+	}
 	resp, err := s.client.Do(req)
 	if err != nil {
 		return s.transportError(api, sig, err)

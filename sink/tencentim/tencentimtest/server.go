@@ -78,10 +78,12 @@ type Elem struct {
 
 // Request is what the fake saw of one call, and how it answered.
 type Request struct {
-	API        string
-	Query      map[string]string
-	HTTPStatus int
-	ErrorCode  int
+	API   string
+	Query map[string]string
+	// TraceParent is the request's W3C traceparent header, if any.
+	TraceParent string
+	HTTPStatus  int
+	ErrorCode   int
 }
 
 // Server is the fake. Its methods are safe for concurrent use.
@@ -252,7 +254,7 @@ func (s *Server) handle(w http.ResponseWriter, r *http.Request) {
 	for k := range r.URL.Query() {
 		query[k] = r.URL.Query().Get(k)
 	}
-	rec := Request{API: api, Query: query, HTTPStatus: http.StatusOK}
+	rec := Request{API: api, Query: query, TraceParent: r.Header.Get("Traceparent"), HTTPStatus: http.StatusOK}
 	defer func() {
 		s.mu.Lock()
 		s.requests = append(s.requests, rec)
