@@ -14,7 +14,11 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+
 	"github.com/outboxrelay/outboxrelay/outbox"
+	"github.com/outboxrelay/outboxrelay/outbox/outboxprom"
 	"github.com/outboxrelay/outboxrelay/sink/tencentim"
 	"github.com/outboxrelay/outboxrelay/sink/tencentim/tencentimtest"
 	"github.com/outboxrelay/outboxrelay/store/mysql"
@@ -47,6 +51,8 @@ type App struct {
 	// fakeIM is the in-process Tencent IM fake when tencent_im.fake is
 	// set; nil otherwise.
 	fakeIM *tencentimtest.Server
+	// metrics is the registry /metrics serves.
+	metrics *prometheus.Registry
 
 	state        atomic.Int32
 	listener     net.Listener
@@ -97,7 +103,13 @@ func (a *App) build(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	opts.NodeID, opts.Logger = a.cfg.NodeID, a.log
+	a.metrics = prometheus.NewRegistry()
+	a.metrics.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	observer, err := outboxprom.New(a.metrics, outboxprom.Options{Name: opts.Name, Stats: store, StatsInterval: a.cfg.MetricsStatsInterval})
+	if err != nil {
+		return err
+	}
+	opts.NodeID, opts.Logger, opts.Observer = a.cfg.NodeID, a.log, observer
 	worker, err := outbox.NewWorker(store, sink, opts)
 	if err != nil {
 		return err

@@ -37,6 +37,9 @@ type Config struct {
 	OutboxWorker OutboxWorkerConfig `yaml:"outbox_worker"`
 	// ShutdownTimeout bounds a graceful stop. Defaults to 30s.
 	ShutdownTimeout time.Duration `yaml:"shutdown_timeout"`
+	// MetricsStatsInterval is how long one reading of the outbox backlog
+	// serves /metrics scrapes. Defaults to 2s.
+	MetricsStatsInterval time.Duration `yaml:"metrics_stats_interval"`
 }
 
 // TencentIMConfig is the tencent_im block.
@@ -77,6 +80,9 @@ type OutboxWorkerConfig struct {
 	RetryMaxAttempts int `yaml:"retry_max_attempts"`
 	// Ordering delivers each room's events in order, one at a time.
 	Ordering bool `yaml:"ordering"`
+	// Retention, when positive, deletes published events older than this
+	// in the background; 0 (the default) keeps them.
+	Retention time.Duration `yaml:"retention"`
 }
 
 // WorkerEnabled reports whether the worker runs (the default).
@@ -101,6 +107,7 @@ func (c OutboxWorkerConfig) WorkerOptions() (outbox.WorkerOptions, error) {
 		Retry:          retry,
 		KeyAttr:        "room_id",
 		Ordering:       c.Ordering,
+		Retention:      c.Retention,
 	}, nil
 }
 

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -8,6 +10,10 @@ import (
 	"log/slog"
 	"net/http"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/outboxrelay/outboxrelay/outbox"
 )
 
 // maxBodyBytes bounds a request body.
@@ -20,6 +26,7 @@ func (a *App) routes() http.Handler {
 	mux.HandleFunc("POST /v1/rooms/{room_id}/leave", a.handleMember(KindLeave))
 	mux.HandleFunc("POST /v1/rooms/{room_id}/gifts", a.handleGift)
 	mux.HandleFunc("GET /v1/rooms/{room_id}", a.handleGetRoom)
+	mux.Handle("GET /metrics", promhttp.HandlerFor(a.metrics, promhttp.HandlerOpts{}))
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		writeJSON(w, http.StatusOK, map[string]string{"status": "alive"})
 	})
@@ -102,7 +109,7 @@ func (a *App) handleGetRoom(w http.ResponseWriter, r *http.Request) {
 
 func (a *App) execute(w http.ResponseWriter, r *http.Request, cmd Command) {
 	cmd.RequestID = requestID(w, r)
-	cmd.TraceParent = r.Header.Get("Traceparent")
+	cmd.TraceParent = traceParent(r)
 	res, err := a.svc.Execute(r.Context(), cmd)
 	if err != nil {
 		a.fail(w, r, err)
@@ -153,6 +160,18 @@ func requestID(w http.ResponseWriter, r *http.Request) string {
 	}
 	w.Header().Set("X-Request-Id", id)
 	return id
+}
+
+// traceParent returns the request's W3C traceparent, or starts a new trace
+// when it has none (or a malformed one), so that every event can be
+// followed from the command through the worker's logs to the IM call.
+func traceParent(r *http.Request) string {
+	if tp := r.Header.Get("Traceparent"); outbox.ValidTraceParent(tp) {
+		return tp
+	}
+	var ids [24]byte
+	_, _ = rand.Read(ids[:])
+	return "00-" + hex.EncodeToString(ids[:16]) + "-" + hex.EncodeToString(ids[16:]) + "-01"
 }
 
 func writeError(w http.ResponseWriter, err error) {

@@ -179,7 +179,7 @@ func (s *Service) apply(ctx context.Context, tx *sql.Tx, cmd Command, nowMs int6
 	}
 	headers := map[string]string{"request_id": cmd.RequestID}
 	if cmd.TraceParent != "" {
-		headers["traceparent"] = cmd.TraceParent
+		headers[outbox.HeaderTraceParent] = cmd.TraceParent
 	}
 	res := Result{EventIDs: make([]string, 0, len(events))}
 	msgs := make([]outbox.Message, 0, len(events))
