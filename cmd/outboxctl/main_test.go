@@ -1,0 +1,269 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/outboxrelay/outboxrelay/internal/testutil"
+	"github.com/outboxrelay/outboxrelay/outbox"
+	"github.com/outboxrelay/outboxrelay/store/mysql"
+)
+
+// binary is the outboxctl built for these tests: they run it as
+// operators do.
+var binary string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "outboxctl-test")
+	if err != nil {
+		panic(err)
+	}
+	binary = filepath.Join(dir, "outboxctl")
+	if out, err := exec.Command("go", "build", "-o", binary, ".").CombinedOutput(); err != nil {
+		fmt.Fprintf(os.Stderr, "build outboxctl: %v\n%s", err, out)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+type result struct {
+	code           int
+	stdout, stderr string
+}
+
+func ctl(t *testing.T, env []string, args ...string) result {
+	t.Helper()
+	cmd := exec.Command(binary, args...)
+	cmd.Env = append(os.Environ(), env...)
+	var out, errOut bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errOut
+	err := cmd.Run()
+	var exit *exec.ExitError
+	if err != nil && !errors.As(err, &exit) {
+		t.Fatalf("run outboxctl: %v", err)
+	}
+	return result{code: cmd.ProcessState.ExitCode(), stdout: out.String(), stderr: errOut.String()}
+}
+
+// fixture is an outbox table with records in every state.
+type fixture struct {
+	db    *testutil.Database
+	store *mysql.Store
+	env   []string // OUTBOXCTL_DSN
+}
+
+func newFixture(t *testing.T) fixture {
+	d := testutil.NewDatabase(t)
+	ctx := context.Background()
+	s, err := mysql.New(d.DB, mysql.Options{Table: "room_outbox"})
+	require.NoError(t, err)
+	require.NoError(t, s.Migrate(ctx))
+	require.NoError(t, s.Enqueue(ctx, d.DB,
+		outbox.Message{ID: "p-1", Key: "room-1", Type: "RoomUserJoined", Payload: []byte(`{"user":"bob"}`), Headers: map[string]string{"request_id": "r-1"}},
+		outbox.Message{ID: "p-2", Key: "room-1", Type: "RoomGiftSent", Payload: []byte("evil \x1b[31mred\x1b[0m text\x07")},
+		outbox.Message{ID: "d-1", Key: "room-2", Type: "RoomGiftSent", Payload: []byte{0xff, 0x00, 0x01}},
+		outbox.Message{ID: "d-2", Key: "room-2", Type: "RoomUserLeft"},
+		outbox.Message{ID: "old-1", Type: "RoomCreated"}, outbox.Message{ID: "old-2", Type: "RoomCreated"},
+		outbox.Message{ID: "new-1", Type: "RoomCreated"}))
+	settleAs := func(kind outbox.OutcomeKind, errText string, ids ...string) {
+		b, err := s.Claim(ctx, outbox.ClaimParams{Owner: "fixture", Limit: 10, LeaseFor: time.Minute, IDs: ids})
+		require.NoError(t, err)
+		var os []outbox.Outcome
+		for _, id := range ids {
+			os = append(os, outbox.Outcome{ID: id, Kind: kind, Error: errText})
+		}
+		_, err = s.Settle(ctx, b.Token, os)
+		require.NoError(t, err)
+	}
+	settleAs(outbox.OutcomeDead, "ErrorCode 10010: group not found", "d-1")
+	settleAs(outbox.OutcomeDead, "ErrorCode 80001: filtered", "d-2")
+	settleAs(outbox.OutcomePublished, "", "old-1", "old-2", "new-1")
+	_, err = d.DB.Exec("UPDATE room_outbox SET next_attempt_at = UTC_TIMESTAMP(6) - INTERVAL 40 DAY WHERE event_id LIKE 'old-%'")
+	require.NoError(t, err)
+	return fixture{db: d, store: s, env: []string{"OUTBOXCTL_DSN=" + d.DSN}}
+}
+
+func (f fixture) status(t *testing.T, id string) outbox.Status {
+	t.Helper()
+	r, err := f.store.Get(context.Background(), id)
+	if errors.Is(err, outbox.ErrNotFound) {
+		return "gone"
+	}
+	require.NoError(t, err)
+	return r.Status
+}
+
+func TestStatsAndList(t *testing.T) {
+	f := newFixture(t)
+	r := ctl(t, f.env, "stats", "--table", "room_outbox")
+	require.Equal(t, 0, r.code, r.stderr)
+	require.Contains(t, r.stdout, "2 pending (0 leased), 2 dead")
+	require.Regexp(t, `RoomGiftSent\s+1\s+1`, r.stdout)
+
+	r = ctl(t, f.env, "stats", "--table", "room_outbox", "--json")
+	require.Equal(t, 0, r.code, r.stderr)
+	var st struct {
+		Pending, Dead int
+		ByType        map[string]outbox.TypeStats `json:"by_type"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(r.stdout), &st))
+	require.Equal(t, 2, st.Pending)
+	require.Equal(t, 2, st.Dead)
+	require.Equal(t, outbox.TypeStats{Pending: 1, Dead: 1}, st.ByType["RoomGiftSent"])
+
+	r = ctl(t, f.env, "list", "--table", "room_outbox", "--status", "dead")
+	require.Equal(t, 0, r.code, r.stderr)
+	require.Contains(t, r.stdout, "d-1")
+	require.Contains(t, r.stdout, "ErrorCode 10010")
+	require.NotContains(t, r.stdout, "p-1")
+
+	// Paging: two at a time, following next_after.
+	var seen []string
+	after := "0"
+	for page := 0; page < 10; page++ {
+		r = ctl(t, f.env, "list", "--table", "room_outbox", "--limit", "2", "--after", after, "--json")
+		require.Equal(t, 0, r.code, r.stderr)
+		var p struct {
+			Records []struct {
+				EventID string `json:"event_id"`
+			}
+			NextAfter int64 `json:"next_after"`
+		}
+		require.NoError(t, json.Unmarshal([]byte(r.stdout), &p))
+		for _, rec := range p.Records {
+			seen = append(seen, rec.EventID)
+		}
+		if p.NextAfter == 0 {
+			break
+		}
+		after = fmt.Sprint(p.NextAfter)
+	}
+	require.Equal(t, []string{"p-1", "p-2", "d-1", "d-2", "old-1", "old-2", "new-1"}, seen)
+}
+
+func TestShowIsSafeOnATerminal(t *testing.T) {
+	f := newFixture(t)
+	r := ctl(t, f.env, "show", "--table", "room_outbox", "p-2")
+	require.Equal(t, 0, r.code, r.stderr)
+	require.NotContains(t, r.stdout, "\x1b", "no raw escape sequence reaches the terminal")
+	require.NotContains(t, r.stdout, "\x07")
+	require.Contains(t, r.stdout, `evil \u001b[31mred\u001b[0m text\u0007`)
+
+	r = ctl(t, f.env, "show", "--table", "room_outbox", "d-1")
+	require.Equal(t, 0, r.code, r.stderr)
+	require.Contains(t, r.stdout, "(binary) ff 00 01")
+	require.Contains(t, r.stdout, "ErrorCode 10010")
+
+	r = ctl(t, f.env, "show", "--table", "room_outbox", "p-1", "--json")
+	require.Equal(t, 0, r.code, r.stderr)
+	var rec map[string]any
+	require.NoError(t, json.Unmarshal([]byte(r.stdout), &rec))
+	require.Equal(t, `{"user":"bob"}`, rec["payload"])
+	require.Equal(t, "r-1", rec["headers"].(map[string]any)["request_id"])
+
+	r = ctl(t, f.env, "show", "--table", "room_outbox", "nope")
+	require.Equal(t, 4, r.code)
+	require.Contains(t, r.stderr, `no record with event ID "nope"`)
+}
+
+func TestRequeueAsksFirst(t *testing.T) {
+	f := newFixture(t)
+	// One ID: shown, not done, without --yes.
+	r := ctl(t, f.env, "requeue", "--table", "room_outbox", "d-1")
+	require.Equal(t, 3, r.code)
+	require.Contains(t, r.stdout, `would requeue dead letter "d-1"`)
+	require.Contains(t, r.stderr, "--yes")
+	require.Equal(t, outbox.StatusDead, f.status(t, "d-1"))
+	r = ctl(t, f.env, "requeue", "--table", "room_outbox", "d-1", "--yes")
+	require.Equal(t, 0, r.code, r.stderr)
+	require.Equal(t, outbox.StatusPending, f.status(t, "d-1"))
+
+	r = ctl(t, f.env, "requeue", "--table", "room_outbox", "p-1", "--yes")
+	require.Equal(t, 1, r.code, "a record that is not dead is refused")
+	require.Contains(t, r.stderr, "not dead")
+	require.Equal(t, 4, ctl(t, f.env, "requeue", "--table", "room_outbox", "nope", "--yes").code)
+
+	// A filter: a dry run, then for real.
+	r = ctl(t, f.env, "requeue", "--table", "room_outbox", "--error-contains", "80001", "--dry-run")
+	require.Equal(t, 0, r.code, r.stderr)
+	require.Contains(t, r.stdout, "would requeue 1 dead letters")
+	require.Equal(t, outbox.StatusDead, f.status(t, "d-2"))
+	r = ctl(t, f.env, "requeue", "--table", "room_outbox", "--error-contains", "80001", "--yes", "--json")
+	require.Equal(t, 0, r.code, r.stderr)
+	require.JSONEq(t, `{"requeued":1,"done":true}`, r.stdout)
+	require.Equal(t, outbox.StatusPending, f.status(t, "d-2"))
+
+	r = ctl(t, f.env, "requeue", "--table", "room_outbox", "--yes")
+	require.Equal(t, 2, r.code, "no ID and no filter: --all must be said")
+}
+
+func TestPurgeAsksFirstAndKeepsTheBacklog(t *testing.T) {
+	f := newFixture(t)
+	r := ctl(t, f.env, "purge", "--table", "room_outbox", "--older-than", "720h")
+	require.Equal(t, 3, r.code)
+	require.Contains(t, r.stdout, "would delete 2 records")
+	require.Equal(t, outbox.StatusPublished, f.status(t, "old-1"), "nothing changed")
+
+	r = ctl(t, f.env, "purge", "--table", "room_outbox", "--older-than", "720h", "--dry-run", "--json")
+	require.Equal(t, 0, r.code, r.stderr)
+	require.Contains(t, r.stdout, `"done": false`)
+
+	r = ctl(t, f.env, "purge", "--table", "room_outbox", "--older-than", "720h", "--batch", "1", "--yes")
+	require.Equal(t, 0, r.code, r.stderr)
+	require.Contains(t, r.stdout, "deleted 2")
+	for id, want := range map[string]outbox.Status{"old-1": "gone", "old-2": "gone", "new-1": outbox.StatusPublished,
+		"p-1": outbox.StatusPending, "d-1": outbox.StatusDead} {
+		require.Equal(t, want, f.status(t, id), id)
+	}
+}
+
+func TestBadUsageAndMissingTable(t *testing.T) {
+	f := newFixture(t)
+	before, err := f.store.Stats(context.Background())
+	require.NoError(t, err)
+	cases := []struct {
+		args []string
+		env  []string
+		code int
+		want string
+	}{
+		{nil, f.env, 2, "usage: outboxctl"},
+		{[]string{"frobnicate"}, f.env, 2, `unknown command "frobnicate"`},
+		{[]string{"stats", "--no-such-flag"}, f.env, 2, "flag provided but not defined"},
+		{[]string{"list", "--table", "room_outbox", "--status", "lost"}, f.env, 2, `--status "lost"`},
+		{[]string{"list", "--table", "room_outbox", "--limit", "0"}, f.env, 2, "--limit 0"},
+		{[]string{"purge", "--table", "room_outbox"}, f.env, 2, "--older-than is required"},
+		{[]string{"purge", "--table", "room_outbox", "--older-than", "soon"}, f.env, 2, "invalid value"},
+		{[]string{"requeue", "--table", "room_outbox", "a", "b"}, f.env, 2, "at most one event ID"},
+		{[]string{"show", "--table", "room_outbox"}, f.env, 2, "want one event ID"},
+		{[]string{"stats", "--table", "bad-name"}, f.env, 2, `Table "bad-name"`},
+		{[]string{"stats"}, []string{"OUTBOXCTL_DSN=", "MYSQL_DSN="}, 2, "no database"},
+		{[]string{"stats", "--table", "no_such_table"}, f.env, 1, `table "no_such_table" does not exist`},
+		{[]string{"purge", "--table", "no_such_table", "--older-than", "1h", "--yes"}, f.env, 1, `table "no_such_table" does not exist`},
+		{[]string{"stats", "--dsn", "root@tcp(127.0.0.1:1)/x"}, nil, 1, "cannot reach"},
+	}
+	for _, tc := range cases {
+		r := ctl(t, tc.env, tc.args...)
+		require.Equal(t, tc.code, r.code, "%v: %s", tc.args, r.stderr)
+		require.Contains(t, r.stderr, tc.want, "%v", tc.args)
+	}
+	after, err := f.store.Stats(context.Background())
+	require.NoError(t, err)
+	before.OldestPending, after.OldestPending = 0, 0 // ages grow by themselves
+	require.Equal(t, before, after, "nothing changed")
+	require.Equal(t, 0, ctl(t, f.env, "list", "-h").code, "-h is not an error")
+	require.True(t, strings.Contains(ctl(t, f.env, "list", "-h").stderr, "--after"))
+}

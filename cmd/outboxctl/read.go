@@ -1,0 +1,223 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sort"
+	"strconv"
+	"time"
+	"unicode/utf8"
+
+	"github.com/outboxrelay/outboxrelay/outbox"
+	"github.com/outboxrelay/outboxrelay/store/mysql"
+)
+
+func runStats(c *cli, args []string) int {
+	fs := c.flags("[--json]")
+	if code, ok := c.parse(fs, args); !ok {
+		return code
+	}
+	if len(c.args) > 0 {
+		return c.usageError("unexpected argument %q", c.args[0])
+	}
+	ctx := context.Background()
+	if code, ok := c.connect(ctx); !ok {
+		return code
+	}
+	defer c.close()
+	st, err := c.store.Stats(ctx)
+	if err != nil {
+		return c.fail(exitFailed, err)
+	}
+	if c.json {
+		return c.printJSON(map[string]any{
+			"table": c.table, "pending": st.Pending, "leased": st.Leased, "dead": st.Dead,
+			"oldest_pending_ms": st.OldestPending.Milliseconds(), "by_type": st.ByType,
+		})
+	}
+	fmt.Fprintf(c.out, "table %s: %d pending (%d leased), %d dead, oldest pending %s\n",
+		c.table, st.Pending, st.Leased, st.Dead, age(st.OldestPending))
+	if len(st.ByType) > 0 {
+		tw := c.newTable("TYPE", "PENDING", "DEAD")
+		types := make([]string, 0, len(st.ByType))
+		for t := range st.ByType {
+			types = append(types, t)
+		}
+		sort.Strings(types)
+		for _, t := range types {
+			fmt.Fprintf(tw, "%s\t%d\t%d\n", short(t, 40), st.ByType[t].Pending, st.ByType[t].Dead)
+		}
+		_ = tw.Flush()
+	}
+	return exitOK
+}
+
+// listLimitMax bounds a page.
+const listLimitMax = 1000
+
+func runList(c *cli, args []string) int {
+	fs := c.flags("[--status pending|published|dead] [--type T] [--key K] [--limit N] [--after SEQ] [--json]")
+	status := fs.String("status", "", "only records with this status: pending, published or dead")
+	typ := fs.String("type", "", "only records of this event type")
+	key := fs.String("key", "", "only records with this key")
+	limit := fs.Int("limit", 50, fmt.Sprintf("records per page, 1 to %d", listLimitMax))
+	after := fs.Int64("after", 0, "page: only records after this SEQ (the last SEQ of the previous page)")
+	if code, ok := c.parse(fs, args); !ok {
+		return code
+	}
+	switch outbox.Status(*status) {
+	case "", outbox.StatusPending, outbox.StatusPublished, outbox.StatusDead:
+	default:
+		return c.usageError("--status %q: must be pending, published or dead", *status)
+	}
+	if *limit < 1 || *limit > listLimitMax {
+		return c.usageError("--limit %d: must be 1 to %d", *limit, listLimitMax)
+	}
+	if *after < 0 || len(c.args) > 0 {
+		return c.usageError("--after must not be negative, and list takes no arguments")
+	}
+	ctx := context.Background()
+	if code, ok := c.connect(ctx); !ok {
+		return code
+	}
+	defer c.close()
+	recs, err := c.store.List(ctx, mysql.ListFilter{Status: outbox.Status(*status), Type: *typ, Key: *key, AfterSeq: *after, Limit: *limit})
+	if err != nil {
+		return c.fail(exitFailed, err)
+	}
+	var next int64
+	if len(recs) == *limit {
+		next = recs[len(recs)-1].Seq
+	}
+	if c.json {
+		out := make([]jsonRecord, len(recs))
+		for i, r := range recs {
+			out[i] = toJSON(r, false)
+		}
+		return c.printJSON(map[string]any{"records": out, "next_after": next})
+	}
+	tw := c.newTable("SEQ", "EVENT_ID", "TYPE", "KEY", "STATUS", "RETRIES", "CREATED", "LAST_ERROR")
+	for _, r := range recs {
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%d\t%s\t%s\n", r.Seq, short(r.ID, 40), short(r.Type, 24), short(r.Key, 24),
+			r.Status, r.Attempts, r.CreatedAt.Format(time.DateTime), short(r.LastError, 60))
+	}
+	_ = tw.Flush()
+	if next > 0 {
+		fmt.Fprintf(c.out, "next page: --after %d\n", next)
+	}
+	return exitOK
+}
+
+// maxShown bounds the payload printed without --full.
+const maxShown = 4096
+
+func runShow(c *cli, args []string) int {
+	fs := c.flags("ID [--full] [--json]")
+	full := fs.Bool("full", false, fmt.Sprintf("print the whole payload (default: the first %d bytes)", maxShown))
+	if code, ok := c.parse(fs, args); !ok {
+		return code
+	}
+	if len(c.args) != 1 {
+		return c.usageError("want one event ID, got %d arguments", len(c.args))
+	}
+	ctx := context.Background()
+	if code, ok := c.connect(ctx); !ok {
+		return code
+	}
+	defer c.close()
+	r, err := c.store.Get(ctx, c.args[0])
+	switch {
+	case errors.Is(err, outbox.ErrNotFound):
+		return c.fail(exitNotFound, fmt.Errorf("no record with event ID %q in %s", safe(c.args[0], false), c.table))
+	case err != nil && r.ID == "":
+		return c.fail(exitFailed, err)
+	case err != nil:
+		fmt.Fprintf(c.errOut, "outboxctl show: warning: %v\n", err) // undecodable: show what could be read
+	}
+	if c.json {
+		return c.printJSON(toJSON(r, *full))
+	}
+	tw := c.newTable("FIELD", "VALUE")
+	for _, f := range [][2]string{
+		{"event_id", safe(r.ID, false)}, {"seq", strconv.FormatInt(r.Seq, 10)}, {"type", safe(r.Type, false)},
+		{"key", safe(r.Key, false)}, {"status", string(r.Status)}, {"retry_count", strconv.Itoa(r.Attempts)},
+		{"last_error", safe(r.LastError, false)}, {"created_at", r.CreatedAt.Format(time.RFC3339Nano)},
+		{"next_attempt_at", r.NextAttemptAt.Format(time.RFC3339Nano)}, {"published_at", formatTime(r.PublishedAt)},
+	} {
+		fmt.Fprintf(tw, "%s\t%s\n", f[0], f[1])
+	}
+	keys := make([]string, 0, len(r.Headers))
+	for k := range r.Headers {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		fmt.Fprintf(tw, "header %s\t%s\n", safe(k, false), safe(r.Headers[k], false))
+	}
+	_ = tw.Flush()
+	fmt.Fprintf(c.out, "payload (%d bytes):\n%s\n", len(r.Payload), showPayload(r.Payload, *full))
+	return exitOK
+}
+
+// showPayload renders a payload for a terminal: indented JSON, or text,
+// with control characters escaped; binary as hex. Cut unless full.
+func showPayload(p []byte, full bool) string {
+	cut := ""
+	if !full && len(p) > maxShown {
+		p, cut = p[:maxShown], fmt.Sprintf("\n… %d more bytes (--full shows them)", len(p)-maxShown)
+	}
+	var pretty bytes.Buffer
+	switch {
+	case json.Valid(p) && json.Indent(&pretty, p, "", "  ") == nil:
+		return safe(pretty.String(), true) + cut
+	case utf8.Valid(p):
+		return safe(string(p), true) + cut
+	}
+	return fmt.Sprintf("(binary) % x", p) + cut
+}
+
+func formatTime(t time.Time) string {
+	if t.IsZero() {
+		return "-"
+	}
+	return t.Format(time.RFC3339Nano)
+}
+
+// jsonRecord is a record as --json prints it. The payload is a string
+// when it is UTF-8 text, else base64.
+type jsonRecord struct {
+	Seq           int64             `json:"seq"`
+	EventID       string            `json:"event_id"`
+	Type          string            `json:"event_type"`
+	Key           string            `json:"event_key"`
+	Status        outbox.Status     `json:"status"`
+	RetryCount    int               `json:"retry_count"`
+	LastError     string            `json:"last_error,omitempty"`
+	CreatedAt     time.Time         `json:"created_at"`
+	NextAttemptAt time.Time         `json:"next_attempt_at"`
+	PublishedAt   *time.Time        `json:"published_at,omitempty"`
+	Headers       map[string]string `json:"headers,omitempty"`
+	Payload       *string           `json:"payload,omitempty"`
+	PayloadBase64 []byte            `json:"payload_base64,omitempty"`
+	PayloadBytes  int               `json:"payload_bytes"`
+}
+
+func toJSON(r outbox.Record, withPayload bool) jsonRecord {
+	j := jsonRecord{Seq: r.Seq, EventID: r.ID, Type: r.Type, Key: r.Key, Status: r.Status, RetryCount: r.Attempts,
+		LastError: r.LastError, CreatedAt: r.CreatedAt, NextAttemptAt: r.NextAttemptAt, Headers: r.Headers, PayloadBytes: len(r.Payload)}
+	if !r.PublishedAt.IsZero() {
+		j.PublishedAt = &r.PublishedAt
+	}
+	if withPayload || len(r.Payload) <= maxShown {
+		if utf8.Valid(r.Payload) {
+			s := string(r.Payload)
+			j.Payload = &s
+		} else {
+			j.PayloadBase64 = r.Payload
+		}
+	}
+	return j
+}

@@ -1,0 +1,162 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"time"
+
+	"github.com/outboxrelay/outboxrelay/outbox"
+	"github.com/outboxrelay/outboxrelay/store/mysql"
+)
+
+// confirm holds the flags every changing command has.
+type confirm struct {
+	yes, dryRun *bool
+}
+
+func addConfirm(fs *flag.FlagSet) confirm {
+	return confirm{
+		yes:    fs.Bool("yes", false, "do it (without --yes the command only shows what it would do)"),
+		dryRun: fs.Bool("dry-run", false, "only show what would be done, and exit 0"),
+	}
+}
+
+// proceed reports whether to change data; if not, it has printed what
+// would happen and returns the exit code.
+func (c *cli) proceed(cf confirm, what string) (int, bool) {
+	if *cf.yes && !*cf.dryRun {
+		return exitOK, true
+	}
+	if c.json {
+		c.printJSON(map[string]any{"would": what, "done": false})
+	} else {
+		fmt.Fprintf(c.out, "would %s\n", what)
+	}
+	if *cf.dryRun {
+		return exitOK, false
+	}
+	fmt.Fprintf(c.errOut, "outboxctl %s: nothing changed; run again with --yes to do it\n", c.name)
+	return exitUnconfirmed, false
+}
+
+func runRequeue(c *cli, args []string) int {
+	fs := c.flags("ID | (--type T --key K --older-than D --error-contains S | --all) [--batch N] [--limit N] [--dry-run] [--yes]")
+	var f mysql.DeadFilter
+	fs.StringVar(&f.Type, "type", "", "only dead letters of this event type")
+	fs.StringVar(&f.Key, "key", "", "only dead letters with this key")
+	fs.DurationVar(&f.OlderThan, "older-than", 0, "only dead letters created at least this long ago")
+	fs.StringVar(&f.ErrorContains, "error-contains", "", "only dead letters whose last error contains this text")
+	all := fs.Bool("all", false, "every dead letter (needed when no filter is given)")
+	batch := fs.Int("batch", mysql.DefaultRequeueBatch, "rows per statement")
+	limit := fs.Int("limit", 0, "requeue at most this many (0: every match)")
+	cf := addConfirm(fs)
+	if code, ok := c.parse(fs, args); !ok {
+		return code
+	}
+	filtered := f != mysql.DeadFilter{}
+	switch {
+	case len(c.args) > 1:
+		return c.usageError("want at most one event ID")
+	case len(c.args) == 1 && (filtered || *all):
+		return c.usageError("give an event ID or a filter, not both")
+	case len(c.args) == 0 && !filtered && !*all:
+		return c.usageError("give an event ID, a filter, or --all to requeue every dead letter")
+	case *batch < 1 || *batch > mysql.MaxRequeueBatch || *limit < 0 || f.OlderThan < 0:
+		return c.usageError("--batch must be 1 to %d, and --limit and --older-than not negative", mysql.MaxRequeueBatch)
+	}
+	ctx := context.Background()
+	if code, ok := c.connect(ctx); !ok {
+		return code
+	}
+	defer c.close()
+	if len(c.args) == 1 {
+		return c.requeueOne(ctx, c.args[0], cf)
+	}
+	n, err := c.store.CountDead(ctx, f)
+	if err != nil {
+		return c.fail(exitFailed, err)
+	}
+	if *limit > 0 {
+		n = min(n, *limit)
+	}
+	if code, ok := c.proceed(cf, fmt.Sprintf("requeue %d dead letters of %s", n, c.table)); !ok {
+		return code
+	}
+	done, err := c.store.RequeueDead(ctx, f, mysql.RequeueOptions{BatchSize: *batch, Limit: *limit})
+	if err != nil {
+		return c.fail(exitFailed, fmt.Errorf("after requeueing %d: %w", done, err))
+	}
+	return c.report("requeued", done)
+}
+
+func (c *cli) requeueOne(ctx context.Context, id string, cf confirm) int {
+	r, err := c.store.Get(ctx, id)
+	switch {
+	case errors.Is(err, outbox.ErrNotFound):
+		return c.fail(exitNotFound, fmt.Errorf("no record with event ID %q in %s", safe(id, false), c.table))
+	case err != nil && r.ID == "":
+		return c.fail(exitFailed, err)
+	case r.Status != outbox.StatusDead:
+		return c.fail(exitFailed, fmt.Errorf("%q is %s, not dead: only dead letters are requeued", safe(id, false), r.Status))
+	}
+	if code, ok := c.proceed(cf, fmt.Sprintf("requeue dead letter %q (%s, %d attempts, last error %q)", safe(id, false), safe(r.Type, false), r.Attempts, safe(r.LastError, false))); !ok {
+		return code
+	}
+	if err := c.store.Requeue(ctx, id); err != nil {
+		return c.fail(exitFailed, err)
+	}
+	return c.report("requeued", 1)
+}
+
+func runPurge(c *cli, args []string) int {
+	fs := c.flags("--older-than DURATION [--batch N] [--dry-run] [--yes]")
+	olderThan := fs.Duration("older-than", 0, "delete records published longer ago than this, e.g. 720h (required)")
+	batch := fs.Int("batch", outbox.DefaultRetentionBatch, fmt.Sprintf("rows per DELETE, 1 to %d", outbox.MaxBatchSize))
+	cf := addConfirm(fs)
+	if code, ok := c.parse(fs, args); !ok {
+		return code
+	}
+	switch {
+	case len(c.args) > 0:
+		return c.usageError("purge takes no arguments")
+	case *olderThan <= 0:
+		return c.usageError("--older-than is required and must be positive, e.g. --older-than 720h")
+	case *batch < 1 || *batch > outbox.MaxBatchSize:
+		return c.usageError("--batch %d: must be 1 to %d", *batch, outbox.MaxBatchSize)
+	}
+	ctx := context.Background()
+	if code, ok := c.connect(ctx); !ok {
+		return code
+	}
+	defer c.close()
+	n, err := c.store.CountPurgeable(ctx, *olderThan)
+	if err != nil {
+		return c.fail(exitFailed, err)
+	}
+	if code, ok := c.proceed(cf, fmt.Sprintf("delete %d records of %s published more than %v ago (pending and dead records are never deleted)", n, c.table, *olderThan)); !ok {
+		return code
+	}
+	total := 0
+	for {
+		deleted, err := c.store.PurgePublished(ctx, *olderThan, *batch)
+		total += deleted
+		if err != nil {
+			return c.fail(exitFailed, fmt.Errorf("after deleting %d: %w", total, err))
+		}
+		if deleted < *batch {
+			break
+		}
+		time.Sleep(10 * time.Millisecond) // spread the load between batches
+	}
+	return c.report("deleted", total)
+}
+
+func (c *cli) report(verb string, n int) int {
+	if c.json {
+		return c.printJSON(map[string]any{verb: n, "done": true})
+	}
+	fmt.Fprintf(c.out, "%s %d\n", verb, n)
+	return exitOK
+}
