@@ -45,7 +45,7 @@ func RunWorkerTests(t *testing.T, newHarness Factory) {
 		{"ThreeWorkersFlakySinkNoLossNoDuplicate", testThreeWorkers},
 		{"CrashedWorkerRecordsDeliveredAfterLease", testCrashedWorker},
 	}
-	for _, tc := range append(tests, deliveryWorkerTests...) {
+	for _, tc := range append(append(tests, deliveryWorkerTests...), opsWorkerTests...) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			tc.fn(t, newHarness(t))

@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
-
 )
 
 // TestStatsAndRetentionOnAMillionPublishedRows keeps the operators'

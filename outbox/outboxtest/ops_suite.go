@@ -1,0 +1,143 @@
+package outboxtest
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/outboxrelay/outboxrelay/outbox"
+)
+
+// opsWorkerTests cover what operators see: stats, observer events and
+// retention. Stats and retention apply to stores that implement
+// outbox.StatsReader and outbox.Purger.
+var opsWorkerTests = []struct {
+	name string
+	fn   func(t *testing.T, h Harness)
+}{
+	{"StatsCountTheBacklog", testStats},
+	{"ObserverSeesEveryOutcome", testObserver},
+	{"RetentionDeletesOnlyOldPublishedRecords", testRetention},
+}
+
+func statsOf(t *testing.T, s outbox.Store) outbox.Stats {
+	t.Helper()
+	sr, ok := s.(outbox.StatsReader)
+	if !ok {
+		t.Skipf("%T does not report stats", s)
+	}
+	st, err := sr.Stats(context.Background())
+	require.NoError(t, err)
+	return st
+}
+
+func testStats(t *testing.T, h Harness) {
+	require.Zero(t, statsOf(t, h.Store).Pending)
+	enqueue(t, h, outbox.EnqueueOptions{}, outbox.Message{ID: "old", Type: "A", CreatedAt: time.Now().Add(-time.Hour)},
+		outbox.Message{ID: "a2", Type: "A"}, outbox.Message{ID: "b1", Type: "B"}, outbox.Message{ID: "b2", Type: "B"})
+	b := claim(t, h.Store, 2, time.Minute) // old and a2, leased
+	require.Len(t, b.Records, 2)
+	settle(t, h.Store, b.Token, outbox.Outcome{ID: "a2", Kind: outbox.OutcomeDead, Error: "x"})
+
+	st := statsOf(t, h.Store)
+	require.Equal(t, 3, st.Pending)
+	require.Equal(t, 1, st.Leased, "old is still in flight")
+	require.Equal(t, 1, st.Dead)
+	require.Equal(t, outbox.TypeStats{Pending: 1, Dead: 1}, st.ByType["A"])
+	require.Equal(t, outbox.TypeStats{Pending: 2}, st.ByType["B"])
+	require.InDelta(t, time.Hour.Seconds(), st.OldestPending.Seconds(), 120)
+}
+
+// eventLog collects observer events.
+type eventLog struct {
+	mu     sync.Mutex
+	events []outbox.Event
+}
+
+func (l *eventLog) Observe(_ context.Context, e outbox.Event) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.events = append(l.events, e)
+}
+
+func (l *eventLog) kinds() map[outbox.EventKind]int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	n := map[outbox.EventKind]int{}
+	for _, e := range l.events {
+		n[e.Kind]++
+	}
+	return n
+}
+
+func testObserver(t *testing.T, h Harness) {
+	enqueue(t, h, outbox.EnqueueOptions{}, msg("ok"), msg("retry"), msg("poison"))
+	sink := NewFlakySink(NewRecorder(), 1)
+	sink.FailIf(func(m outbox.Message) error {
+		switch m.ID {
+		case "retry":
+			return errors.New("busy")
+		case "poison":
+			return outbox.Permanent(errors.New("never"))
+		}
+		return nil
+	})
+	log := &eventLog{}
+	fs := &faultyStore{Store: h.Store}
+	w := newWorker(t, fs, sink, outbox.WorkerOptions{Name: "obs", Observer: log, Retry: outbox.FixedInterval{Interval: time.Hour}})
+	processBatch(t, w)
+	fs.failClaims.Store(1)
+	_, err := w.ProcessBatch(context.Background())
+	require.Error(t, err)
+
+	require.Equal(t, map[outbox.EventKind]int{
+		outbox.EventPublished: 1, outbox.EventPublishFailed: 2, outbox.EventDead: 1, outbox.EventClaimFailed: 1,
+	}, log.kinds())
+	for _, e := range log.events {
+		require.Equal(t, "obs", e.Worker)
+		if e.Kind == outbox.EventPublished {
+			require.Equal(t, "ok", e.Record.ID)
+			require.Equal(t, "worker", e.Path)
+			require.Positive(t, e.Latency)
+		}
+		if e.Kind == outbox.EventDead {
+			require.Equal(t, "poison", e.Record.ID)
+			require.Equal(t, outbox.StatusDead, e.Record.Status)
+		}
+	}
+}
+
+func testRetention(t *testing.T, h Harness) {
+	if _, ok := h.Store.(outbox.Purger); !ok {
+		t.Skipf("%T does not purge", h.Store)
+	}
+	enqueue(t, h, outbox.EnqueueOptions{}, msg("p1"), msg("p2"), msg("poison"))
+	sink := NewFlakySink(NewRecorder(), 1)
+	sink.FailIf(func(m outbox.Message) error {
+		if m.ID == "poison" {
+			return outbox.Permanent(errors.New("never"))
+		}
+		return nil
+	})
+	w := newWorker(t, h.Store, sink, outbox.WorkerOptions{})
+	require.Equal(t, 2, processBatch(t, w).Published)
+	enqueue(t, h, outbox.EnqueueOptions{HeadStart: time.Hour}, msg("waiting"))
+
+	log := &eventLog{}
+	retaining := newWorker(t, h.Store, sink, outbox.WorkerOptions{
+		Retention: time.Millisecond, RetentionInterval: 20 * time.Millisecond, Observer: log,
+	})
+	runWorker(t, retaining)
+	eventually(t, "the published records are purged", func() bool {
+		_, err1 := h.Store.Get(context.Background(), "p1")
+		_, err2 := h.Store.Get(context.Background(), "p2")
+		return errors.Is(err1, outbox.ErrNotFound) && errors.Is(err2, outbox.ErrNotFound)
+	})
+	require.Equal(t, outbox.StatusDead, get(t, h.Store, "poison").Status, "dead letters are never purged")
+	require.Equal(t, outbox.StatusPending, get(t, h.Store, "waiting").Status, "nor pending records")
+	require.Positive(t, log.kinds()[outbox.EventPurged])
+}
