@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"log/slog"
 	"runtime/debug"
+	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -30,16 +32,43 @@ func (p path) String() string {
 	return "worker"
 }
 
-// deliver claims a batch, publishes it and settles the outcomes.
-func (w *Worker) deliver(ctx context.Context, p path, params ClaimParams) (BatchResult, error) {
+// settlement is a batch's outcomes on their way to the store, with what
+// to report once they are recorded.
+type settlement struct {
+	path     path
+	token    string
+	outcomes []Outcome
+	dead     []deadLetter
+	// errs are the failed publishes, for PublishNow's error.
+	errs []error
+}
+
+// deliver runs one round: it claims a batch (recording carry, the previous
+// batch's outcomes, in the same transaction), publishes it, and settles the
+// outcomes. With deferFull, the outcomes of a full batch that made progress
+// are not settled but returned, for the next claim to record: one commit
+// per batch while there is a backlog.
+func (w *Worker) deliver(ctx context.Context, p path, params ClaimParams, carry *settlement, deferFull bool) (BatchResult, *settlement, error) {
 	start := time.Now()
+	if carry != nil {
+		params.Settle = &Settlement{Token: carry.token, Outcomes: carry.outcomes}
+	}
 	claimCtx, cancel := context.WithTimeout(ctx, w.opts.StoreTimeout)
 	batch, err := w.store.Claim(claimCtx, params)
 	cancel()
+	if carry != nil {
+		if err != nil {
+			// Claim and carried settle failed together: record the outcomes
+			// alone (fenced, so harmless if the claim's commit did land).
+			_, _ = w.settle(ctx, carry)
+		} else {
+			w.settled(ctx, carry, batch.Settled)
+		}
+	}
 	if err != nil {
 		w.log.ErrorContext(ctx, "outbox claim failed", slog.String("path", p.String()), slog.Any("error", err))
 		w.observe(ctx, Event{Kind: EventClaimFailed, Path: p.String(), Err: err})
-		return BatchResult{}, fmt.Errorf("outbox: claim: %w", err)
+		return BatchResult{}, nil, fmt.Errorf("outbox: claim: %w", err)
 	}
 	res := BatchResult{Claimed: batch.Len()}
 	if p == afterCommitPath && res.Claimed < len(params.IDs) {
@@ -47,76 +76,149 @@ func (w *Worker) deliver(ctx context.Context, p path, params ClaimParams) (Batch
 			slog.Int("requested", len(params.IDs)), slog.Int("claimed", res.Claimed))
 	}
 	if res.Claimed == 0 {
-		return res, nil
+		return res, nil, nil
 	}
 
-	// A publish starts only if it and the settle after it fit in the lease,
-	// so that no other worker can take the record while it is in flight.
-	// The first record is always attempted (the minimum lease covers the
-	// claim, one publish and the settle), so every round makes progress.
-	lastStart := start.Add(w.opts.LeaseTimeout - w.opts.PublishTimeout - w.opts.StoreTimeout)
-	outcomes := make([]Outcome, 0, res.Claimed)
-	var (
-		failures []error
-		dead     []deadLetter
-		// held are keys with a failed record in this batch: in ordering
-		// mode their later records wait for it.
-		held = map[string]bool{}
-	)
-	fail := func(rec Record, err error) {
-		o := w.failed(ctx, p, rec, err)
-		outcomes = append(outcomes, o)
-		if o.Kind == OutcomeDead {
-			dead = append(dead, deadLetter{rec: rec, err: err})
-		}
-		if rec.Key != "" {
-			held[rec.Key] = true
-		}
-	}
-	for _, inv := range batch.Invalid {
-		fail(inv.Record, Permanent(fmt.Errorf("outbox: undecodable record: %w", inv.Err)))
-	}
-	for i, rec := range batch.Records {
-		if ctx.Err() != nil || (i > 0 && time.Now().After(lastStart)) || (w.opts.Ordering && held[rec.Key]) {
-			outcomes = append(outcomes, Outcome{ID: rec.ID, Kind: OutcomeRelease})
-			continue
-		}
-		began := time.Now()
-		err := w.publish(ctx, p, rec.Message)
-		latency := time.Since(began)
-		if err != nil {
-			w.observe(ctx, Event{Kind: EventPublishFailed, Path: p.String(), Record: rec, Latency: latency, Err: err})
-			failures = append(failures, fmt.Errorf("outbox: publish %q: %w", rec.ID, err))
-			fail(rec, err)
-			continue
-		}
-		w.observe(ctx, Event{Kind: EventPublished, Path: p.String(), Record: rec, Latency: latency})
-		outcomes = append(outcomes, Outcome{ID: rec.ID, Kind: OutcomePublished})
-		w.log.DebugContext(ctx, "outbox message published", w.recordAttrs(p, rec, StatusPublished)...)
-	}
-	for _, o := range outcomes {
+	s := w.publishBatch(ctx, p, batch, start)
+	for _, o := range s.outcomes {
 		res.count(o.Kind)
 	}
-
-	settleCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), w.opts.StoreTimeout)
-	settled, err := w.store.Settle(settleCtx, batch.Token, outcomes)
-	cancel()
+	if deferFull && ctx.Err() == nil && w.moreWork(res) {
+		return res, s, nil
+	}
+	settled, err := w.settle(ctx, s)
 	res.Stale = settled.Stale
 	if err != nil {
-		w.log.ErrorContext(ctx, "outbox settle failed; unrecorded outcomes are retried after the lease expires",
-			slog.String("path", p.String()), slog.Int("outcomes", len(outcomes)), slog.Any("error", err))
-		w.observe(ctx, Event{Kind: EventSettleFailed, Path: p.String(), Err: err})
-		return res, fmt.Errorf("outbox: settle: %w", err)
+		return res, nil, fmt.Errorf("outbox: settle: %w", err)
 	}
-	if settled.Stale > 0 {
-		w.log.WarnContext(ctx, "outbox lease lost before settle; another worker owns those records",
-			slog.String("path", p.String()), slog.Int("stale", settled.Stale))
-	}
-	w.notifyDead(ctx, dead)
 	if p == afterCommitPath {
-		return res, errors.Join(failures...)
+		return res, nil, errors.Join(s.errs...)
 	}
+	return res, nil, nil
+}
+
+// settle records a settlement in the store on its own.
+func (w *Worker) settle(ctx context.Context, s *settlement) (SettleResult, error) {
+	settleCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), w.opts.StoreTimeout)
+	res, err := w.store.Settle(settleCtx, s.token, s.outcomes)
+	cancel()
+	if err != nil {
+		w.log.ErrorContext(ctx, "outbox settle failed; unrecorded outcomes are retried after the lease expires",
+			slog.String("path", s.path.String()), slog.Int("outcomes", len(s.outcomes)), slog.Any("error", err))
+		w.observe(ctx, Event{Kind: EventSettleFailed, Path: s.path.String(), Err: err})
+		return res, err
+	}
+	w.settled(ctx, s, res)
 	return res, nil
+}
+
+// settled reports what follows from recorded outcomes.
+func (w *Worker) settled(ctx context.Context, s *settlement, res SettleResult) {
+	if res.Stale > 0 {
+		w.log.WarnContext(ctx, "outbox lease lost before settle; another worker owns those records",
+			slog.String("path", s.path.String()), slog.Int("stale", res.Stale))
+	}
+	w.notifyDead(ctx, s.dead)
+}
+
+// publishBatch publishes a claimed batch, up to Concurrency calls at once.
+// The records of one key stay in claim order, one at a time (records with
+// an empty key are independent). A publish starts only if it and the
+// settle after it fit in the lease, so that no other worker can take the
+// record while it is in flight; the batch's first publish always starts
+// (the minimum lease covers a claim, one publish and the settle), so every
+// round makes progress.
+func (w *Worker) publishBatch(ctx context.Context, p path, batch Batch, start time.Time) *settlement {
+	s := &settlement{path: p, token: batch.Token}
+	lastStart := start.Add(w.opts.LeaseTimeout - w.opts.PublishTimeout - w.opts.StoreTimeout)
+	outcomes := make([]Outcome, len(batch.Records))
+	var (
+		mu      sync.Mutex // guards s.dead and s.errs
+		started atomic.Bool
+	)
+	publishGroup := func(group []int) {
+		held := false // in ordering mode, a failure holds back the rest of its key
+		for _, i := range group {
+			rec := batch.Records[i]
+			first := started.CompareAndSwap(false, true)
+			if held || ctx.Err() != nil || (!first && time.Now().After(lastStart)) {
+				outcomes[i] = Outcome{ID: rec.ID, Kind: OutcomeRelease}
+				continue
+			}
+			began := time.Now()
+			err := w.publish(ctx, p, rec.Message)
+			latency := time.Since(began)
+			if err == nil {
+				w.observe(ctx, Event{Kind: EventPublished, Path: p.String(), Record: rec, Latency: latency})
+				outcomes[i] = Outcome{ID: rec.ID, Kind: OutcomePublished}
+				w.log.DebugContext(ctx, "outbox message published", w.recordAttrs(p, rec, StatusPublished)...)
+				continue
+			}
+			w.observe(ctx, Event{Kind: EventPublishFailed, Path: p.String(), Record: rec, Latency: latency, Err: err})
+			outcomes[i] = w.failed(ctx, p, rec, err)
+			held = w.opts.Ordering && rec.Key != ""
+			mu.Lock()
+			s.errs = append(s.errs, fmt.Errorf("outbox: publish %q: %w", rec.ID, err))
+			if outcomes[i].Kind == OutcomeDead {
+				s.dead = append(s.dead, deadLetter{rec: rec, err: err})
+			}
+			mu.Unlock()
+		}
+	}
+	groups := groupByKey(batch.Records)
+	if n := min(w.opts.Concurrency, len(groups)); n <= 1 {
+		for _, g := range groups {
+			publishGroup(g)
+		}
+	} else {
+		jobs := make(chan []int)
+		var wg sync.WaitGroup
+		for range n {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for g := range jobs {
+					publishGroup(g)
+				}
+			}()
+		}
+		for _, g := range groups {
+			jobs <- g
+		}
+		close(jobs)
+		wg.Wait()
+	}
+	s.outcomes = outcomes
+	for _, inv := range batch.Invalid {
+		err := Permanent(fmt.Errorf("outbox: undecodable record: %w", inv.Err))
+		o := w.failed(ctx, p, inv.Record, err)
+		s.outcomes = append(s.outcomes, o)
+		if o.Kind == OutcomeDead {
+			s.dead = append(s.dead, deadLetter{rec: inv.Record, err: err})
+		}
+	}
+	return s
+}
+
+// groupByKey groups record indexes by key, in order of first appearance,
+// each group in claim order; records without a key are groups of one.
+func groupByKey(recs []Record) [][]int {
+	var groups [][]int
+	byKey := map[string]int{}
+	for i, r := range recs {
+		if r.Key == "" {
+			groups = append(groups, []int{i})
+			continue
+		}
+		g, ok := byKey[r.Key]
+		if !ok {
+			g = len(groups)
+			byKey[r.Key] = g
+			groups = append(groups, nil)
+		}
+		groups[g] = append(groups[g], i)
+	}
+	return groups
 }
 
 type deadLetter struct {

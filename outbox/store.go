@@ -86,6 +86,18 @@ type ClaimParams struct {
 	// oldest pending records, in order; otherwise none of them are.
 	// Records with an empty key are unordered.
 	Ordered bool
+	// Settle, if set, records the outcomes of an earlier batch in the same
+	// transaction as this claim, before it selects (so that in ordered
+	// mode the keys those outcomes free are claimable at once): one commit
+	// per batch instead of two. The result is Batch.Settled. If Claim
+	// fails, the outcomes may not have been recorded; Settle them alone.
+	Settle *Settlement
+}
+
+// Settlement is outcomes to record under the batch token that fences them.
+type Settlement struct {
+	Token    string
+	Outcomes []Outcome
 }
 
 // Batch is the result of a claim.
@@ -98,6 +110,8 @@ type Batch struct {
 	// headers that are not valid JSON). They are leased like the others and
 	// must be settled too: the worker records them as failed attempts.
 	Invalid []InvalidRecord
+	// Settled is what ClaimParams.Settle recorded.
+	Settled SettleResult
 }
 
 // Len returns the number of records claimed, valid or not.

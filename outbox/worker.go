@@ -26,6 +26,7 @@ type Worker struct {
 	log   *slog.Logger
 
 	running atomic.Bool
+	wake    chan struct{}
 }
 
 // NewWorker returns a worker that delivers from store to sink. It fills in
@@ -50,6 +51,7 @@ func NewWorker(store Store, sink Sink, opts WorkerOptions) (*Worker, error) {
 		sink:  sink,
 		opts:  opts,
 		log:   opts.Logger.With(slog.String("worker", opts.Name), slog.String("node_id", opts.NodeID)),
+		wake:  make(chan struct{}, 1),
 	}, nil
 }
 
@@ -89,10 +91,19 @@ func (w *Worker) Run(ctx context.Context) error {
 		}()
 	}
 
+	// carry holds a full batch's outcomes for the next claim to record
+	// in its own transaction; whatever is left is recorded on the way out.
+	var carry *settlement
+	defer func() {
+		if carry != nil {
+			_, _ = w.settle(ctx, carry)
+		}
+	}()
 	timer := time.NewTimer(w.opts.PollInterval)
 	defer timer.Stop()
 	for {
-		res, err := w.ProcessBatch(ctx)
+		res, next, err := w.deliver(ctx, workerPath, w.claimParams(), carry, true)
+		carry = next
 		if ctx.Err() != nil {
 			return nil
 		}
@@ -104,8 +115,25 @@ func (w *Worker) Run(ctx context.Context) error {
 		case <-ctx.Done():
 			return nil
 		case <-timer.C:
+		case <-w.wake:
 		}
 	}
+}
+
+// Notify wakes a running worker for a round now rather than at the next
+// PollInterval: call it after committing messages enqueued without a head
+// start (or after a PublishNow that left work behind; PublishNow does it
+// itself). It never blocks; wake-ups that come while the worker is busy
+// collapse into one. It has no effect on other instances.
+func (w *Worker) Notify() {
+	select {
+	case w.wake <- struct{}{}:
+	default:
+	}
+}
+
+func (w *Worker) claimParams() ClaimParams {
+	return ClaimParams{Owner: w.opts.NodeID, Limit: w.opts.BatchSize, LeaseFor: w.opts.LeaseTimeout, Ordered: w.opts.Ordering}
 }
 
 // moreWork reports whether the next round should start at once: the batch
@@ -147,12 +175,8 @@ func (w *Worker) ProcessBatch(ctx context.Context) (BatchResult, error) {
 	if err := ctx.Err(); err != nil {
 		return BatchResult{}, err
 	}
-	return w.deliver(ctx, workerPath, ClaimParams{
-		Owner:    w.opts.NodeID,
-		Limit:    w.opts.BatchSize,
-		LeaseFor: w.opts.LeaseTimeout,
-		Ordered:  w.opts.Ordering,
-	})
+	res, _, err := w.deliver(ctx, workerPath, w.claimParams(), nil, false)
+	return res, err
 }
 
 // PublishNow is the after-commit fast path: call it right after committing
@@ -177,12 +201,15 @@ func (w *Worker) PublishNow(ctx context.Context, msgs ...Message) error {
 	for i, m := range msgs {
 		ids[i] = m.ID
 	}
-	_, err := w.deliver(ctx, afterCommitPath, ClaimParams{
+	res, _, err := w.deliver(ctx, afterCommitPath, ClaimParams{
 		Owner:    w.opts.NodeID,
 		Limit:    len(ids),
 		LeaseFor: w.opts.LeaseTimeout,
 		IDs:      ids,
 		Ordered:  w.opts.Ordering,
-	})
+	}, nil, false)
+	if res.Released > 0 {
+		w.Notify() // what the fast path could not do is due at once
+	}
 	return err
 }

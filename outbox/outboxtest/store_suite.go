@@ -43,7 +43,7 @@ func RunStoreTests(t *testing.T, newHarness Factory) {
 		{"ConcurrentClaimsAreDisjoint", testConcurrentClaims},
 		{"ClaimParamsValidated", testClaimValidation},
 	}
-	for _, tc := range append(tests, orderedStoreTests...) {
+	for _, tc := range append(append(tests, orderedStoreTests...), throughputStoreTests...) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			tc.fn(t, newHarness(t))

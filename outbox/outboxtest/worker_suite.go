@@ -45,7 +45,7 @@ func RunWorkerTests(t *testing.T, newHarness Factory) {
 		{"ThreeWorkersFlakySinkNoLossNoDuplicate", testThreeWorkers},
 		{"CrashedWorkerRecordsDeliveredAfterLease", testCrashedWorker},
 	}
-	for _, tc := range append(append(tests, deliveryWorkerTests...), opsWorkerTests...) {
+	for _, tc := range append(append(append(tests, deliveryWorkerTests...), opsWorkerTests...), throughputWorkerTests...) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			tc.fn(t, newHarness(t))

@@ -37,6 +37,23 @@ func (s *Store) Claim(ctx context.Context, p outbox.ClaimParams) (outbox.Batch, 
 	}
 	defer func() { _ = tx.Rollback() }()
 
+	// The previous batch's outcomes first, in this same transaction: one
+	// commit per batch, and in ordered mode the keys they free are
+	// claimable below.
+	var settled outbox.SettleResult
+	if p.Settle != nil {
+		settled, err = s.applySettle(p.Settle.Token, p.Settle.Outcomes, func(query string, args ...any) (int64, error) {
+			res, err := tx.ExecContext(ctx, query, args...)
+			if err != nil {
+				return 0, err
+			}
+			return res.RowsAffected()
+		})
+		if err != nil {
+			return outbox.Batch{}, s.wrap("claim: settle", err)
+		}
+	}
+
 	var rows []scannedRecord
 	switch {
 	case p.Ordered && len(p.IDs) > 0:
@@ -48,8 +65,17 @@ func (s *Store) Claim(ctx context.Context, p outbox.ClaimParams) (outbox.Batch, 
 	default:
 		rows, err = lockRows(ctx, tx, s.q.claimDue, p.Limit)
 	}
-	if err != nil || len(rows) == 0 {
-		return outbox.Batch{}, s.wrapIf("claim", err)
+	if err != nil {
+		return outbox.Batch{}, s.wrap("claim", err)
+	}
+	if len(rows) == 0 {
+		if p.Settle == nil {
+			return outbox.Batch{}, nil
+		}
+		if err := tx.Commit(); err != nil {
+			return outbox.Batch{}, s.wrap("claim: settle", err)
+		}
+		return outbox.Batch{Settled: settled}, nil
 	}
 	args := []any{token, p.Owner, p.LeaseFor.Microseconds()}
 	for _, r := range rows {
@@ -61,7 +87,7 @@ func (s *Store) Claim(ctx context.Context, p outbox.ClaimParams) (outbox.Batch, 
 	if err := tx.Commit(); err != nil {
 		return outbox.Batch{}, s.wrap("claim", err)
 	}
-	batch := outbox.Batch{Token: token}
+	batch := outbox.Batch{Token: token, Settled: settled}
 	for _, r := range rows {
 		if r.decodeErr != nil {
 			batch.Invalid = append(batch.Invalid, outbox.InvalidRecord{Record: r.rec, Err: r.decodeErr})

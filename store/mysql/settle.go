@@ -19,6 +19,17 @@ import (
 // statement that was applied cleared the token and so cannot apply twice.
 // (An outcome applied by a try whose reply was lost counts as stale.)
 func (s *Store) Settle(ctx context.Context, token string, outcomes []outbox.Outcome) (outbox.SettleResult, error) {
+	res, err := s.applySettle(token, outcomes, func(query string, args ...any) (int64, error) {
+		return s.execRetrying(ctx, query, args...)
+	})
+	if err != nil {
+		return res, s.wrap("settle", err)
+	}
+	return res, nil
+}
+
+// applySettle writes outcomes with exec: one fenced UPDATE per group.
+func (s *Store) applySettle(token string, outcomes []outbox.Outcome, exec func(query string, args ...any) (int64, error)) (outbox.SettleResult, error) {
 	if token == "" {
 		return outbox.SettleResult{}, errors.New("mysql store: settle: empty token")
 	}
@@ -44,9 +55,9 @@ func (s *Store) Settle(ctx context.Context, token string, outcomes []outbox.Outc
 		for _, id := range g.ids {
 			args = append(args, id)
 		}
-		n, err := s.execRetrying(ctx, query+placeholders(len(g.ids))+")", args...)
+		n, err := exec(query+placeholders(len(g.ids))+")", args...)
 		if err != nil {
-			return res, s.wrap("settle", err)
+			return res, err
 		}
 		res.Applied += int(n)
 	}

@@ -89,14 +89,6 @@ func (s *Store) Get(ctx context.Context, id string) (outbox.Record, error) {
 	return r.rec, nil
 }
 
-// wrapIf is wrap for a possibly nil error.
-func (s *Store) wrapIf(op string, err error) error {
-	if err == nil {
-		return nil
-	}
-	return s.wrap(op, err)
-}
-
 // wrap gives a database error the package prefix and, where it helps, a
 // hint.
 func (s *Store) wrap(op string, err error) error {

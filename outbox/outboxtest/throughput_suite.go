@@ -1,0 +1,149 @@
+package outboxtest
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/outboxrelay/outboxrelay/outbox"
+)
+
+// throughputStoreTests cover a claim that settles the previous batch.
+var throughputStoreTests = []struct {
+	name string
+	fn   func(t *testing.T, h Harness)
+}{
+	{"ClaimSettlesThePreviousBatchInItsTransaction", testClaimWithSettle},
+}
+
+// throughputWorkerTests cover concurrent publishing, wake-ups and
+// carried settlements.
+var throughputWorkerTests = []struct {
+	name string
+	fn   func(t *testing.T, h Harness)
+}{
+	{"ConcurrencyKeepsEachKeyInOrder", testConcurrency},
+	{"NotifyWakesTheWorker", testNotify},
+	{"FullBatchOutcomesAreRecordedByTheNextClaim", testCarriedSettle},
+}
+
+func testClaimWithSettle(t *testing.T, h Harness) {
+	ctx := context.Background()
+	enqueue(t, h, outbox.EnqueueOptions{}, msg("x1"), msg("x2"), msg("x3"), msg("x4"))
+	b1 := claim(t, h.Store, 2, time.Minute)
+	require.Len(t, b1.Records, 2)
+
+	b2, err := h.Store.Claim(ctx, outbox.ClaimParams{Owner: "w", Limit: 2, LeaseFor: time.Minute, Settle: &outbox.Settlement{
+		Token: b1.Token, Outcomes: []outbox.Outcome{{ID: "x1", Kind: outbox.OutcomePublished}, {ID: "x2", Kind: outbox.OutcomeRetry, Error: "e", RetryIn: time.Hour}},
+	}})
+	require.NoError(t, err)
+	require.Equal(t, outbox.SettleResult{Applied: 2}, b2.Settled)
+	require.Equal(t, []string{"x3", "x4"}, ids(b2.Records))
+	require.Equal(t, outbox.StatusPublished, get(t, h.Store, "x1").Status)
+	require.Equal(t, 1, get(t, h.Store, "x2").Attempts)
+
+	// Fenced like Settle; and nothing to claim still records the outcomes.
+	b3, err := h.Store.Claim(ctx, outbox.ClaimParams{Owner: "w", Limit: 2, LeaseFor: time.Minute, Settle: &outbox.Settlement{
+		Token: b2.Token, Outcomes: []outbox.Outcome{{ID: "x3", Kind: outbox.OutcomePublished}, {ID: "x1", Kind: outbox.OutcomeDead, Error: "late"}},
+	}})
+	require.NoError(t, err)
+	require.Zero(t, b3.Len())
+	require.Equal(t, outbox.SettleResult{Applied: 1, Stale: 1}, b3.Settled)
+	require.Equal(t, outbox.StatusPublished, get(t, h.Store, "x3").Status)
+	require.Equal(t, outbox.StatusPublished, get(t, h.Store, "x1").Status, "a stale outcome changes nothing")
+
+	// Ordered: the key a published head frees is claimable in the same call.
+	enqueue(t, h, outbox.EnqueueOptions{}, keyed("k1", "K"), keyed("k2", "K"))
+	bk := orderedClaim(t, h.Store, 10, time.Minute)
+	require.Equal(t, []string{"k1"}, ids(bk.Records))
+	bk2, err := h.Store.Claim(ctx, outbox.ClaimParams{Owner: "w", Limit: 10, LeaseFor: time.Minute, Ordered: true,
+		Settle: &outbox.Settlement{Token: bk.Token, Outcomes: []outbox.Outcome{{ID: "k1", Kind: outbox.OutcomePublished}}}})
+	require.NoError(t, err)
+	require.Equal(t, []string{"k2"}, ids(bk2.Records))
+}
+
+// slowSink takes a while per call and records concurrency per key.
+type slowSink struct {
+	delay    time.Duration
+	mu       sync.Mutex
+	inFlight int
+	maxSeen  int
+	perKey   map[string]int
+	overlap  int
+	order    map[string][]string
+}
+
+func (s *slowSink) Publish(_ context.Context, m outbox.Message) error {
+	s.mu.Lock()
+	s.inFlight++
+	s.maxSeen = max(s.maxSeen, s.inFlight)
+	s.perKey[m.Key]++
+	if s.perKey[m.Key] > 1 {
+		s.overlap++
+	}
+	s.order[m.Key] = append(s.order[m.Key], m.ID)
+	s.mu.Unlock()
+	time.Sleep(s.delay) // the sink's latency, not synchronisation
+	s.mu.Lock()
+	s.inFlight--
+	s.perKey[m.Key]--
+	s.mu.Unlock()
+	return nil
+}
+
+func testConcurrency(t *testing.T, h Harness) {
+	var ms []outbox.Message // each key's records next to each other in the batch
+	for k := range 8 {
+		for i := range 5 {
+			ms = append(ms, outbox.Message{ID: fmt.Sprintf("c-%d-%d", k, i), Key: fmt.Sprintf("key-%d", k), Type: "T"})
+		}
+	}
+	enqueue(t, h, outbox.EnqueueOptions{}, ms...)
+	sink := &slowSink{delay: 20 * time.Millisecond, perKey: map[string]int{}, order: map[string][]string{}}
+	w := newWorker(t, h.Store, sink, outbox.WorkerOptions{BatchSize: 40, Concurrency: 4})
+	require.Equal(t, 40, processBatch(t, w).Published)
+	require.Equal(t, 4, sink.maxSeen, "up to Concurrency calls at once")
+	require.Zero(t, sink.overlap, "never two calls for one key at once")
+	for k := range 8 {
+		var want []string
+		for i := range 5 {
+			want = append(want, fmt.Sprintf("c-%d-%d", k, i))
+		}
+		require.Equal(t, want, sink.order[fmt.Sprintf("key-%d", k)], "a key's records in order")
+	}
+}
+
+func testNotify(t *testing.T, h Harness) {
+	enqueue(t, h, outbox.EnqueueOptions{}, msg("primer"))
+	rec := NewRecorder()
+	w := newWorker(t, h.Store, rec, outbox.WorkerOptions{PollInterval: time.Hour})
+	runWorker(t, w)
+	waitDistinct(t, rec, 1) // the first round is over; the next is an hour away
+	enqueue(t, h, outbox.EnqueueOptions{}, msg("woken"))
+	w.Notify()
+	waitDistinct(t, rec, 2)
+}
+
+func testCarriedSettle(t *testing.T, h Harness) {
+	enqueue(t, h, outbox.EnqueueOptions{}, msgs("full", 10)...)
+	rec := NewRecorder()
+	w := newWorker(t, h.Store, rec, outbox.WorkerOptions{BatchSize: 5, PollInterval: time.Hour})
+	stop := runWorker(t, w)
+	waitDistinct(t, rec, 10)
+	// Two full batches: their outcomes ride on the following claims; the
+	// last one on a claim that finds nothing, or on the way out.
+	eventually(t, "every record is published", func() bool {
+		for _, m := range msgs("full", 10) {
+			if get(t, h.Store, m.ID).Status != outbox.StatusPublished {
+				return false
+			}
+		}
+		return true
+	})
+	stop()
+	require.Equal(t, 10, rec.Len())
+}
