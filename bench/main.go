@@ -1,0 +1,211 @@
+// Command bench measures outboxrelay against a raw-SQL ceiling and the
+// Watermill SQL forwarder, on one MySQL or MariaDB, in one run, and prints
+// every figure as a ratio against a reference from the same run.
+//
+//	cd bench && go run . [-dsn 'root@tcp(127.0.0.1:3306)/'] [-quick]
+//
+// It is a module of its own so that the library never depends on the peer.
+// It creates (and drops) a database named outboxrelay_bench.
+package main
+
+import (
+	"context"
+	"database/sql"
+	"flag"
+	"fmt"
+	"log"
+	"os"
+	"runtime"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	mysqldrv "github.com/go-sql-driver/mysql"
+
+	"github.com/outboxrelay/outboxrelay/store/mysql"
+)
+
+const (
+	dbName = "outboxrelay_bench"
+	table  = "bench_outbox"
+)
+
+// sizes scales the runs; -quick shrinks them for a smoke test.
+type sizes struct {
+	relayEvents   func(batch int) int
+	ceilingEvents int
+	peerEvents    int
+	published     int // history rows for the backlog scenario
+	backlog       int
+	slowEvents    int
+	latencyRate   int // events per second
+	latencyFor    time.Duration
+	enqueueTxs    int
+}
+
+var full = sizes{
+	relayEvents:   func(batch int) int { return min(max(batch*300, 3000), 60000) },
+	ceilingEvents: 60000, peerEvents: 20000,
+	published: 1_000_000, backlog: 100_000,
+	slowEvents: 1200, latencyRate: 1000, latencyFor: 5 * time.Second, enqueueTxs: 3000,
+}
+
+var quick = sizes{
+	relayEvents:   func(int) int { return 500 },
+	ceilingEvents: 2000, peerEvents: 1000,
+	published: 20_000, backlog: 5_000,
+	slowEvents: 100, latencyRate: 200, latencyFor: time.Second, enqueueTxs: 200,
+}
+
+// row is one line of the report.
+type row struct {
+	scenario, figure, reference, ratio, target string
+}
+
+func main() {
+	dsn := flag.String("dsn", envOr("OUTBOXRELAY_TEST_MYSQL_DSN", "root@tcp(127.0.0.1:3306)/"), "MySQL/MariaDB server DSN")
+	q := flag.Bool("quick", false, "small sizes: a smoke test, not a measurement")
+	flag.Parse()
+	sz := full
+	if *q {
+		sz = quick
+	}
+	ctx := context.Background()
+	b, err := open(ctx, *dsn)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer b.close()
+
+	var rows []row
+	for _, scenario := range []func(context.Context, sizes) ([]row, error){
+		b.relayAndCeiling, b.peer, b.backlogScaling, b.slowSink, b.latency, b.enqueueOverhead,
+	} {
+		r, err := scenario(ctx, sz)
+		if err != nil {
+			log.Fatal(err)
+		}
+		rows = append(rows, r...)
+		printRows(os.Stderr, r) // progress
+	}
+	fmt.Printf("machine: %d CPUs, %s/%s, %s, server %s\n\n", runtime.NumCPU(), runtime.GOOS, runtime.GOARCH, runtime.Version(), b.version)
+	printRows(os.Stdout, rows)
+}
+
+func printRows(w *os.File, rows []row) {
+	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "| scenario\t| figure\t| reference (same run)\t| ratio\t| target\t|")
+	fmt.Fprintln(tw, "| ---\t| ---\t| ---\t| ---\t| ---\t|")
+	for _, r := range rows {
+		fmt.Fprintf(tw, "| %s\t| %s\t| %s\t| %s\t| %s\t|\n", r.scenario, r.figure, r.reference, r.ratio, r.target)
+	}
+	_ = tw.Flush()
+}
+
+func envOr(name, fallback string) string {
+	if v := os.Getenv(name); v != "" {
+		return v
+	}
+	return fallback
+}
+
+// bench holds the database the scenarios share.
+type bench struct {
+	admin, db *sql.DB
+	dsn       string // of the bench database
+	version   string
+	// relay100 is the relay's rate at batch 100 with one worker, the
+	// reference for the peer.
+	relay100 float64
+}
+
+func open(ctx context.Context, serverDSN string) (*bench, error) {
+	cfg, err := mysqldrv.ParseDSN(serverDSN)
+	if err != nil {
+		return nil, err
+	}
+	cfg.DBName = ""
+	admin, err := sql.Open("mysql", cfg.FormatDSN())
+	if err != nil {
+		return nil, err
+	}
+	for _, q := range []string{"DROP DATABASE IF EXISTS " + dbName, "CREATE DATABASE " + dbName} {
+		if _, err := admin.ExecContext(ctx, q); err != nil {
+			return nil, fmt.Errorf("%s: %w", q, err)
+		}
+	}
+	cfg.DBName, cfg.InterpolateParams, cfg.ParseTime = dbName, true, true
+	b := &bench{admin: admin, dsn: cfg.FormatDSN()}
+	if b.db, err = b.pool(); err != nil {
+		return nil, err
+	}
+	err = b.db.QueryRowContext(ctx, "SELECT VERSION()").Scan(&b.version)
+	return b, err
+}
+
+// pool opens a new connection pool on the bench database (interpolated
+// parameters for every contender alike).
+func (b *bench) pool() (*sql.DB, error) {
+	db, err := sql.Open("mysql", b.dsn)
+	if err != nil {
+		return nil, err
+	}
+	db.SetMaxIdleConns(16)
+	return db, nil
+}
+
+func (b *bench) close() {
+	b.db.Close()
+	_, _ = b.admin.Exec("DROP DATABASE IF EXISTS " + dbName)
+	b.admin.Close()
+}
+
+// freshStore recreates the outbox table empty.
+func (b *bench) freshStore(ctx context.Context, db *sql.DB) (*mysql.Store, error) {
+	if _, err := b.db.ExecContext(ctx, "DROP TABLE IF EXISTS "+table); err != nil {
+		return nil, err
+	}
+	s, err := mysql.New(db, mysql.Options{Table: table})
+	if err != nil {
+		return nil, err
+	}
+	return s, s.Migrate(ctx)
+}
+
+// fill inserts n pending (or published) rows with one INSERT … SELECT
+// over generated numbers.
+func (b *bench) fill(ctx context.Context, offset, n int, status string) error {
+	digits := "(SELECT 0 d UNION ALL SELECT 1 UNION ALL SELECT 2 UNION ALL SELECT 3 UNION ALL SELECT 4" +
+		" UNION ALL SELECT 5 UNION ALL SELECT 6 UNION ALL SELECT 7 UNION ALL SELECT 8 UNION ALL SELECT 9)"
+	published, due := "NULL", "UTC_TIMESTAMP(6) - INTERVAL 1 SECOND"
+	if status == "published" {
+		published, due = "UTC_TIMESTAMP(6) - INTERVAL 1 DAY", "UTC_TIMESTAMP(6) - INTERVAL 1 DAY"
+	}
+	q := fmt.Sprintf("INSERT INTO %s (event_id, event_key, event_type, payload, status, created_at, next_attempt_at, published_at)"+
+		" SELECT CONCAT('e-', n + %d), CONCAT('room-', n %% 200), 'RoomGiftSent', '{\"gift\":\"rose\",\"count\":1}', '%s', UTC_TIMESTAMP(6), %s, %s"+
+		" FROM (SELECT a.d + 10*b.d + 100*c.d + 1000*e.d + 10000*f.d + 100000*g.d + 1000000*h.d AS n"+
+		" FROM %s a, %s b, %s c, %s e, %s f, %s g, %s h) nums WHERE n < %d",
+		table, offset, status, due, published, digits, digits, digits, digits, digits, digits, digits, n)
+	_, err := b.db.ExecContext(ctx, q)
+	return err
+}
+
+func perSec(n int, d time.Duration) float64 { return float64(n) / d.Seconds() }
+
+func ratio(a, b float64) string {
+	if b == 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%.2f", a/b)
+}
+
+func pct(a, b float64) string {
+	if b == 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%.0f%%", 100*a/b)
+}
+
+func evRate(v float64) string { return fmt.Sprintf("%.0f ev/s", v) }
+
+func oneLine(s string) string { return strings.ReplaceAll(s, "\n", " ") }

@@ -1,0 +1,233 @@
+package main
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"io"
+	"log/slog"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/time/rate"
+
+	"github.com/outboxrelay/outboxrelay/outbox"
+	"github.com/outboxrelay/outboxrelay/store/mysql"
+)
+
+// countingSink accepts everything, as fast as it can.
+type countingSink struct{ n atomic.Int64 }
+
+func (s *countingSink) Publish(context.Context, outbox.Message) error {
+	s.n.Add(1)
+	return nil
+}
+
+var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
+
+// drain runs workers (each on a pool of its own, as instances would be)
+// until nothing is pending, and returns how long that took.
+func (b *bench) drain(ctx context.Context, workers int, sink outbox.Sink, opts outbox.WorkerOptions) (time.Duration, error) {
+	runCtx, stop := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	var pools []*sql.DB
+	defer func() {
+		stop()
+		wg.Wait()
+		for _, p := range pools {
+			p.Close()
+		}
+	}()
+	start := time.Now()
+	for i := range workers {
+		pool, err := b.pool()
+		if err != nil {
+			return 0, err
+		}
+		pools = append(pools, pool)
+		store, err := mysql.New(pool, mysql.Options{Table: table})
+		if err != nil {
+			return 0, err
+		}
+		o := opts
+		o.NodeID, o.Logger = fmt.Sprintf("bench-%d", i), quiet
+		w, err := outbox.NewWorker(store, sink, o)
+		if err != nil {
+			return 0, err
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_ = w.Run(runCtx)
+		}()
+	}
+	for {
+		var pending int
+		if err := b.db.QueryRowContext(ctx, "SELECT COUNT(*) FROM "+table+" WHERE status = 'pending'").Scan(&pending); err != nil {
+			return 0, err
+		}
+		if pending == 0 {
+			return time.Since(start), nil
+		}
+		time.Sleep(5 * time.Millisecond) // polling for the end, with a 5ms granularity
+	}
+}
+
+// relayRate measures events/s from pending to published.
+func (b *bench) relayRate(ctx context.Context, n, batch, workers int) (float64, error) {
+	if _, err := b.freshStore(ctx, b.db); err != nil {
+		return 0, err
+	}
+	if err := b.fill(ctx, 0, n, "pending"); err != nil {
+		return 0, err
+	}
+	d, err := b.drain(ctx, workers, &countingSink{}, outbox.WorkerOptions{BatchSize: batch, PollInterval: 10 * time.Millisecond})
+	return perSec(n, d), err
+}
+
+// ceilingRate is the raw loop every relay needs at least: claim a batch of
+// due rows with FOR UPDATE SKIP LOCKED and mark them published, in one
+// transaction, on one connection.
+func (b *bench) ceilingRate(ctx context.Context, n, batch int) (float64, error) {
+	if _, err := b.freshStore(ctx, b.db); err != nil {
+		return 0, err
+	}
+	if err := b.fill(ctx, 0, n, "pending"); err != nil {
+		return 0, err
+	}
+	sel := "SELECT id FROM " + table + " WHERE status = 'pending' AND next_attempt_at <= UTC_TIMESTAMP(6)" +
+		" ORDER BY next_attempt_at, id LIMIT ? FOR UPDATE SKIP LOCKED"
+	start := time.Now()
+	for {
+		tx, err := b.db.BeginTx(ctx, &sql.TxOptions{Isolation: sql.LevelReadCommitted})
+		if err != nil {
+			return 0, err
+		}
+		rows, err := tx.QueryContext(ctx, sel, batch)
+		if err != nil {
+			tx.Rollback()
+			return 0, err
+		}
+		var ids []any
+		for rows.Next() {
+			var id int64
+			if err := rows.Scan(&id); err != nil {
+				tx.Rollback()
+				return 0, err
+			}
+			ids = append(ids, id)
+		}
+		rows.Close()
+		if len(ids) == 0 {
+			tx.Rollback()
+			return perSec(n, time.Since(start)), nil
+		}
+		upd := "UPDATE " + table + " SET status = 'published', published_at = UTC_TIMESTAMP(6), next_attempt_at = UTC_TIMESTAMP(6)" +
+			" WHERE id IN (" + strings.Repeat("?, ", len(ids)-1) + "?)"
+		if _, err := tx.ExecContext(ctx, upd, ids...); err != nil {
+			tx.Rollback()
+			return 0, err
+		}
+		if err := tx.Commit(); err != nil {
+			return 0, err
+		}
+	}
+}
+
+func (b *bench) relayAndCeiling(ctx context.Context, sz sizes) ([]row, error) {
+	var rows []row
+	for _, batch := range []int{1, 10, 100, 500} {
+		n := sz.relayEvents(batch)
+		ceiling, err := b.ceilingRate(ctx, n, batch)
+		if err != nil {
+			return nil, err
+		}
+		for _, workers := range []int{1, 3} {
+			relay, err := b.relayRate(ctx, n, batch, workers)
+			if err != nil {
+				return nil, err
+			}
+			target := ""
+			if batch == 100 && workers == 1 {
+				target = "≥ 0.75 of the ceiling"
+				b.relay100 = relay
+			}
+			rows = append(rows, row{
+				scenario: fmt.Sprintf("relay, batch %d, %d worker(s), no-op sink, %d events", batch, workers, n),
+				figure:   evRate(relay), reference: "ceiling " + evRate(ceiling), ratio: ratio(relay, ceiling), target: target,
+			})
+		}
+	}
+	return rows, nil
+}
+
+func (b *bench) backlogScaling(ctx context.Context, sz sizes) ([]row, error) {
+	drainBacklog := func(history int) (float64, error) {
+		if _, err := b.freshStore(ctx, b.db); err != nil {
+			return 0, err
+		}
+		if history > 0 {
+			if err := b.fill(ctx, 0, history, "published"); err != nil {
+				return 0, err
+			}
+		}
+		if err := b.fill(ctx, history, sz.backlog, "pending"); err != nil {
+			return 0, err
+		}
+		if _, err := b.db.ExecContext(ctx, "ANALYZE TABLE "+table); err != nil {
+			return 0, err
+		}
+		d, err := b.drain(ctx, 1, &countingSink{}, outbox.WorkerOptions{BatchSize: 100, PollInterval: 10 * time.Millisecond})
+		return perSec(sz.backlog, d), err
+	}
+	fresh, err := drainBacklog(0)
+	if err != nil {
+		return nil, err
+	}
+	big, err := drainBacklog(sz.published)
+	if err != nil {
+		return nil, err
+	}
+	return []row{{
+		scenario: fmt.Sprintf("backlog scaling: drain %d pending next to %d published rows", sz.backlog, sz.published),
+		figure:   evRate(big), reference: "same backlog, fresh table " + evRate(fresh), ratio: ratio(big, fresh), target: "within 20% (≥ 0.80)",
+	}}, nil
+}
+
+// slowSink answers after 20ms, and at most 200 calls/s (Tencent IM's
+// round trip and rate limit), as the real one would.
+type slowSink struct {
+	lim *rate.Limiter
+	n   atomic.Int64
+}
+
+func (s *slowSink) Publish(ctx context.Context, _ outbox.Message) error {
+	if err := s.lim.Wait(ctx); err != nil {
+		return err
+	}
+	time.Sleep(20 * time.Millisecond) // the remote call
+	s.n.Add(1)
+	return nil
+}
+
+func (b *bench) slowSink(ctx context.Context, sz sizes) ([]row, error) {
+	if _, err := b.freshStore(ctx, b.db); err != nil {
+		return nil, err
+	}
+	if err := b.fill(ctx, 0, sz.slowEvents, "pending"); err != nil {
+		return nil, err
+	}
+	const limit = 200
+	sink := &slowSink{lim: rate.NewLimiter(limit, 1)}
+	d, err := b.drain(ctx, 1, sink, outbox.WorkerOptions{BatchSize: 100, Concurrency: 8, PollInterval: 10 * time.Millisecond})
+	if err != nil {
+		return nil, err
+	}
+	got := perSec(sz.slowEvents, d)
+	return []row{{
+		scenario: "slow sink: 20ms per call, 200 calls/s limit, 1 worker, Concurrency 8",
+		figure:   fmt.Sprintf("%.0f calls/s", got), reference: "the limit, 200 calls/s", ratio: ratio(got, limit), target: "≥ 0.90",
+	}}, nil
+}
