@@ -70,7 +70,7 @@ type App struct {
 // sink, the store, the worker and the HTTP server. Nothing serves yet.
 func NewApp(ctx context.Context, cfg Config, logger *slog.Logger) (*App, error) {
 	a := &App{cfg: cfg, log: logger, workerDone: make(chan struct{}), serveDone: make(chan error, 1)}
-	db, err := openMySQL(ctx, cfg.MySQL.DSN)
+	db, err := openMySQL(ctx, cfg.MySQL.DSN, cfg.MySQL.MaxOpenConns)
 	if err != nil {
 		return nil, err
 	}
@@ -140,11 +140,12 @@ func (a *App) newSink() (*tencentim.Sink, error) {
 
 // openMySQL opens the pool and waits (up to a minute, or ctx) until the
 // server answers, as it may still be starting next to us.
-func openMySQL(ctx context.Context, dsn string) (*sql.DB, error) {
+func openMySQL(ctx context.Context, dsn string, maxOpen int) (*sql.DB, error) {
 	db, err := sql.Open("mysql", dsn)
 	if err != nil {
 		return nil, fmt.Errorf("mysql: %w", err)
 	}
+	db.SetMaxOpenConns(maxOpen)
 	ctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
 	for {

@@ -32,6 +32,9 @@ type Config struct {
 		// DSN is the go-sql-driver/mysql DSN of the service's database.
 		// Required.
 		DSN string `yaml:"dsn"`
+		// MaxOpenConns caps the connection pool (sql.DB.SetMaxOpenConns);
+		// 0, the default, means no cap.
+		MaxOpenConns int `yaml:"max_open_conns"`
 	} `yaml:"mysql"`
 	TencentIM    TencentIMConfig    `yaml:"tencent_im"`
 	OutboxWorker OutboxWorkerConfig `yaml:"outbox_worker"`
@@ -153,6 +156,9 @@ func (c Config) validate() error {
 	var errs []error
 	if c.MySQL.DSN == "" {
 		errs = append(errs, errors.New("config: mysql.dsn: required"))
+	}
+	if c.MySQL.MaxOpenConns < 0 {
+		errs = append(errs, fmt.Errorf("config: mysql.max_open_conns: %d: must not be negative (0 means no cap)", c.MySQL.MaxOpenConns))
 	}
 	if opts, err := c.OutboxWorker.WorkerOptions(); err != nil {
 		errs = append(errs, err)

@@ -84,6 +84,7 @@ func TestConfigRejectsMistakes(t *testing.T) {
 		{"batch too big", base + "tencent_im:\n  fake: true\noutbox_worker:\n  batch_size: 50000\n", "BatchSize 50000: must be at most 10000"},
 		{"bad duration", base + "tencent_im:\n  fake: true\noutbox_worker:\n  poll_interval: soon\n", "poll_interval"},
 		{"no dsn", "tencent_im:\n  fake: true\n", "mysql.dsn: required"},
+		{"negative pool cap", base + "  max_open_conns: -1\ntencent_im:\n  fake: true\n", "mysql.max_open_conns: -1: must not be negative"},
 		{"real IM without settings", base, "tencent_im.base_url: required"},
 		{"real IM without secret", base + "tencent_im:\n  base_url: https://console.tim.qq.com\n  sdk_app_id: 1400000000\n  admin_identifier: admin\n", "tencent_im.secret_key: required (set TENCENT_IM_SECRET_KEY)"},
 	}

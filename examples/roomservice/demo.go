@@ -25,7 +25,7 @@ func runDemo(ctx context.Context, out io.Writer, dsn string) error {
 		return err
 	}
 	defer db.cleanup()
-	_, err = runDemoOn(ctx, out, db.dsn)
+	_, err = runDemoOn(ctx, out, db.dsn, db.maxOpenConns)
 	return err
 }
 
@@ -48,12 +48,12 @@ type demo struct {
 	step   int
 }
 
-// runDemoOn runs the seed's Done Definition against the database dsn,
-// printing each step, and checks every step; an unexpected outcome is an
-// error.
-func runDemoOn(ctx context.Context, out io.Writer, dsn string) (demoReport, error) {
+// runDemoOn runs the seed's Done Definition against the database dsn
+// (through at most maxOpenConns connections; 0: no cap), printing each
+// step, and checks every step; an unexpected outcome is an error.
+func runDemoOn(ctx context.Context, out io.Writer, dsn string, maxOpenConns int) (demoReport, error) {
 	var cfg Config
-	cfg.NodeID, cfg.HTTP.Addr, cfg.MySQL.DSN = "demo-node", "127.0.0.1:0", dsn
+	cfg.NodeID, cfg.HTTP.Addr, cfg.MySQL.DSN, cfg.MySQL.MaxOpenConns = "demo-node", "127.0.0.1:0", dsn, maxOpenConns
 	cfg.TencentIM.Fake = true
 	cfg.OutboxWorker.PollInterval, cfg.OutboxWorker.PublishTimeout = 200*time.Millisecond, 2*time.Second
 	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError}))
@@ -82,8 +82,12 @@ func (d *demo) stepf(format string, args ...any) {
 func (d *demo) run() (demoReport, error) {
 	im := d.app.fakeIM
 	report := demoReport{IMDeliveries: map[string]int{}}
-	d.say("Tencent IM: a local fake of the REST API at %s, told to fail the next 2 calls (ErrorCode 10002)", im.URL())
-	im.FailNext(2, 10002, "internal error, please retry")
+	d.say("Tencent IM: a local fake of the REST API at %s, told to fail the next call (ErrorCode 10002) and leave the one after it unanswered", im.URL())
+	// The failed sync publish wakes the worker at once; its first try
+	// hangs until its PublishTimeout, so that the record is seen as the
+	// sync path left it, whatever the scheduling.
+	im.FailNext(1, 10002, "internal error, please retry")
+	im.HangNext(1)
 
 	created, err := d.command("/v1/rooms", map[string]any{"room_id": "room-1", "owner_id": "alice", "command_id": "cmd-create-1"})
 	if err != nil {
@@ -112,7 +116,7 @@ func (d *demo) run() (demoReport, error) {
 	if rec, err = d.waitPublished(report.JoinEventID); err != nil {
 		return report, err
 	}
-	d.stepf("worker republished the same event_id %s to group room-1 (its first try failed too: retry_count=%d)", rec.ID, rec.Attempts)
+	d.stepf("worker republished the same event_id %s to group room-1 (its first try timed out: retry_count=%d)", rec.ID, rec.Attempts)
 	d.stepf("outbox: %s status=%s", rec.ID, rec.Status)
 
 	gift, err := d.command("/v1/rooms/room-1/gifts", map[string]any{"user_id": "bob", "gift_id": "rocket", "count": 2, "command_id": "cmd-gift-1"})

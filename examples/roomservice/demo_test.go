@@ -15,7 +15,7 @@ import (
 func TestDemoOnTheTestDatabase(t *testing.T) {
 	db := testutil.NewDatabase(t)
 	var out bytes.Buffer
-	report, err := runDemoOn(context.Background(), &out, db.DSN)
+	report, err := runDemoOn(context.Background(), &out, db.DSN, 0)
 	t.Log("\n" + out.String())
 	require.NoError(t, err)
 	checkDemoState(t, db, report, out.String())
@@ -31,7 +31,7 @@ func TestDemoOnTheEmbeddedEngine(t *testing.T) {
 	db, err := demoMySQL(context.Background(), dsn, &out)
 	require.NoError(t, err)
 	t.Cleanup(db.cleanup)
-	report, err := runDemoOn(context.Background(), &out, db.dsn)
+	report, err := runDemoOn(context.Background(), &out, db.dsn, 1) // the engine serialised, as demoMySQL does for it
 	t.Log("\n" + out.String())
 	require.NoError(t, err)
 	require.Equal(t, 1, report.IMDeliveries[report.JoinEventID])

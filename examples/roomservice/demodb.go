@@ -21,8 +21,12 @@ import (
 
 // demoDB is the scratch database the demo runs in.
 type demoDB struct {
-	dsn     string
-	cleanup func()
+	dsn string
+	// maxOpenConns is 1 on the embedded engine, whose in-memory tables
+	// are not safe for concurrent statements (the race detector finds
+	// the engine racing itself); 0 elsewhere.
+	maxOpenConns int
+	cleanup      func()
 }
 
 // demoMySQL finds a MySQL for the demo: the server DSN given (-dsn or
@@ -30,7 +34,7 @@ type demoDB struct {
 // engine, so that the demo runs on a machine with only Go. It creates a
 // scratch database there; cleanup drops it and stops what was started.
 func demoMySQL(ctx context.Context, dsn string, out io.Writer) (demoDB, error) {
-	serverDSN, source, stop, err := demoServer(ctx, dsn)
+	serverDSN, source, stop, embedded, err := demoServer(ctx, dsn)
 	if err != nil {
 		return demoDB{}, err
 	}
@@ -53,32 +57,36 @@ func demoMySQL(ctx context.Context, dsn string, out io.Writer) (demoDB, error) {
 		return demoDB{}, fmt.Errorf("demo: create database %s: %w", name, err)
 	}
 	cfg.DBName, cfg.InterpolateParams = name, true
-	return demoDB{dsn: cfg.FormatDSN(), cleanup: func() {
+	maxOpen := 0
+	if embedded {
+		maxOpen = 1
+	}
+	return demoDB{dsn: cfg.FormatDSN(), maxOpenConns: maxOpen, cleanup: func() {
 		_, _ = admin.ExecContext(context.Background(), "DROP DATABASE IF EXISTS `"+name+"`")
 		admin.Close()
 		stop()
 	}}, nil
 }
 
-func demoServer(ctx context.Context, dsn string) (serverDSN, source string, stop func(), err error) {
+func demoServer(ctx context.Context, dsn string) (serverDSN, source string, stop func(), embedded bool, err error) {
 	if dsn != "" {
-		return dsn, "the server from -dsn/MYSQL_DSN", func() {}, nil
+		return dsn, "the server from -dsn/MYSQL_DSN", func() {}, false, nil
 	}
 	startCtx, cancel := context.WithTimeout(ctx, 3*time.Minute)
 	defer cancel()
 	c, cerr := tcmysql.Run(startCtx, "mysql:8.4", tcmysql.WithUsername("root"), tcmysql.WithPassword("demo"))
 	if cerr == nil {
 		if serverDSN, err = c.ConnectionString(startCtx); err == nil {
-			return serverDSN, "a MySQL 8.4 container (testcontainers)", func() { _ = c.Terminate(context.Background()) }, nil
+			return serverDSN, "a MySQL 8.4 container (testcontainers)", func() { _ = c.Terminate(context.Background()) }, false, nil
 		}
 		_ = c.Terminate(context.Background())
 	}
 	serverDSN, stop, err = startEmbeddedMySQL()
 	if err != nil {
-		return "", "", nil, fmt.Errorf("demo: no -dsn/MYSQL_DSN, no Docker (%v), and the embedded engine failed: %w", cerr, err)
+		return "", "", nil, false, fmt.Errorf("demo: no -dsn/MYSQL_DSN, no Docker (%v), and the embedded engine failed: %w", cerr, err)
 	}
 	return serverDSN, "embedded go-mysql-server, since there is no -dsn/MYSQL_DSN and no Docker. " +
-		"It has no real row locks, so it serves this single-process demo only; production and the tests use MySQL/MariaDB", stop, nil
+		"It has no real row locks and runs one statement at a time, so it serves this single-process demo only; production and the tests use MySQL/MariaDB", stop, true, nil
 }
 
 // startEmbeddedMySQL serves an in-memory, MySQL-compatible engine
