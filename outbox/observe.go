@@ -100,7 +100,8 @@ type StatsReader interface {
 // Purger is a store that can delete published records (retention);
 // store/mysql is one. PurgePublished deletes up to limit records published
 // longer ago than olderThan and returns how many it deleted. It never
-// touches pending or dead records.
+// touches pending records, nor dead letters unless the store is
+// configured to treat them as finished (store/mysql: Options.PurgeDead).
 type Purger interface {
 	PurgePublished(ctx context.Context, olderThan time.Duration, limit int) (int, error)
 }

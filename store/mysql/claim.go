@@ -23,7 +23,7 @@ import (
 // READ COMMITTED takes no gap locks, so a claim never blocks a writer's
 // Enqueue. Records are returned in due order (p.IDs: in insert order).
 // With p.Ordered, see claimOrdered.
-func (s *Store) Claim(ctx context.Context, p outbox.ClaimParams) (outbox.Batch, error) {
+func (s *channel) Claim(ctx context.Context, p outbox.ClaimParams) (outbox.Batch, error) {
 	if err := validateClaim(p); err != nil {
 		return outbox.Batch{}, err
 	}
@@ -61,19 +61,28 @@ func (s *Store) Claim(ctx context.Context, p outbox.ClaimParams) (outbox.Batch, 
 	case p.Ordered:
 		rows, err = s.lockOrdered(ctx, tx, p.Limit)
 	case len(p.IDs) > 0:
-		rows, err = lockRows(ctx, tx, s.q.claimIDsPrefix+placeholders(len(p.IDs))+s.q.claimIDsSuffix, append(stringArgs(p.IDs), p.Limit)...)
+		rows, err = readRows(ctx, tx, s.q.claimIDsPrefix+placeholders(len(p.IDs))+s.q.claimIDsSuffix, append(stringArgs(p.IDs), p.Limit)...)
 	default:
-		rows, err = lockRows(ctx, tx, s.q.claimDue, p.Limit)
+		rows, err = readRows(ctx, tx, s.q.claimDue, p.Limit)
 	}
 	if err != nil {
 		return outbox.Batch{}, s.wrap("claim", err)
 	}
+	rows, orphans, err := s.fill(ctx, tx, rows)
+	if err != nil {
+		return outbox.Batch{}, s.wrap("claim", err)
+	}
+	if len(orphans) > 0 {
+		if _, err := tx.ExecContext(ctx, s.q.dropPrefix+placeholders(len(orphans))+")", uint64Args(orphans)...); err != nil {
+			return outbox.Batch{}, s.wrap("claim: drop records of purged messages", err)
+		}
+	}
 	if len(rows) == 0 {
-		if p.Settle == nil {
+		if p.Settle == nil && len(orphans) == 0 {
 			return outbox.Batch{}, nil
 		}
 		if err := tx.Commit(); err != nil {
-			return outbox.Batch{}, s.wrap("claim: settle", err)
+			return outbox.Batch{}, s.wrap("claim", err)
 		}
 		return outbox.Batch{Settled: settled}, nil
 	}
@@ -104,24 +113,6 @@ func (s *Store) Claim(ctx context.Context, p outbox.ClaimParams) (outbox.Batch, 
 // commit (TestClaimDoesNotBlockWriters).
 var claimTxOptions = &sql.TxOptions{Isolation: sql.LevelReadCommitted}
 
-// lockRows runs a locking select of recordColumns and scans the rows.
-func lockRows(ctx context.Context, tx *sql.Tx, query string, args ...any) ([]scannedRecord, error) {
-	rows, err := tx.QueryContext(ctx, query, args...)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var out []scannedRecord
-	for rows.Next() {
-		r, err := scanRecord(rows)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, r)
-	}
-	return out, rows.Err()
-}
-
 // Ordered claims. A key's head is its oldest pending record (lowest id).
 // Only heads are claimed, and only when due and not leased; as a leased or
 // failed head is still pending, nothing else of its key is claimable until
@@ -140,8 +131,8 @@ const (
 
 // lockOrdered claims unkeyed records (unordered; a quarter of the batch is
 // kept for them so that busy keys cannot starve them) and key heads.
-func (s *Store) lockOrdered(ctx context.Context, tx *sql.Tx, limit int) ([]scannedRecord, error) {
-	unkeyed, err := lockRows(ctx, tx, s.q.claimUnkeyed, uint64(0), max(1, limit/4))
+func (s *channel) lockOrdered(ctx context.Context, tx *sql.Tx, limit int) ([]scannedRecord, error) {
+	unkeyed, err := readRows(ctx, tx, s.q.claimUnkeyed, uint64(0), max(1, limit/4))
 	if err != nil {
 		return nil, err
 	}
@@ -151,7 +142,7 @@ func (s *Store) lockOrdered(ctx context.Context, tx *sql.Tx, limit int) ([]scann
 	}
 	out := append(unkeyed, heads...)
 	if room := limit - len(out); room > 0 && len(unkeyed) == max(1, limit/4) {
-		more, err := lockRows(ctx, tx, s.q.claimUnkeyed, unkeyed[len(unkeyed)-1].seq, room)
+		more, err := readRows(ctx, tx, s.q.claimUnkeyed, unkeyed[len(unkeyed)-1].seq, room)
 		if err != nil {
 			return nil, err
 		}
@@ -166,7 +157,7 @@ func (s *Store) lockOrdered(ctx context.Context, tx *sql.Tx, limit int) ([]scann
 // wraps around to the first key at most once and stops where it began;
 // SKIP LOCKED does not skip this transaction's own locks, so a key is
 // never offered to the locking select twice.
-func (s *Store) lockHeads(ctx context.Context, tx *sql.Tx, want int) ([]scannedRecord, error) {
+func (s *channel) lockHeads(ctx context.Context, tx *sql.Tx, want int) ([]scannedRecord, error) {
 	if want <= 0 {
 		return nil, nil
 	}
@@ -196,7 +187,7 @@ func (s *Store) lockHeads(ctx context.Context, tx *sql.Tx, want int) ([]scannedR
 				ids[i] = h.id
 			}
 			// Due heads in key order: the walk goes on after the last one taken.
-			rows, err := lockRows(ctx, tx, s.q.claimHeadsPrefix+placeholders(len(ids))+s.q.claimHeadsSuffix, append(ids, want-len(out))...)
+			rows, err := readRows(ctx, tx, s.q.claimHeadsPrefix+placeholders(len(ids))+s.q.claimHeadsSuffix, append(ids, want-len(out))...)
 			if err != nil {
 				return nil, err
 			}
@@ -225,7 +216,7 @@ type keyHead struct {
 
 // headWindow returns the heads of up to window keys after cursor, in key
 // order, by a loose index scan of idx_key (one read per key).
-func (s *Store) headWindow(ctx context.Context, tx *sql.Tx, cursor string, window int) ([]keyHead, error) {
+func (s *channel) headWindow(ctx context.Context, tx *sql.Tx, cursor string, window int) ([]keyHead, error) {
 	rows, err := tx.QueryContext(ctx, s.q.keyHeads, cursor, window)
 	if err != nil {
 		return nil, err
@@ -246,8 +237,8 @@ func (s *Store) headWindow(ctx context.Context, tx *sql.Tx, cursor string, windo
 // the named records are claimed only if they are the key's oldest pending
 // records (none older waits, and none is leased), so the writer may
 // publish them in order; otherwise the worker will, later.
-func (s *Store) lockOrderedIDs(ctx context.Context, tx *sql.Tx, p outbox.ClaimParams) ([]scannedRecord, error) {
-	rows, err := lockRows(ctx, tx, s.q.claimIDsPrefix+placeholders(len(p.IDs))+s.q.claimIDsSuffix, append(stringArgs(p.IDs), p.Limit)...)
+func (s *channel) lockOrderedIDs(ctx context.Context, tx *sql.Tx, p outbox.ClaimParams) ([]scannedRecord, error) {
+	rows, err := readRows(ctx, tx, s.q.claimIDsPrefix+placeholders(len(p.IDs))+s.q.claimIDsSuffix, append(stringArgs(p.IDs), p.Limit)...)
 	if err != nil {
 		return nil, err
 	}
@@ -279,6 +270,14 @@ func (s *Store) lockOrderedIDs(ctx context.Context, tx *sql.Tx, p outbox.ClaimPa
 		headsOf[key] = slices.Equal(oldest, seqs)
 	}
 	return slices.DeleteFunc(rows, func(r scannedRecord) bool { return r.rec.Key != "" && !headsOf[r.rec.Key] }), nil
+}
+
+func uint64Args(ns []uint64) []any {
+	out := make([]any, len(ns))
+	for i, n := range ns {
+		out[i] = n
+	}
+	return out
 }
 
 func stringArgs(ss []string) []any {

@@ -43,3 +43,34 @@ func TestStoreConformance(t *testing.T) {
 func TestWorkerConformance(t *testing.T) {
 	outboxtest.RunWorkerTests(t, newHarness)
 }
+
+// newConsumerHarness runs the suites against a named consumer, next to a
+// second one that never claims: every promise of the Store contract holds
+// for each consumer of a table.
+func newConsumerHarness(t *testing.T) outboxtest.Harness {
+	d := testutil.NewDatabase(t)
+	ctx := context.Background()
+	s := newStore(t, d.DB)
+	require.NoError(t, s.AddConsumer(ctx, "activity", mysql.StartNow))
+	require.NoError(t, s.AddConsumer(ctx, "audit", mysql.StartBeginning))
+	consumer := func(s *mysql.Store) outbox.Store {
+		c, err := s.Consumer("activity")
+		require.NoError(t, err)
+		return c
+	}
+	return outboxtest.Harness{
+		Store: consumer(s),
+		Begin: func(ctx context.Context) (outboxtest.Tx, error) { return d.DB.BeginTx(ctx, nil) },
+		OpenStore: func(t *testing.T) outbox.Store {
+			return consumer(newStore(t, d.Open(t)))
+		},
+	}
+}
+
+func TestConsumerStoreConformance(t *testing.T) {
+	outboxtest.RunStoreTests(t, newConsumerHarness)
+}
+
+func TestConsumerWorkerConformance(t *testing.T) {
+	outboxtest.RunWorkerTests(t, newConsumerHarness)
+}

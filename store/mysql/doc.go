@@ -25,6 +25,24 @@
 // the backlog or of the published history. Settles are fenced by the lease
 // token. Every time that decides delivery is the database's UTC clock.
 //
+// # Several consumers
+//
+// The Store is the table's default consumer: the status columns above are
+// its delivery state (room-service's Tencent IM channel). Further
+// consumers are registered by name (Store.AddConsumer, starting from now
+// or from the beginning) and each gets a ConsumerStore (Store.Consumer)
+// to build its own outbox.Worker on. Their state lives in the companion
+// table <table>_consumption, one row per consumer and message with the
+// same state columns, so one consumer's failures, backlog and dead
+// letters never touch another's, and <table>_consumers is the registry.
+// Retention (Store.PurgePublished) deletes a message only when every
+// consumer has finished with it. See consumer.go for how messages are
+// handed over.
+//
+//	-- a named consumer's backlog
+//	SELECT COUNT(*), MIN(created_at) FROM room_outbox_consumption
+//	 WHERE consumer = 'activity' AND status = 'pending';
+//
 // The *sql.DB may use any DSN options; interpolateParams=true saves a
 // round trip per statement.
 package mysql

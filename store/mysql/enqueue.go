@@ -90,7 +90,7 @@ func (s *Store) enqueueInTx(ctx context.Context, db *sql.DB, rowSQL string, chun
 
 func (s *Store) insert(ctx context.Context, tx outbox.Execer, rowSQL string, rows []insertRow) error {
 	var b strings.Builder
-	b.WriteString(s.q.insertPrefix)
+	b.WriteString(s.oq.insertPrefix)
 	args := make([]any, 0, len(rows)*6)
 	for i, r := range rows {
 		if i > 0 {

@@ -32,12 +32,15 @@ const (
 	// classDuplicateIndex: an index of that name exists (a concurrent
 	// Migrate added it).
 	classDuplicateIndex
+	// classDuplicateColumn: a column of that name exists (likewise).
+	classDuplicateColumn
 )
 
 // MySQL and MariaDB error numbers the store tells apart.
 const (
 	erDupEntry          = 1062
 	erDupKeyName        = 1061
+	erDupFieldName      = 1060
 	erLockWaitTimeout   = 1205
 	erLockDeadlock      = 1213
 	erNoSuchTable       = 1146
@@ -63,6 +66,8 @@ func (c errClass) String() string {
 		return "table missing"
 	case classDuplicateIndex:
 		return "duplicate index name"
+	case classDuplicateColumn:
+		return "duplicate column name"
 	}
 	return "other"
 }
@@ -85,6 +90,8 @@ func classify(err error) errClass {
 			return classNoTable
 		case erDupKeyName:
 			return classDuplicateIndex
+		case erDupFieldName:
+			return classDuplicateColumn
 		case erServerShutdown, erQueryInterrupted, erConnectionKilled, crServerGone, crServerLost, erClientInteraction:
 			return classConnection
 		}

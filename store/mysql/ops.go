@@ -2,7 +2,9 @@ package mysql
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -14,12 +16,18 @@ var (
 	_ outbox.Purger      = (*Store)(nil)
 )
 
-// Stats reports the backlog: pending (and leased) records, dead letters,
-// the age of the oldest pending record, and both counts by type. It reads
-// only pending and dead records, through idx_key, never the published
-// history (TestStatsPlan keeps that), so it is cheap to call every few
-// seconds on a table with millions of published rows.
+// Stats reports the default consumer's backlog: pending (and leased)
+// records, dead letters, the age of the oldest pending record, and both
+// counts by type. It reads only pending and dead records, through
+// idx_key, never the published history (TestStatsPlan keeps that), so it
+// is cheap to call every few seconds on a table with millions of
+// published rows. ConsumerStore.Stats reports a named consumer's.
 func (s *Store) Stats(ctx context.Context) (outbox.Stats, error) {
+	return s.stats(ctx)
+}
+
+// stats reads the channel's pending and dead records by status and type.
+func (s *channel) stats(ctx context.Context) (outbox.Stats, error) {
 	rows, err := s.db.QueryContext(ctx, s.q.stats)
 	if err != nil {
 		return outbox.Stats{}, s.wrap("stats", err)
@@ -53,42 +61,191 @@ func (s *Store) Stats(ctx context.Context) (outbox.Stats, error) {
 	return st, nil
 }
 
-// PurgePublished deletes up to limit records published longer ago than
-// olderThan (retention), oldest first, in one short READ COMMITTED
-// transaction, and returns how many. It never touches pending or dead
-// records. Deadlocks and lock wait timeouts with concurrent claims and
-// settles are retried here and never reach the caller.
+// PurgePublished deletes up to limit messages that every consumer has
+// finished with longer ago than olderThan (retention), oldest first, and
+// returns how many. Finished means published by the default consumer
+// (the outbox table's status) and by every named consumer that is to get
+// the message; with Options.PurgeDead, dead counts as finished too. A
+// message's named-consumer state goes with it. Pending records, and by
+// default dead letters, are never touched.
+//
+// It sweeps the finished records by age in windows of limit records,
+// each in a short READ COMMITTED transaction that locks (SKIP LOCKED) and
+// deletes the ones no named consumer still needs, and goes on where the
+// last call stopped: records a slow consumer still holds are passed over,
+// not read again by every call, and retention of everything behind them
+// goes on. One call reads at most maxPurgeWindows windows. Deadlocks and
+// lock wait timeouts with concurrent claims and settles are retried here
+// and never reach the caller.
 func (s *Store) PurgePublished(ctx context.Context, olderThan time.Duration, limit int) (int, error) {
 	if olderThan <= 0 || limit < 1 || limit > outbox.MaxBatchSize {
 		return 0, fmt.Errorf("mysql store: purge: older than %v, limit %d: want a positive age and a limit of 1 to %d", olderThan, limit, outbox.MaxBatchSize)
 	}
-	var deleted int64
-	err := retryTransient(ctx, func() error {
+	deleted, windows := 0, 0
+	for _, status := range s.finishedStatuses() {
+		for deleted < limit && windows < maxPurgeWindows {
+			windows++
+			n, swept, err := s.purgeWindow(ctx, status, olderThan, limit-deleted)
+			if err != nil {
+				return deleted, s.wrap("purge", err)
+			}
+			deleted += n
+			if swept {
+				break
+			}
+		}
+	}
+	return deleted, nil
+}
+
+// maxPurgeWindows bounds the windows one PurgePublished call reads.
+const maxPurgeWindows = 64
+
+// PurgeAll deletes every message PurgePublished would, now: one whole
+// sweep over the finished records, in windows of batch records (one short
+// transaction each, pause apart when they deleted something). It returns
+// how many it deleted. For operators and tools; workers use
+// PurgePublished, which bounds each call.
+func (s *Store) PurgeAll(ctx context.Context, olderThan time.Duration, batch int, pause time.Duration) (int, error) {
+	if olderThan <= 0 || batch < 1 || batch > outbox.MaxBatchSize {
+		return 0, fmt.Errorf("mysql store: purge: older than %v, batch %d: want a positive age and a batch of 1 to %d", olderThan, batch, outbox.MaxBatchSize)
+	}
+	deleted := 0
+	for _, status := range s.finishedStatuses() {
+		s.purgeMu.Lock()
+		delete(s.purgeCursor, status) // from the oldest
+		s.purgeMu.Unlock()
+		for {
+			n, swept, err := s.purgeWindow(ctx, status, olderThan, batch)
+			deleted += n
+			if err != nil {
+				return deleted, s.wrap("purge", err)
+			}
+			if swept {
+				break
+			}
+			if n > 0 && pause > 0 {
+				select {
+				case <-ctx.Done():
+					return deleted, s.wrap("purge", ctx.Err())
+				case <-time.After(pause):
+				}
+			}
+		}
+	}
+	return deleted, nil
+}
+
+// purgePos is where the retention sweep over one status goes on.
+type purgePos struct {
+	at  time.Time
+	seq uint64
+}
+
+// finishedStatuses are the outbox statuses retention may delete.
+func (s *Store) finishedStatuses() []string {
+	if s.purgeDead {
+		return []string{string(outbox.StatusPublished), string(outbox.StatusDead)}
+	}
+	return []string{string(outbox.StatusPublished)}
+}
+
+// purgeWindow reads the next window of up to limit records of status
+// older than olderThan, deletes those that every named consumer has
+// finished with, and moves the sweep on. swept reports that the window
+// reached the end (the next window starts from the oldest again).
+func (s *Store) purgeWindow(ctx context.Context, status string, olderThan time.Duration, limit int) (deleted int, swept bool, err error) {
+	s.purgeMu.Lock()
+	from := s.purgeCursor[status]
+	s.purgeMu.Unlock()
+	var next purgePos
+	err = retryTransient(ctx, func() error {
+		deleted, next, swept = 0, from, false
 		tx, err := s.db.BeginTx(ctx, claimTxOptions)
 		if err != nil {
 			return err
 		}
 		defer func() { _ = tx.Rollback() }()
-		res, err := tx.ExecContext(ctx, s.q.purge, olderThan.Microseconds(), limit)
+		window, err := s.purgeWindowRows(ctx, tx, status, olderThan, from, limit)
 		if err != nil {
 			return err
 		}
-		if deleted, err = res.RowsAffected(); err != nil {
+		if len(window) > 0 {
+			next = window[len(window)-1]
+		}
+		swept = len(window) < limit
+		if len(window) == 0 {
+			return nil
+		}
+		finished := sqlStrings(s.finishedStatuses())
+		ids := make([]any, len(window))
+		for i, p := range window {
+			ids[i] = p.seq
+		}
+		locked, err := column[uint64](ctx, tx, fmt.Sprintf(s.oq.purgeLockPrefix, finished)+placeholders(len(ids))+") FOR UPDATE SKIP LOCKED", ids...)
+		if err != nil || len(locked) == 0 {
 			return err
+		}
+		done, err := column[uint64](ctx, tx, fmt.Sprintf(s.oq.purgeFinishedPrefix, finished)+placeholders(len(locked))+")", uint64Args(locked)...)
+		if err != nil || len(done) == 0 {
+			return err
+		}
+		for _, q := range []string{s.oq.purgeConsumption, s.oq.purgeMessages} {
+			res, err := tx.ExecContext(ctx, q+placeholders(len(done))+")", uint64Args(done)...)
+			if err != nil {
+				return err
+			}
+			if q == s.oq.purgeMessages {
+				n, _ := res.RowsAffected()
+				deleted = int(n)
+			}
 		}
 		return tx.Commit()
 	})
 	if err != nil {
-		return 0, s.wrap("purge", err)
+		return 0, false, err
 	}
-	return int(deleted), nil
+	if swept {
+		next = purgePos{}
+	}
+	s.purgeMu.Lock()
+	if s.purgeCursor == nil {
+		s.purgeCursor = map[string]purgePos{}
+	}
+	s.purgeCursor[status] = next
+	s.purgeMu.Unlock()
+	return deleted, swept, nil
 }
 
-// CountPurgeable counts the records PurgePublished would delete: a dry
-// run.
+// purgeWindowRows reads the positions of the next window of the sweep.
+func (s *Store) purgeWindowRows(ctx context.Context, tx *sql.Tx, status string, olderThan time.Duration, from purgePos, limit int) ([]purgePos, error) {
+	at := formatTime(from.at)
+	rows, err := tx.QueryContext(ctx, s.oq.purgeWindow, status, olderThan.Microseconds(), at, at, from.seq, limit)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []purgePos
+	for rows.Next() {
+		var (
+			p  purgePos
+			at dbTime
+		)
+		if err := rows.Scan(&p.seq, &at); err != nil {
+			return nil, err
+		}
+		p.at = at.t
+		out = append(out, p)
+	}
+	return out, rows.Err()
+}
+
+// CountPurgeable counts the messages PurgePublished would delete: a dry
+// run. It reads every finished record older than olderThan.
 func (s *Store) CountPurgeable(ctx context.Context, olderThan time.Duration) (int, error) {
+	finished := sqlStrings(s.finishedStatuses())
 	var n int
-	if err := s.db.QueryRowContext(ctx, s.q.countPurgeable, olderThan.Microseconds()).Scan(&n); err != nil {
+	if err := s.db.QueryRowContext(ctx, fmt.Sprintf(s.oq.countPurgeablePrefix, finished, finished), olderThan.Microseconds()).Scan(&n); err != nil {
 		return 0, s.wrap("count purgeable", err)
 	}
 	return n, nil
@@ -149,15 +306,27 @@ func (s *Store) Verify(ctx context.Context) error {
 	if len(columns) == 0 {
 		return fmt.Errorf("mysql store: table %q does not exist in this database (run Store.Migrate)", s.table)
 	}
-	if missing := missingNames("column", requiredColumns, columns); len(missing) > 0 {
+	if missing := missingNames("column", slices.DeleteFunc(slices.Clone(requiredColumns), upgradedColumn), columns); len(missing) > 0 {
 		return s.notOurs("verify", missing)
 	}
 	indexes, err := s.names(ctx, indexNamesQuery)
 	if err != nil {
 		return err
 	}
-	if missing := missingNames("index", requiredIndexes, indexes); len(missing) > 0 {
+	missing := append(missingNames("column", requiredColumns, columns), missingNames("index", requiredIndexes, indexes)...)
+	for _, companion := range []string{consumersTable(s.table), consumptionTable(s.table)} {
+		var n int
+		if err := s.db.QueryRowContext(ctx, tableExistsQuery, companion).Scan(&n); err != nil {
+			return s.wrap("verify", err)
+		}
+		if n == 0 {
+			missing = append(missing, "companion table "+companion)
+		}
+	}
+	if len(missing) > 0 {
 		return fmt.Errorf("mysql store: verify: table %q lacks %s: run Store.Migrate to upgrade it", s.table, strings.Join(missing, ", "))
 	}
 	return nil
 }
+
+const tableExistsQuery = "SELECT COUNT(*) FROM information_schema.TABLES WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = ?"

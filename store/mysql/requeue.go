@@ -24,19 +24,19 @@ var ErrNotDead = errors.New("mysql store: record is not dead")
 // In ordering mode a requeued record is its key's oldest pending record
 // again, so later messages of the key wait until it is delivered; the
 // ones delivered while it was dead went before it.
-func (s *Store) Requeue(ctx context.Context, id string) error {
-	res, err := s.db.ExecContext(ctx, s.q.requeuePrefix+" WHERE status = 'dead' AND event_id = ?", id)
+func (s *channel) Requeue(ctx context.Context, id string) error {
+	res, err := s.db.ExecContext(ctx, s.q.requeuePrefix+" WHERE "+s.t.scope+"status = 'dead' AND event_id = ?", id)
 	if err != nil {
 		return s.wrap("requeue", err)
 	}
 	if n, _ := res.RowsAffected(); n == 1 {
 		return nil
 	}
-	rec, err := s.Get(ctx, id)
+	rec, err := s.get(ctx, id)
 	if errors.Is(err, outbox.ErrNotFound) {
-		return fmt.Errorf("mysql store: requeue %q: %w", id, outbox.ErrNotFound)
+		return fmt.Errorf("%s: requeue %q: %w", s.what, id, outbox.ErrNotFound)
 	}
-	return fmt.Errorf("mysql store: requeue %q: status %s: %w", id, rec.Status, ErrNotDead)
+	return fmt.Errorf("%s: requeue %q: status %s: %w", s.what, id, rec.Status, ErrNotDead)
 }
 
 // DeadFilter selects dead letters. Empty fields match everything.
@@ -98,7 +98,7 @@ type RequeueOptions struct {
 // one, in statements of at most opts.BatchSize rows each, and returns how
 // many it requeued. It stops at the first error, having committed the
 // batches before it.
-func (s *Store) RequeueDead(ctx context.Context, f DeadFilter, opts RequeueOptions) (int, error) {
+func (s *channel) RequeueDead(ctx context.Context, f DeadFilter, opts RequeueOptions) (int, error) {
 	if opts.BatchSize <= 0 {
 		opts.BatchSize = DefaultRequeueBatch
 	}
@@ -112,7 +112,7 @@ func (s *Store) RequeueDead(ctx context.Context, f DeadFilter, opts RequeueOptio
 		if opts.Limit > 0 {
 			n = min(n, opts.Limit-total)
 		}
-		res, err := s.db.ExecContext(ctx, s.q.requeuePrefix+" WHERE "+where+" LIMIT ?", append(args, n)...)
+		res, err := s.db.ExecContext(ctx, s.q.requeuePrefix+" WHERE "+s.t.scope+where+" LIMIT ?", append(args, n)...)
 		if err != nil {
 			return total, s.wrap("requeue", err)
 		}
@@ -127,10 +127,10 @@ func (s *Store) RequeueDead(ctx context.Context, f DeadFilter, opts RequeueOptio
 
 // CountDead counts the dead letters that match f: a dry run of
 // RequeueDead.
-func (s *Store) CountDead(ctx context.Context, f DeadFilter) (int, error) {
+func (s *channel) CountDead(ctx context.Context, f DeadFilter) (int, error) {
 	where, args := f.where()
 	var n int
-	if err := s.db.QueryRowContext(ctx, "SELECT COUNT(*) FROM `"+s.table+"` WHERE "+where, args...).Scan(&n); err != nil {
+	if err := s.db.QueryRowContext(ctx, "SELECT COUNT(*) FROM "+s.t.table+" WHERE "+s.t.scope+where, args...).Scan(&n); err != nil {
 		return 0, s.wrap("count dead", err)
 	}
 	return n, nil

@@ -119,15 +119,26 @@ func TestMigrateUpgradesAnOlderTable(t *testing.T) {
 	ctx := context.Background()
 	s := newStore(t, d.DB)
 	require.NoError(t, s.Enqueue(ctx, d.DB, outbox.Message{ID: "kept", Type: "T"}))
-	// The first released schema had no idx_key.
-	_, err := d.DB.ExecContext(ctx, "ALTER TABLE "+testTable+" DROP INDEX idx_key")
-	require.NoError(t, err)
+	// The first released schema had no idx_key, and no fanout column
+	// (with idx_fanout) or consumer tables before named consumers came.
+	for _, ddl := range []string{
+		"ALTER TABLE " + testTable + " DROP INDEX idx_key, DROP INDEX idx_fanout, DROP COLUMN fanout",
+		"DROP TABLE " + testTable + "_consumers, " + testTable + "_consumption",
+	} {
+		_, err := d.DB.ExecContext(ctx, ddl)
+		require.NoError(t, err)
+	}
+	require.ErrorContains(t, s.Verify(ctx), "column fanout")
 	require.NoError(t, s.Migrate(ctx))
-	var n int
-	require.NoError(t, d.DB.QueryRow("SELECT COUNT(*) FROM information_schema.STATISTICS WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = ? AND INDEX_NAME = 'idx_key'", testTable).Scan(&n))
-	require.Positive(t, n)
-	_, err = s.Get(ctx, "kept")
+	require.NoError(t, s.Verify(ctx))
+	for _, index := range []string{"idx_key", "idx_fanout"} {
+		var n int
+		require.NoError(t, d.DB.QueryRow("SELECT COUNT(*) FROM information_schema.STATISTICS WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = ? AND INDEX_NAME = ?", testTable, index).Scan(&n))
+		require.Positive(t, n, index)
+	}
+	_, err := s.Get(ctx, "kept")
 	require.NoError(t, err, "data survives the upgrade")
+	require.NoError(t, s.AddConsumer(ctx, "audit", mysql.StartBeginning), "the consumer tables are back")
 }
 
 func TestTrailingSpacesAreRejected(t *testing.T) {

@@ -1,6 +1,7 @@
 package mysql
 
 import (
+	"context"
 	"database/sql"
 	"encoding/json"
 	"fmt"
@@ -24,6 +25,100 @@ type scannedRecord struct {
 }
 
 type scanner interface{ Scan(dest ...any) error }
+
+// querier is a *sql.DB or a *sql.Tx.
+type querier interface {
+	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
+}
+
+// column runs a query of one column and returns its values.
+func column[T any](ctx context.Context, q querier, query string, args ...any) ([]T, error) {
+	rows, err := q.QueryContext(ctx, query, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []T
+	for rows.Next() {
+		var v T
+		if err := rows.Scan(&v); err != nil {
+			return nil, err
+		}
+		out = append(out, v)
+	}
+	return out, rows.Err()
+}
+
+// readRows runs a select of a target's columns and scans the rows.
+func readRows(ctx context.Context, q querier, query string, args ...any) ([]scannedRecord, error) {
+	rows, err := q.QueryContext(ctx, query, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []scannedRecord
+	for rows.Next() {
+		r, err := scanRecord(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, r)
+	}
+	return out, rows.Err()
+}
+
+// fill reads payload and headers from the outbox table for records read
+// from a consumption table (a plain read: the outbox rows are not
+// locked), and returns the records whose message is gone (purged between
+// a consumer's hand-over and now) apart. For the outbox table itself it
+// returns rows as they are.
+func (s *channel) fill(ctx context.Context, q querier, rows []scannedRecord) (filled []scannedRecord, orphans []uint64, err error) {
+	if s.content == "" || len(rows) == 0 {
+		return rows, nil, nil
+	}
+	args := make([]any, len(rows))
+	for i, r := range rows {
+		args[i] = r.seq
+	}
+	res, err := q.QueryContext(ctx, s.content+placeholders(len(args))+")", args...)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer res.Close()
+	type body struct {
+		payload []byte
+		headers sql.NullString
+	}
+	bodies := make(map[uint64]body, len(rows))
+	for res.Next() {
+		var (
+			seq uint64
+			b   body
+		)
+		if err := res.Scan(&seq, &b.payload, &b.headers); err != nil {
+			return nil, nil, err
+		}
+		bodies[seq] = b
+	}
+	if err := res.Err(); err != nil {
+		return nil, nil, err
+	}
+	filled = rows[:0:0]
+	for _, r := range rows {
+		b, ok := bodies[r.seq]
+		if !ok {
+			orphans = append(orphans, r.seq)
+			continue
+		}
+		r.rec.Payload = b.payload
+		if r.rec.Payload == nil {
+			r.rec.Payload = []byte{}
+		}
+		r.rec.Headers, r.decodeErr = decodeHeaders(b.headers)
+		filled = append(filled, r)
+	}
+	return filled, orphans, nil
+}
 
 func scanRecord(sc scanner) (scannedRecord, error) {
 	var (

@@ -25,6 +25,9 @@ import (
 //     ordered claims; and serves per-key queries.
 //   - lease_token fences settles: only the holder of the current lease
 //     can record an outcome.
+//   - fanout is 1 once the message has been handed over to the named
+//     consumers (consumer.go); idx_fanout finds the ones still to hand
+//     over, however long the history.
 //
 // All times are UTC on the database clock (UTC_TIMESTAMP).
 const createTable = "CREATE TABLE IF NOT EXISTS `%s` (" + `
@@ -42,43 +45,98 @@ const createTable = "CREATE TABLE IF NOT EXISTS `%s` (" + `
   published_at    DATETIME(6) NULL,
   lease_owner     VARCHAR(255) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NULL,
   lease_token     CHAR(32) CHARACTER SET ascii COLLATE ascii_bin NULL,
+  fanout          TINYINT UNSIGNED NOT NULL DEFAULT 0,
   PRIMARY KEY (id),
   UNIQUE KEY uk_event_id (event_id),
   KEY idx_due (status, next_attempt_at, id),
-  KEY idx_key (status, event_key, id)
+  KEY idx_key (status, event_key, id),
+  KEY idx_fanout (fanout, id)
 ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin`
+
+// createConsumers registers the named consumers of an outbox table.
+// start_seq is the first message (outbox id) a consumer gets;
+// backfill_cursor, while not NULL, is how far a consumer that started
+// from the beginning has been handed the messages that existed before it.
+const createConsumers = "CREATE TABLE IF NOT EXISTS `%s` (" + `
+  name            VARCHAR(64) CHARACTER SET ascii COLLATE ascii_bin NOT NULL,
+  start_seq       BIGINT UNSIGNED NOT NULL,
+  backfill_cursor BIGINT UNSIGNED NULL,
+  created_at      DATETIME(6) NOT NULL,
+  PRIMARY KEY (name)
+) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin`
+
+// createConsumption holds the delivery state of the named consumers, one
+// row per consumer and message, with the state columns of the outbox
+// table and the message fields claims need (the payload stays in the
+// outbox table). Its indexes mirror the outbox table's, prefixed by the
+// consumer, so each consumer's claims read only its own rows; idx_msg
+// serves retention.
+const createConsumption = "CREATE TABLE IF NOT EXISTS `%s` (" + `
+  consumer        VARCHAR(64) CHARACTER SET ascii COLLATE ascii_bin NOT NULL,
+  msg_id          BIGINT UNSIGNED NOT NULL,
+  event_id        VARCHAR(255) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NOT NULL,
+  event_key       VARCHAR(255) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NOT NULL DEFAULT '',
+  event_type      VARCHAR(255) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NOT NULL,
+  status          VARCHAR(16) CHARACTER SET ascii COLLATE ascii_bin NOT NULL DEFAULT 'pending',
+  retry_count     INT UNSIGNED NOT NULL DEFAULT 0,
+  last_error      VARCHAR(512) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NULL,
+  created_at      DATETIME(6) NOT NULL,
+  next_attempt_at DATETIME(6) NOT NULL,
+  published_at    DATETIME(6) NULL,
+  lease_owner     VARCHAR(255) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NULL,
+  lease_token     CHAR(32) CHARACTER SET ascii COLLATE ascii_bin NULL,
+  PRIMARY KEY (consumer, msg_id),
+  UNIQUE KEY uk_event_id (consumer, event_id),
+  KEY idx_due (consumer, status, next_attempt_at, msg_id),
+  KEY idx_key (consumer, status, event_key, msg_id),
+  KEY idx_msg (msg_id)
+) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin`
+
+// consumersTable and consumptionTable name the companion tables of an
+// outbox table (MaxTableLength leaves room for the suffixes).
+func consumersTable(table string) string   { return table + "_consumers" }
+func consumptionTable(table string) string { return table + "_consumption" }
 
 // requiredColumns are the columns the store reads and writes.
 var requiredColumns = []string{
 	"id", "event_id", "event_key", "event_type", "payload", "headers", "status", "retry_count",
-	"last_error", "created_at", "next_attempt_at", "published_at", "lease_owner", "lease_token",
+	"last_error", "created_at", "next_attempt_at", "published_at", "lease_owner", "lease_token", "fanout",
 }
 
 // requiredIndexes are the indexes the store's queries rely on.
-var requiredIndexes = []string{"uk_event_id", "idx_due", "idx_key"}
+var requiredIndexes = []string{"uk_event_id", "idx_due", "idx_key", "idx_fanout"}
 
 // upgrades bring tables made by earlier versions of the store up to date;
-// each adds an index (or column) that createTable already has.
+// each adds an index (and the column it needs) that createTable already
+// has, in one ALTER.
 var upgrades = []struct {
 	index string
 	ddl   string
 }{
 	{"idx_key", "ALTER TABLE `%s` ADD INDEX idx_key (status, event_key, id)"},
+	{"idx_fanout", "ALTER TABLE `%s` ADD COLUMN fanout TINYINT UNSIGNED NOT NULL DEFAULT 0, ADD INDEX idx_fanout (fanout, id)"},
 }
 
-// Migrate creates the outbox table if it does not exist, upgrades one
-// made by an earlier version, and checks that it has the columns and
-// indexes the store needs. It is idempotent and safe to run from several
-// instances at start-up.
+// Migrate creates the outbox table and its two companion tables for named
+// consumers if they do not exist, upgrades an outbox table made by an
+// earlier version, and checks that it has the columns and indexes the
+// store needs. It is idempotent and safe to run from several instances at
+// start-up.
 func (s *Store) Migrate(ctx context.Context) error {
-	if _, err := s.db.ExecContext(ctx, fmt.Sprintf(createTable, s.table)); err != nil {
-		return s.wrap("migrate", err)
+	for _, ddl := range []string{
+		fmt.Sprintf(createTable, s.table),
+		fmt.Sprintf(createConsumers, consumersTable(s.table)),
+		fmt.Sprintf(createConsumption, consumptionTable(s.table)),
+	} {
+		if _, err := s.db.ExecContext(ctx, ddl); err != nil {
+			return s.wrap("migrate", err)
+		}
 	}
 	columns, err := s.names(ctx, columnNamesQuery)
 	if err != nil {
 		return err
 	}
-	if missing := missingNames("column", requiredColumns, columns); len(missing) > 0 {
+	if missing := missingNames("column", slices.DeleteFunc(slices.Clone(requiredColumns), upgradedColumn), columns); len(missing) > 0 {
 		return s.notOurs("migrate", missing)
 	}
 	indexes, err := s.names(ctx, indexNamesQuery)
@@ -90,18 +148,27 @@ func (s *Store) Migrate(ctx context.Context) error {
 			continue
 		}
 		// Another instance may be adding it at the same moment.
-		if _, err := s.db.ExecContext(ctx, fmt.Sprintf(u.ddl, s.table)); err != nil && classify(err) != classDuplicateIndex {
+		if _, err := s.db.ExecContext(ctx, fmt.Sprintf(u.ddl, s.table)); err != nil && classify(err) != classDuplicateIndex && classify(err) != classDuplicateColumn {
 			return s.wrap("migrate: add "+u.index, err)
 		}
 	}
 	if indexes, err = s.names(ctx, indexNamesQuery); err != nil {
 		return err
 	}
+	if columns, err = s.names(ctx, columnNamesQuery); err != nil {
+		return err
+	}
+	if missing := missingNames("column", requiredColumns, columns); len(missing) > 0 {
+		return s.notOurs("migrate", missing)
+	}
 	if missing := missingNames("index", requiredIndexes, indexes); len(missing) > 0 {
 		return s.notOurs("migrate", missing)
 	}
 	return nil
 }
+
+// upgradedColumn says whether Migrate adds the column to an older table.
+func upgradedColumn(name string) bool { return name == "fanout" }
 
 const (
 	columnNamesQuery = "SELECT COLUMN_NAME FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = ?"

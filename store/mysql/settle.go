@@ -18,7 +18,7 @@ import (
 // deadlock, lock wait timeout or lost connection; this is safe because a
 // statement that was applied cleared the token and so cannot apply twice.
 // (An outcome applied by a try whose reply was lost counts as stale.)
-func (s *Store) Settle(ctx context.Context, token string, outcomes []outbox.Outcome) (outbox.SettleResult, error) {
+func (s *channel) Settle(ctx context.Context, token string, outcomes []outbox.Outcome) (outbox.SettleResult, error) {
 	res, err := s.applySettle(token, outcomes, func(query string, args ...any) (int64, error) {
 		return s.execRetrying(ctx, query, args...)
 	})
@@ -29,7 +29,7 @@ func (s *Store) Settle(ctx context.Context, token string, outcomes []outbox.Outc
 }
 
 // applySettle writes outcomes with exec: one fenced UPDATE per group.
-func (s *Store) applySettle(token string, outcomes []outbox.Outcome, exec func(query string, args ...any) (int64, error)) (outbox.SettleResult, error) {
+func (s *channel) applySettle(token string, outcomes []outbox.Outcome, exec func(query string, args ...any) (int64, error)) (outbox.SettleResult, error) {
 	if token == "" {
 		return outbox.SettleResult{}, errors.New("mysql store: settle: empty token")
 	}
@@ -113,7 +113,7 @@ const maxStatementTries = 4
 
 // execRetrying runs an idempotent statement, retrying transient failures.
 // It returns the rows affected.
-func (s *Store) execRetrying(ctx context.Context, query string, args ...any) (int64, error) {
+func (s *channel) execRetrying(ctx context.Context, query string, args ...any) (int64, error) {
 	var affected int64
 	err := retryTransient(ctx, func() error {
 		res, err := s.db.ExecContext(ctx, query, args...)

@@ -27,8 +27,15 @@ type Options struct {
 	// points at. Defaults to DefaultTable ("outbox"); room-service uses
 	// "room_outbox". It must be a plain identifier (letters, digits,
 	// underscores; not starting with a digit) of at most MaxTableLength
-	// characters.
+	// characters. Named consumers keep their state in the companion
+	// tables <Table>_consumers and <Table>_consumption.
 	Table string
+	// PurgeDead makes retention (PurgePublished) treat dead letters like
+	// published records: a message is purged once every consumer has
+	// published it or given up on it, and older than the retention age.
+	// By default a dead letter is kept, and with it its message, until an
+	// operator requeues it.
+	PurgeDead bool
 }
 
 // Store is the outbox.Store for MySQL 8.0+ and MariaDB 10.6+ (both have
@@ -37,10 +44,34 @@ type Options struct {
 //
 // Times that decide delivery (due times, leases) are taken from the
 // database clock, so instances whose clocks disagree behave the same.
+//
+// The Store is the default consumer of its table: it delivers through the
+// status columns of the outbox table itself (room-service's IM channel).
+// Further consumers (Store.Consumer) have state of their own.
 type Store struct {
+	channel
+	oq        outboxQueries
+	cq        consumerQueries
+	purgeDead bool
+
+	// purgeCursor is where the retention sweep goes on, per status.
+	purgeMu     sync.Mutex
+	purgeCursor map[string]purgePos
+}
+
+// channel is one consumer's view of the outbox: where its delivery state
+// lives and the statements that claim, settle and report it. The Store
+// is one (the default consumer) and every ConsumerStore another.
+type channel struct {
 	db    *sql.DB
-	table string // validated, unquoted
-	q     queries
+	table string // the outbox table, validated, unquoted
+	// what prefixes errors: "mysql store" or `mysql store: consumer "x"`.
+	what string
+	t    target
+	q    queries
+	// content, when set, reads payload and headers from the outbox table
+	// for records claimed from a consumption table (+ placeholders + ")").
+	content string
 
 	// keyCursor is where the next ordered claim's walk over the keys
 	// starts, so that every key gets its turn.
@@ -65,7 +96,13 @@ func New(db *sql.DB, opts Options) (*Store, error) {
 	if len(opts.Table) > MaxTableLength || !tableNameRE.MatchString(opts.Table) {
 		return nil, fmt.Errorf("mysql store: Table %q: must be letters, digits and underscores, not starting with a digit, at most %d characters", opts.Table, MaxTableLength)
 	}
-	return &Store{db: db, table: opts.Table, q: buildQueries(opts.Table)}, nil
+	t := outboxTarget(opts.Table)
+	return &Store{
+		channel:   channel{db: db, table: opts.Table, what: "mysql store", t: t, q: buildQueries(t)},
+		oq:        buildOutboxQueries(opts.Table),
+		cq:        buildConsumerQueries(opts.Table),
+		purgeDead: opts.PurgeDead,
+	}, nil
 }
 
 // Table returns the name of the outbox table.
@@ -75,25 +112,32 @@ func (s *Store) Table() string { return s.table }
 // outbox.ErrNotFound. For a record that cannot be decoded it returns the
 // fields it could read together with an error saying what is wrong.
 func (s *Store) Get(ctx context.Context, id string) (outbox.Record, error) {
-	row := s.db.QueryRowContext(ctx, s.q.get, id)
-	r, err := scanRecord(row)
-	if errors.Is(err, sql.ErrNoRows) {
-		return outbox.Record{}, fmt.Errorf("mysql store: get %q: %w", id, outbox.ErrNotFound)
+	return s.get(ctx, id)
+}
+
+// get reads the record of message id in the channel's target.
+func (s *channel) get(ctx context.Context, id string) (outbox.Record, error) {
+	rows, err := readRows(ctx, s.db, s.q.get, id)
+	if err == nil {
+		rows, _, err = s.fill(ctx, s.db, rows)
 	}
 	if err != nil {
 		return outbox.Record{}, s.wrap("get", err)
 	}
-	if r.decodeErr != nil {
-		return r.rec, fmt.Errorf("mysql store: get %q: %w", id, r.decodeErr)
+	if len(rows) == 0 {
+		return outbox.Record{}, fmt.Errorf("%s: get %q: %w", s.what, id, outbox.ErrNotFound)
 	}
-	return r.rec, nil
+	if rows[0].decodeErr != nil {
+		return rows[0].rec, fmt.Errorf("%s: get %q: %w", s.what, id, rows[0].decodeErr)
+	}
+	return rows[0].rec, nil
 }
 
-// wrap gives a database error the package prefix and, where it helps, a
+// wrap gives a database error the channel's prefix and, where it helps, a
 // hint.
-func (s *Store) wrap(op string, err error) error {
+func (s *channel) wrap(op string, err error) error {
 	if classify(err) == classNoTable {
-		return fmt.Errorf("mysql store: %s: table %q does not exist (run Store.Migrate): %w", op, s.table, err)
+		return fmt.Errorf("%s: %s: table %q or its companion tables do not exist (run Store.Migrate): %w", s.what, op, s.table, err)
 	}
-	return fmt.Errorf("mysql store: %s: %w", op, err)
+	return fmt.Errorf("%s: %s: %w", s.what, op, err)
 }
