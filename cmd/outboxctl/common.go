@@ -17,6 +17,7 @@ import (
 
 	mysqldrv "github.com/go-sql-driver/mysql"
 
+	"github.com/outboxrelay/outboxrelay/outbox"
 	"github.com/outboxrelay/outboxrelay/store/mysql"
 )
 
@@ -25,7 +26,10 @@ type cli struct {
 	name        string
 	out, errOut io.Writer
 	dsn, table  string
-	json        bool
+	// consumer is the named consumer a command looks at (--consumer);
+	// empty: the default consumer, the outbox table's own status.
+	consumer string
+	json     bool
 	// args are the positional arguments, once parsed.
 	args  []string
 	db    *sql.DB
@@ -44,6 +48,35 @@ func (c *cli) flags(usage string) *flag.FlagSet {
 		fs.PrintDefaults()
 	}
 	return fs
+}
+
+// addConsumerFlag adds --consumer to a command that can look at a named
+// consumer's delivery state instead of the default one.
+func (c *cli) addConsumerFlag(fs *flag.FlagSet) {
+	fs.StringVar(&c.consumer, "consumer", "", "a named consumer's delivery state instead of the default consumer's (the table's status column)")
+}
+
+// state is the delivery state a command reads and repairs: the Store
+// (default consumer) or a ConsumerStore.
+type state interface {
+	Get(ctx context.Context, id string) (outbox.Record, error)
+	Stats(ctx context.Context) (outbox.Stats, error)
+	Requeue(ctx context.Context, id string) error
+	RequeueDead(ctx context.Context, f mysql.DeadFilter, opts mysql.RequeueOptions) (int, error)
+	CountDead(ctx context.Context, f mysql.DeadFilter) (int, error)
+}
+
+// state returns the delivery state --consumer names, and where it lives
+// for messages.
+func (c *cli) state() (state, string, error) {
+	if c.consumer == "" {
+		return c.store, c.table, nil
+	}
+	cs, err := c.store.Consumer(c.consumer)
+	if err != nil {
+		return nil, "", err
+	}
+	return cs, fmt.Sprintf("%s (consumer %s)", c.table, c.consumer), nil
 }
 
 func firstEnv(names ...string) string {

@@ -267,3 +267,67 @@ func TestBadUsageAndMissingTable(t *testing.T) {
 	require.Equal(t, 0, ctl(t, f.env, "list", "-h").code, "-h is not an error")
 	require.True(t, strings.Contains(ctl(t, f.env, "list", "-h").stderr, "--after"))
 }
+
+func TestConsumers(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	r := ctl(t, f.env, "consumers", "add", "activity", "--from", "beginning", "--table", "room_outbox")
+	require.Equal(t, 3, r.code, "asks first")
+	require.Contains(t, r.stdout, `would add consumer "activity"`)
+	r = ctl(t, f.env, "consumers", "add", "activity", "--from", "beginning", "--table", "room_outbox", "--yes")
+	require.Equal(t, 0, r.code, r.stderr)
+	require.Equal(t, 1, ctl(t, f.env, "consumers", "add", "activity", "--from", "now", "--table", "room_outbox", "--yes").code, "exists")
+	require.Equal(t, 0, ctl(t, f.env, "consumers", "add", "audit", "--from", "now", "--table", "room_outbox", "--yes").code)
+
+	r = ctl(t, f.env, "consumers", "--table", "room_outbox")
+	require.Equal(t, 0, r.code, r.stderr)
+	require.Regexp(t, `activity\s+1\s+at seq 0`, r.stdout)
+	require.Regexp(t, `audit\s+8\s+done`, r.stdout)
+
+	// activity has every retained message pending; audit nothing yet.
+	r = ctl(t, f.env, "stats", "--table", "room_outbox")
+	require.Equal(t, 0, r.code, r.stderr)
+	require.Contains(t, r.stdout, "2 pending (0 leased), 2 dead", "the default consumer as before")
+	require.Regexp(t, `activity\s+backfilling, at seq 0\s+7\s+0\s+0`, r.stdout)
+	require.Regexp(t, `audit\s+seq 8\s+0\s+0\s+0`, r.stdout)
+
+	// activity gives up on p-1; it is activity's dead letter only.
+	activity, err := f.store.Consumer("activity")
+	require.NoError(t, err)
+	b, err := activity.Claim(ctx, outbox.ClaimParams{Owner: "t", Limit: 10, LeaseFor: time.Minute})
+	require.NoError(t, err)
+	require.Equal(t, 7, b.Len(), "backfilled")
+	outcomes := []outbox.Outcome{{ID: "p-1", Kind: outbox.OutcomeDead, Error: "activity rejects"}}
+	for _, rec := range b.Records[1:] {
+		outcomes = append(outcomes, outbox.Outcome{ID: rec.ID, Kind: outbox.OutcomeRelease})
+	}
+	_, err = activity.Settle(ctx, b.Token, outcomes)
+	require.NoError(t, err)
+	r = ctl(t, f.env, "show", "p-1", "--consumer", "activity", "--table", "room_outbox")
+	require.Equal(t, 0, r.code, r.stderr)
+	require.Regexp(t, `status\s+dead`, r.stdout)
+	require.Contains(t, r.stdout, "activity rejects")
+	r = ctl(t, f.env, "show", "p-1", "--table", "room_outbox")
+	require.Regexp(t, `status\s+pending`, r.stdout, "the default consumer's state is its own")
+	r = ctl(t, f.env, "requeue", "--table", "room_outbox", "--consumer", "activity", "--all", "--yes")
+	require.Equal(t, 0, r.code, r.stderr)
+	require.Contains(t, r.stdout, "requeued 1")
+	require.Equal(t, outbox.StatusDead, f.status(t, "d-1"), "the default consumer's dead letters untouched")
+	require.Equal(t, 4, ctl(t, f.env, "show", "p-1", "--consumer", "nobody", "--table", "room_outbox").code)
+
+	r = ctl(t, f.env, "consumers", "remove", "activity", "--table", "room_outbox", "--yes")
+	require.Equal(t, 0, r.code, r.stderr)
+	require.Contains(t, r.stdout, "deleted state rows")
+	require.Equal(t, 4, ctl(t, f.env, "consumers", "remove", "activity", "--table", "room_outbox", "--yes").code)
+	r = ctl(t, f.env, "consumers", "--table", "room_outbox", "--json")
+	require.Equal(t, 0, r.code, r.stderr)
+	require.NotContains(t, r.stdout, "activity")
+
+	for _, bad := range [][]string{
+		{"consumers", "add", "x"}, {"consumers", "add", "x", "--from", "later"}, {"consumers", "remove"},
+		{"consumers", "frob"}, {"consumers", "add", "bad name", "--from", "now"}, {"consumers", "list", "--from", "now"},
+	} {
+		r := ctl(t, f.env, append(bad, "--table", "room_outbox")...)
+		require.Equal(t, 2, r.code, "%v: %s", bad, r.stderr)
+	}
+}

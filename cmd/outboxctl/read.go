@@ -15,6 +15,19 @@ import (
 	"github.com/outboxrelay/outboxrelay/store/mysql"
 )
 
+// consumerStats is one named consumer's line of stats.
+type consumerStats struct {
+	Name            string                      `json:"name"`
+	StartSeq        int64                       `json:"start_seq"`
+	Backfilling     bool                        `json:"backfilling"`
+	BackfillAt      int64                       `json:"backfill_at,omitempty"`
+	Pending         int                         `json:"pending"`
+	Leased          int                         `json:"leased"`
+	Dead            int                         `json:"dead"`
+	OldestPendingMS int64                       `json:"oldest_pending_ms"`
+	ByType          map[string]outbox.TypeStats `json:"by_type"`
+}
+
 func runStats(c *cli, args []string) int {
 	fs := c.flags("[--json]")
 	if code, ok := c.parse(fs, args); !ok {
@@ -32,10 +45,32 @@ func runStats(c *cli, args []string) int {
 	if err != nil {
 		return c.fail(exitFailed, err)
 	}
+	infos, err := c.store.Consumers(ctx)
+	if err != nil {
+		return c.fail(exitFailed, err)
+	}
+	consumers := make([]consumerStats, 0, len(infos))
+	for _, info := range infos {
+		cs, err := c.store.Consumer(info.Name)
+		if err != nil {
+			return c.fail(exitFailed, err)
+		}
+		cst, err := cs.Stats(ctx)
+		if errors.Is(err, mysql.ErrUnknownConsumer) {
+			continue // removed meanwhile
+		}
+		if err != nil {
+			return c.fail(exitFailed, err)
+		}
+		consumers = append(consumers, consumerStats{
+			Name: info.Name, StartSeq: info.StartSeq, Backfilling: info.Backfilling, BackfillAt: info.BackfillAt,
+			Pending: cst.Pending, Leased: cst.Leased, Dead: cst.Dead, OldestPendingMS: cst.OldestPending.Milliseconds(), ByType: cst.ByType,
+		})
+	}
 	if c.json {
 		return c.printJSON(map[string]any{
 			"table": c.table, "pending": st.Pending, "leased": st.Leased, "dead": st.Dead,
-			"oldest_pending_ms": st.OldestPending.Milliseconds(), "by_type": st.ByType,
+			"oldest_pending_ms": st.OldestPending.Milliseconds(), "by_type": st.ByType, "consumers": consumers,
 		})
 	}
 	fmt.Fprintf(c.out, "table %s: %d pending (%d leased), %d dead, oldest pending %s\n",
@@ -52,7 +87,25 @@ func runStats(c *cli, args []string) int {
 		}
 		_ = tw.Flush()
 	}
+	c.printConsumers(consumers)
 	return exitOK
+}
+
+// printConsumers prints the named consumers' backlogs as a table.
+func (c *cli) printConsumers(consumers []consumerStats) {
+	if len(consumers) == 0 {
+		return
+	}
+	fmt.Fprintln(c.out, "named consumers:")
+	tw := c.newTable("CONSUMER", "START", "PENDING", "LEASED", "DEAD", "OLDEST PENDING")
+	for _, cs := range consumers {
+		start := fmt.Sprintf("seq %d", cs.StartSeq)
+		if cs.Backfilling {
+			start = fmt.Sprintf("backfilling, at seq %d", cs.BackfillAt)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%s\n", cs.Name, start, cs.Pending, cs.Leased, cs.Dead, age(time.Duration(cs.OldestPendingMS)*time.Millisecond))
+	}
+	_ = tw.Flush()
 }
 
 // listLimitMax bounds a page.
@@ -115,8 +168,9 @@ func runList(c *cli, args []string) int {
 const maxShown = 4096
 
 func runShow(c *cli, args []string) int {
-	fs := c.flags("ID [--full] [--json]")
+	fs := c.flags("ID [--consumer NAME] [--full] [--json]")
 	full := fs.Bool("full", false, fmt.Sprintf("print the whole payload (default: the first %d bytes)", maxShown))
+	c.addConsumerFlag(fs)
 	if code, ok := c.parse(fs, args); !ok {
 		return code
 	}
@@ -128,10 +182,14 @@ func runShow(c *cli, args []string) int {
 		return code
 	}
 	defer c.close()
-	r, err := c.store.Get(ctx, c.args[0])
+	st, where, err := c.state()
+	if err != nil {
+		return c.usageError("%v", err)
+	}
+	r, err := st.Get(ctx, c.args[0])
 	switch {
-	case errors.Is(err, outbox.ErrNotFound):
-		return c.fail(exitNotFound, fmt.Errorf("no record with event ID %q in %s", safe(c.args[0], false), c.table))
+	case errors.Is(err, outbox.ErrNotFound), errors.Is(err, mysql.ErrUnknownConsumer):
+		return c.fail(exitNotFound, fmt.Errorf("no record with event ID %q in %s: %w", safe(c.args[0], false), where, err))
 	case err != nil && r.ID == "":
 		return c.fail(exitFailed, err)
 	case err != nil:

@@ -51,6 +51,7 @@ func runRequeue(c *cli, args []string) int {
 	all := fs.Bool("all", false, "every dead letter (needed when no filter is given)")
 	batch := fs.Int("batch", mysql.DefaultRequeueBatch, "rows per statement")
 	limit := fs.Int("limit", 0, "requeue at most this many (0: every match)")
+	c.addConsumerFlag(fs)
 	cf := addConfirm(fs)
 	if code, ok := c.parse(fs, args); !ok {
 		return code
@@ -71,31 +72,35 @@ func runRequeue(c *cli, args []string) int {
 		return code
 	}
 	defer c.close()
-	if len(c.args) == 1 {
-		return c.requeueOne(ctx, c.args[0], cf)
+	st, where, err := c.state()
+	if err != nil {
+		return c.usageError("%v", err)
 	}
-	n, err := c.store.CountDead(ctx, f)
+	if len(c.args) == 1 {
+		return c.requeueOne(ctx, st, where, c.args[0], cf)
+	}
+	n, err := st.CountDead(ctx, f)
 	if err != nil {
 		return c.fail(exitFailed, err)
 	}
 	if *limit > 0 {
 		n = min(n, *limit)
 	}
-	if code, ok := c.proceed(cf, fmt.Sprintf("requeue %d dead letters of %s", n, c.table)); !ok {
+	if code, ok := c.proceed(cf, fmt.Sprintf("requeue %d dead letters of %s", n, where)); !ok {
 		return code
 	}
-	done, err := c.store.RequeueDead(ctx, f, mysql.RequeueOptions{BatchSize: *batch, Limit: *limit})
+	done, err := st.RequeueDead(ctx, f, mysql.RequeueOptions{BatchSize: *batch, Limit: *limit})
 	if err != nil {
 		return c.fail(exitFailed, fmt.Errorf("after requeueing %d: %w", done, err))
 	}
 	return c.report("requeued", done)
 }
 
-func (c *cli) requeueOne(ctx context.Context, id string, cf confirm) int {
-	r, err := c.store.Get(ctx, id)
+func (c *cli) requeueOne(ctx context.Context, st state, where, id string, cf confirm) int {
+	r, err := st.Get(ctx, id)
 	switch {
-	case errors.Is(err, outbox.ErrNotFound):
-		return c.fail(exitNotFound, fmt.Errorf("no record with event ID %q in %s", safe(id, false), c.table))
+	case errors.Is(err, outbox.ErrNotFound), errors.Is(err, mysql.ErrUnknownConsumer):
+		return c.fail(exitNotFound, fmt.Errorf("no record with event ID %q in %s: %w", safe(id, false), where, err))
 	case err != nil && r.ID == "":
 		return c.fail(exitFailed, err)
 	case r.Status != outbox.StatusDead:
@@ -104,7 +109,7 @@ func (c *cli) requeueOne(ctx context.Context, id string, cf confirm) int {
 	if code, ok := c.proceed(cf, fmt.Sprintf("requeue dead letter %q (%s, %d attempts, last error %q)", safe(id, false), safe(r.Type, false), r.Attempts, safe(r.LastError, false))); !ok {
 		return code
 	}
-	if err := c.store.Requeue(ctx, id); err != nil {
+	if err := st.Requeue(ctx, id); err != nil {
 		return c.fail(exitFailed, err)
 	}
 	return c.report("requeued", 1)
@@ -135,20 +140,13 @@ func runPurge(c *cli, args []string) int {
 	if err != nil {
 		return c.fail(exitFailed, err)
 	}
-	if code, ok := c.proceed(cf, fmt.Sprintf("delete %d records of %s published more than %v ago (pending and dead records are never deleted)", n, c.table, *olderThan)); !ok {
+	if code, ok := c.proceed(cf, fmt.Sprintf("delete %d records of %s published more than %v ago and finished by every named consumer (pending and dead records are never deleted)", n, c.table, *olderThan)); !ok {
 		return code
 	}
-	total := 0
-	for {
-		deleted, err := c.store.PurgePublished(ctx, *olderThan, *batch)
-		total += deleted
-		if err != nil {
-			return c.fail(exitFailed, fmt.Errorf("after deleting %d: %w", total, err))
-		}
-		if deleted < *batch {
-			break
-		}
-		time.Sleep(10 * time.Millisecond) // spread the load between batches
+	// 10ms between batches spreads the load.
+	total, err := c.store.PurgeAll(ctx, *olderThan, *batch, 10*time.Millisecond)
+	if err != nil {
+		return c.fail(exitFailed, fmt.Errorf("after deleting %d: %w", total, err))
 	}
 	return c.report("deleted", total)
 }
