@@ -66,17 +66,21 @@ type state interface {
 	CountDead(ctx context.Context, f mysql.DeadFilter) (int, error)
 }
 
-// state returns the delivery state --consumer names, and where it lives
-// for messages.
-func (c *cli) state() (state, string, error) {
+// connectState connects (see connect) and returns the delivery state
+// --consumer names, and how to name it in messages.
+func (c *cli) connectState(ctx context.Context) (st state, where string, code int, ok bool) {
+	if code, ok := c.connect(ctx); !ok {
+		return nil, "", code, false
+	}
 	if c.consumer == "" {
-		return c.store, c.table, nil
+		return c.store, c.table, exitOK, true
 	}
 	cs, err := c.store.Consumer(c.consumer)
 	if err != nil {
-		return nil, "", err
+		c.close()
+		return nil, "", c.usageError("%v", err), false
 	}
-	return cs, fmt.Sprintf("%s (consumer %s)", c.table, c.consumer), nil
+	return cs, fmt.Sprintf("%s (consumer %s)", c.table, c.consumer), exitOK, true
 }
 
 func firstEnv(names ...string) string {

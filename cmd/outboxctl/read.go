@@ -178,14 +178,11 @@ func runShow(c *cli, args []string) int {
 		return c.usageError("want one event ID, got %d arguments", len(c.args))
 	}
 	ctx := context.Background()
-	if code, ok := c.connect(ctx); !ok {
+	st, where, code, ok := c.connectState(ctx)
+	if !ok {
 		return code
 	}
 	defer c.close()
-	st, where, err := c.state()
-	if err != nil {
-		return c.usageError("%v", err)
-	}
 	r, err := st.Get(ctx, c.args[0])
 	switch {
 	case errors.Is(err, outbox.ErrNotFound), errors.Is(err, mysql.ErrUnknownConsumer):

@@ -68,14 +68,11 @@ func runRequeue(c *cli, args []string) int {
 		return c.usageError("--batch must be 1 to %d, and --limit and --older-than not negative", mysql.MaxRequeueBatch)
 	}
 	ctx := context.Background()
-	if code, ok := c.connect(ctx); !ok {
+	st, where, code, ok := c.connectState(ctx)
+	if !ok {
 		return code
 	}
 	defer c.close()
-	st, where, err := c.state()
-	if err != nil {
-		return c.usageError("%v", err)
-	}
 	if len(c.args) == 1 {
 		return c.requeueOne(ctx, st, where, c.args[0], cf)
 	}

@@ -7,6 +7,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/outboxrelay/outboxrelay/internal/testutil"
 	"github.com/outboxrelay/outboxrelay/outbox"
 )
 
@@ -72,7 +73,7 @@ func TestSeedAcceptanceTable(t *testing.T) {
 			require.Contains(t, r.LastError, "ErrorCode 10002")
 
 			// Fail, then succeed: the worker republishes the same event_id.
-			eventually(t, "the worker publishes", func() bool { return a.processBatch().Published == 1 })
+			testutil.Eventually(t, "the worker publishes", func() bool { return a.processBatch().Published == 1 })
 			r = a.record(imEvent)
 			require.Equal(t, outbox.StatusPublished, r.Status)
 			require.Equal(t, 1, r.Attempts)

@@ -125,18 +125,6 @@ func (a *testApp) count(query string, args ...any) int {
 	return n
 }
 
-// eventually polls cond until it holds, for up to a minute.
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(time.Minute)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting until %s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
 func jsonBody(v any) string {
 	var b bytes.Buffer
 	_ = json.NewEncoder(&b).Encode(v)

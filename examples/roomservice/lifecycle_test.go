@@ -40,7 +40,7 @@ func TestShutdownOrder(t *testing.T) {
 	// 1. A worker publish in flight: IM does not answer.
 	a.fakeIM.HangNext(1)
 	require.NoError(t, a.store.Enqueue(ctx, a.db.DB, outbox.Message{ID: "hung-1", Key: "room-1", Type: RoomUserJoined, Payload: []byte(`{}`)}))
-	eventually(t, "the worker's publish hangs at IM", func() bool { return a.fakeIM.InFlight() == 1 })
+	testutil.Eventually(t, "the worker's publish hangs at IM", func() bool { return a.fakeIM.InFlight() == 1 })
 
 	// 2. A command in flight: the test holds room-1's row lock.
 	lock, err := a.db.DB.BeginTx(ctx, nil)
@@ -57,7 +57,7 @@ func TestShutdownOrder(t *testing.T) {
 		status, body := a.do(http.MethodPost, "/v1/rooms/room-1/join", `{"user_id":"bob","command_id":"c-bob"}`)
 		replied <- reply{status, body}
 	}()
-	eventually(t, "the command waits for the room lock", func() bool {
+	testutil.Eventually(t, "the command waits for the room lock", func() bool {
 		// Not counting this query itself, whose text matches the pattern too.
 		return a.count("SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE DB = ? AND ID <> CONNECTION_ID()"+
 			" AND INFO LIKE '%FROM rooms WHERE room_id%FOR UPDATE%'", a.db.Name) == 1
@@ -70,9 +70,9 @@ func TestShutdownOrder(t *testing.T) {
 		defer cancel()
 		stopped <- a.Shutdown(sctx)
 	}()
-	eventually(t, "draining", func() bool { return a.State() == stateDraining })
+	testutil.Eventually(t, "draining", func() bool { return a.State() == stateDraining })
 	require.Equal(t, http.StatusServiceUnavailable, readyz(), "/readyz answers 503 while draining")
-	eventually(t, "the worker stops", func() bool { return contains(a.Lifecycle(), "outbox worker stopped") })
+	testutil.Eventually(t, "the worker stops", func() bool { return contains(a.Lifecycle(), "outbox worker stopped") })
 	require.NotContains(t, a.Lifecycle(), "http server stopped", "HTTP waits for the command in flight")
 
 	// 4. Let the command go on; it commits and answers, then MySQL closes.
@@ -145,7 +145,7 @@ func TestTwoInstancesShareRoomsSafely(t *testing.T) {
 	require.Equal(t, int64(1+2*users), s.Version)
 	require.Len(t, events, users*5)
 
-	eventually(t, "every event is published", func() bool {
+	testutil.Eventually(t, "every event is published", func() bool {
 		return apps[0].count("SELECT COUNT(*) FROM room_outbox WHERE status <> 'published'") == 0
 	})
 	delivered := map[string]int{}

@@ -41,18 +41,6 @@ func startWorker(t *testing.T, store outbox.Store, sink outbox.Sink, opts outbox
 	return stop
 }
 
-// waitFor polls cond until it holds, or fails the test after a minute.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(time.Minute)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting until %s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
 func consumer(t *testing.T, s *mysql.Store, name string) *mysql.ConsumerStore {
 	t.Helper()
 	c, err := s.Consumer(name)
@@ -102,8 +90,8 @@ func TestConsumersAreIndependent(t *testing.T) {
 	activity := outboxtest.NewRecorder()
 	startWorker(t, consumer(t, s, "activity"), activity, outbox.WorkerOptions{Name: "activity", Ordering: true})
 
-	waitFor(t, "activity has every message", func() bool { return activity.Distinct() == n })
-	waitFor(t, "audit has given up on every message", func() bool { return statsOf(t, consumer(t, s, "audit")).Dead == n })
+	testutil.Eventually(t, "activity has every message", func() bool { return activity.Distinct() == n })
+	testutil.Eventually(t, "audit has given up on every message", func() bool { return statsOf(t, consumer(t, s, "audit")).Dead == n })
 
 	require.Empty(t, activity.Duplicates())
 	act, audit := statsOf(t, consumer(t, s, "activity")), statsOf(t, consumer(t, s, "audit"))
@@ -133,8 +121,8 @@ func TestConsumersAreIndependent(t *testing.T) {
 	// And when it runs, it delivers everything, still unaffected.
 	imSink := outboxtest.NewRecorder()
 	startWorker(t, s, imSink, outbox.WorkerOptions{Name: "im"})
-	waitFor(t, "the IM consumer has every message", func() bool { return imSink.Distinct() == n })
-	waitFor(t, "the IM consumer has settled everything", func() bool { return statsOf(t, s).Pending == 0 })
+	testutil.Eventually(t, "the IM consumer has every message", func() bool { return imSink.Distinct() == n })
+	testutil.Eventually(t, "the IM consumer has settled everything", func() bool { return statsOf(t, s).Pending == 0 })
 	require.Equal(t, n, statsOf(t, consumer(t, s, "audit")).Dead, "audit's dead letters stay its own")
 
 	// Requeueing audit's dead letters touches audit only.
@@ -163,7 +151,7 @@ func TestConsumerAddedLater(t *testing.T) {
 	}
 	early := outboxtest.NewRecorder()
 	stopEarly := startWorker(t, consumer(t, s, "early"), early, outbox.WorkerOptions{Name: "early"})
-	waitFor(t, "early has the old messages", func() bool { return early.Distinct() == len(old) })
+	testutil.Eventually(t, "early has the old messages", func() bool { return early.Distinct() == len(old) })
 	stopEarly()
 
 	require.NoError(t, s.AddConsumer(ctx, "fromnow", mysql.StartNow))
@@ -196,8 +184,8 @@ func TestConsumerAddedLater(t *testing.T) {
 		require.NoError(t, s.Enqueue(ctx, d.DB, fresh[i:i+20]...))
 	}
 
-	waitFor(t, "fromnow has the new messages", func() bool { return fromNow.Distinct() == len(fresh) })
-	waitFor(t, "backfill has old and new", func() bool { return backfill.Distinct() == len(old)+len(fresh) })
+	testutil.Eventually(t, "fromnow has the new messages", func() bool { return fromNow.Distinct() == len(fresh) })
+	testutil.Eventually(t, "backfill has old and new", func() bool { return backfill.Distinct() == len(old)+len(fresh) })
 	require.Equal(t, len(fresh), fromNow.Len(), "only the new ones, once each")
 	require.Empty(t, backfill.Duplicates())
 	require.Equal(t, len(old)+len(fresh), backfill.Len())
@@ -230,8 +218,8 @@ func TestConsumerFromNowOnATableWithoutConsumers(t *testing.T) {
 	require.NoError(t, s.Enqueue(ctx, d.DB, roomMessages("new", 10, 10)...))
 	rec := outboxtest.NewRecorder()
 	startWorker(t, consumer(t, s, "fromnow"), rec, outbox.WorkerOptions{})
-	waitFor(t, "the new messages arrive", func() bool { return rec.Distinct() == 10 })
-	waitFor(t, "nothing is pending", func() bool { return statsOf(t, consumer(t, s, "fromnow")).Pending == 0 })
+	testutil.Eventually(t, "the new messages arrive", func() bool { return rec.Distinct() == 10 })
+	testutil.Eventually(t, "nothing is pending", func() bool { return statsOf(t, consumer(t, s, "fromnow")).Pending == 0 })
 	require.Equal(t, 10, rec.Len())
 }
 
@@ -272,7 +260,7 @@ func TestRetentionWaitsForTheSlowestConsumer(t *testing.T) {
 	im, fast := outboxtest.NewRecorder(), outboxtest.NewRecorder()
 	startWorker(t, s, im, outbox.WorkerOptions{Name: "im"})
 	startWorker(t, consumer(t, s, "fast"), fast, outbox.WorkerOptions{Name: "fast"})
-	waitFor(t, "im and fast are done", func() bool {
+	testutil.Eventually(t, "im and fast are done", func() bool {
 		return statsOf(t, s).Pending == 0 && statsOf(t, consumer(t, s, "fast")).Pending == 0
 	})
 	require.Zero(t, purge(s), "slow has nothing yet")
@@ -288,7 +276,7 @@ func TestRetentionWaitsForTheSlowestConsumer(t *testing.T) {
 		return nil
 	})
 	stopSlow := startWorker(t, consumer(t, s, "slow"), slow, outbox.WorkerOptions{Name: "slow", Retry: outbox.FixedInterval{Interval: time.Hour}})
-	waitFor(t, "slow has tried everything once", func() bool {
+	testutil.Eventually(t, "slow has tried everything once", func() bool {
 		st := statsOf(t, consumer(t, s, "slow"))
 		return st.Dead == 1 && st.Leased == 0 && count("SELECT COUNT(*) FROM room_outbox_consumption WHERE consumer = 'slow' AND retry_count > 0") == n/2+1
 	})
@@ -332,7 +320,7 @@ func TestRetentionWaitsForABackfill(t *testing.T) {
 	require.NoError(t, s.Enqueue(ctx, d.DB, roomMessages("m", 30, 3)...))
 	im := outboxtest.NewRecorder()
 	stopIM := startWorker(t, s, im, outbox.WorkerOptions{})
-	waitFor(t, "im is done", func() bool { return statsOf(t, s).Pending == 0 })
+	testutil.Eventually(t, "im is done", func() bool { return statsOf(t, s).Pending == 0 })
 	stopIM()
 	require.NoError(t, s.AddConsumer(ctx, "late", mysql.StartBeginning))
 	deleted, err := s.PurgePublished(ctx, time.Microsecond, 100)
@@ -340,7 +328,7 @@ func TestRetentionWaitsForABackfill(t *testing.T) {
 	require.Zero(t, deleted, "late has not had them yet")
 	late := outboxtest.NewRecorder()
 	startWorker(t, consumer(t, s, "late"), late, outbox.WorkerOptions{BatchSize: 7})
-	waitFor(t, "late is done", func() bool { return late.Distinct() == 30 && statsOf(t, consumer(t, s, "late")).Pending == 0 })
+	testutil.Eventually(t, "late is done", func() bool { return late.Distinct() == 30 && statsOf(t, consumer(t, s, "late")).Pending == 0 })
 	deleted, err = s.PurgePublished(ctx, time.Microsecond, 100)
 	require.NoError(t, err)
 	require.Equal(t, 30, deleted)
