@@ -9,6 +9,10 @@
 //		outboxtest.RunWorkerTests(t, newHarness)
 //	}
 //
+// A store that serves several consumers of one outbox runs both suites
+// against each kind of consumer store, and RunConsumerTests for what
+// holds between them.
+//
 // The suites check every promise of the outbox.Store contract (enqueue
 // and rollback visibility, duplicate IDs, claim limits, leases and their
 // expiry, fencing, settling, due times) and the seed's acceptance rows

@@ -74,3 +74,19 @@ func TestConsumerStoreConformance(t *testing.T) {
 func TestConsumerWorkerConformance(t *testing.T) {
 	outboxtest.RunWorkerTests(t, newConsumerHarness)
 }
+
+func TestConsumerContract(t *testing.T) {
+	outboxtest.RunConsumerTests(t, func(t *testing.T) outboxtest.ConsumerHarness {
+		h := newHarness(t)
+		s := h.Store.(*mysql.Store)
+		return outboxtest.ConsumerHarness{
+			Harness: h,
+			Consumer: func(t *testing.T, name string) outbox.Store {
+				require.NoError(t, s.AddConsumer(context.Background(), name, mysql.StartNow))
+				c, err := s.Consumer(name)
+				require.NoError(t, err)
+				return c
+			},
+		}
+	})
+}

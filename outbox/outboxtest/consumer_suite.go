@@ -1,0 +1,149 @@
+package outboxtest
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/outboxrelay/outboxrelay/outbox"
+)
+
+// ConsumerHarness connects RunConsumerTests to a store implementation
+// that serves several consumers of one outbox, each with its own
+// delivery state (store/mysql: Store and Store.Consumer).
+type ConsumerHarness struct {
+	// Harness.Store is the default consumer, on a fresh, empty outbox.
+	Harness
+	// Consumer returns the store of a named consumer of the same outbox,
+	// registered before the test enqueues anything, so that it gets every
+	// message.
+	Consumer func(t *testing.T, name string) outbox.Store
+}
+
+// RunConsumerTests checks the consumer contract: every consumer of an
+// outbox gets every message; status, attempts, errors, leases, fencing,
+// dead letters and per-key order are each consumer's own, so one
+// consumer's failures never hold up another. Every consumer's store
+// must also pass RunStoreTests and RunWorkerTests on its own.
+func RunConsumerTests(t *testing.T, newHarness func(t *testing.T) ConsumerHarness) {
+	tests := []struct {
+		name string
+		fn   func(t *testing.T, h ConsumerHarness)
+	}{
+		{"EveryConsumerGetsEveryMessage", testEveryConsumerGetsEveryMessage},
+		{"StateIsPerConsumer", testStateIsPerConsumer},
+		{"LeasesAndFencingArePerConsumer", testLeasesArePerConsumer},
+		{"OrderIsHeldPerConsumer", testOrderIsHeldPerConsumer},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			tc.fn(t, newHarness(t))
+		})
+	}
+}
+
+// drain claims everything due in s, publishing it.
+func drain(t *testing.T, s outbox.Store) []string {
+	t.Helper()
+	var got []string
+	for {
+		b := claim(t, s, 7, time.Minute)
+		if b.Len() == 0 {
+			return got
+		}
+		var os []outbox.Outcome
+		for _, r := range b.Records {
+			got = append(got, r.ID)
+			os = append(os, outbox.Outcome{ID: r.ID, Kind: outbox.OutcomePublished})
+		}
+		settle(t, s, b.Token, os...)
+	}
+}
+
+func testEveryConsumerGetsEveryMessage(t *testing.T, h ConsumerHarness) {
+	a, b := h.Consumer(t, "a"), h.Consumer(t, "b")
+	ms := msgs("m", 30)
+	enqueue(t, h.Harness, outbox.EnqueueOptions{}, ms...)
+	want := ids(recordsOf(ms))
+	require.ElementsMatch(t, want, drain(t, a))
+	require.ElementsMatch(t, want, drain(t, h.Store), "the default consumer")
+	require.ElementsMatch(t, want, drain(t, b), "b, after the others are done")
+	for _, s := range []outbox.Store{a, b, h.Store} {
+		require.Empty(t, drain(t, s), "once each")
+		require.Equal(t, outbox.StatusPublished, get(t, s, "m-3").Status)
+	}
+}
+
+func testStateIsPerConsumer(t *testing.T, h ConsumerHarness) {
+	ctx := context.Background()
+	a, b := h.Consumer(t, "a"), h.Consumer(t, "b")
+	enqueue(t, h.Harness, outbox.EnqueueOptions{}, msg("x"), msg("y"))
+
+	ba := claim(t, a, 10, time.Minute)
+	require.Equal(t, 2, ba.Len())
+	settle(t, a, ba.Token,
+		outbox.Outcome{ID: "x", Kind: outbox.OutcomeDead, Error: "a gives up"},
+		outbox.Outcome{ID: "y", Kind: outbox.OutcomeRetry, RetryIn: time.Hour, Error: "a is down"})
+	rx := get(t, a, "x")
+	require.Equal(t, outbox.StatusDead, rx.Status)
+	require.Equal(t, "a gives up", rx.LastError)
+	require.Equal(t, 1, get(t, a, "y").Attempts)
+	require.Zero(t, claim(t, a, 10, time.Minute).Len(), "nothing due for a")
+
+	for _, s := range []outbox.Store{b, h.Store} {
+		r := get(t, s, "x")
+		require.Equal(t, outbox.StatusPending, r.Status, "a's dead letter is a's alone")
+		require.Zero(t, r.Attempts)
+		require.Empty(t, r.LastError)
+	}
+	bb := claim(t, b, 10, time.Minute)
+	require.ElementsMatch(t, []string{"x", "y"}, ids(bb.Records), "a's failures do not hold b up")
+	settle(t, b, bb.Token, outbox.Outcome{ID: "x", Kind: outbox.OutcomePublished}, outbox.Outcome{ID: "y", Kind: outbox.OutcomePublished})
+	require.Equal(t, outbox.StatusDead, get(t, a, "x").Status, "b's outcome is b's alone")
+	_, err := a.Get(ctx, "nope")
+	require.ErrorIs(t, err, outbox.ErrNotFound)
+}
+
+func testLeasesArePerConsumer(t *testing.T, h ConsumerHarness) {
+	a, b := h.Consumer(t, "a"), h.Consumer(t, "b")
+	enqueue(t, h.Harness, outbox.EnqueueOptions{}, msg("x"))
+	ba := claim(t, a, 10, time.Hour)
+	require.Equal(t, 1, ba.Len())
+	bd := claim(t, h.Store, 10, time.Hour)
+	require.Equal(t, 1, bd.Len(), "a's lease does not hide x from the default consumer")
+	bb := claim(t, b, 10, time.Hour)
+	require.Equal(t, 1, bb.Len(), "nor from b")
+
+	// A token fences only its own consumer's records.
+	res := settle(t, b, ba.Token, outbox.Outcome{ID: "x", Kind: outbox.OutcomePublished})
+	require.Equal(t, 1, res.Stale, "a's token settles nothing of b's")
+	require.Equal(t, outbox.StatusPending, get(t, b, "x").Status)
+	require.Equal(t, 1, settle(t, a, ba.Token, outbox.Outcome{ID: "x", Kind: outbox.OutcomePublished}).Applied)
+	require.Equal(t, outbox.StatusPending, get(t, b, "x").Status)
+	require.Equal(t, outbox.StatusPending, get(t, h.Store, "x").Status)
+}
+
+func testOrderIsHeldPerConsumer(t *testing.T, h ConsumerHarness) {
+	a, b := h.Consumer(t, "a"), h.Consumer(t, "b")
+	enqueue(t, h.Harness, outbox.EnqueueOptions{}, msg("k1"), msg("k2"), msg("k3")) // one key
+	ordered := func(s outbox.Store) outbox.Batch {
+		t.Helper()
+		batch, err := s.Claim(context.Background(), outbox.ClaimParams{Owner: "t", Limit: 10, LeaseFor: time.Minute, Ordered: true})
+		require.NoError(t, err)
+		return batch
+	}
+	ba := ordered(a)
+	require.Equal(t, []string{"k1"}, ids(ba.Records))
+	settle(t, a, ba.Token, outbox.Outcome{ID: "k1", Kind: outbox.OutcomeRetry, RetryIn: time.Hour, Error: "a fails the head"})
+	require.Zero(t, ordered(a).Len(), "a's failing head holds a's key")
+
+	for _, want := range []string{"k1", "k2", "k3"} {
+		bb := ordered(b)
+		require.Equal(t, []string{want}, ids(bb.Records), "b goes on in order")
+		settle(t, b, bb.Token, outbox.Outcome{ID: want, Kind: outbox.OutcomePublished})
+	}
+	require.Zero(t, ordered(a).Len(), "and a still waits")
+}
