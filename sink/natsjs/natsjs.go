@@ -158,7 +158,7 @@ func validSubject(subject string) bool {
 func (s *Sink) Publish(ctx context.Context, msg outbox.Message) error {
 	subject, err := s.subject(msg)
 	if err != nil {
-		return outbox.Permanent(fmt.Errorf("natsjs: %q: subject: %w", msg.ID, err))
+		return outbox.Permanent(&publishError{msg: fmt.Sprintf("natsjs: %q: subject: %s", msg.ID, redact(err.Error())), err: err})
 	}
 	if !validSubject(subject) || strings.ContainsAny(subject, "*>") {
 		return outbox.Permanent(fmt.Errorf("natsjs: %q: subject %q is not a valid publish subject", msg.ID, subject))

@@ -200,6 +200,9 @@ func TestErrorsAreClassified(t *testing.T) {
 		{name: "too large for the server", cfg: natsjs.Config{Prefix: prefix}, msg: outbox.Message{ID: "huge", Type: "T", Payload: make([]byte, 2<<20)}, permanent: true, want: "maximum payload"},
 		{name: "invalid subject from the mapping", cfg: natsjs.Config{Subject: func(outbox.Message) (string, error) { return "a..b", nil }}, permanent: true, want: "not a valid publish subject"},
 		{name: "mapping fails", cfg: natsjs.Config{Subject: func(outbox.Message) (string, error) { return "", errors.New("unroutable") }}, permanent: true, want: "unroutable"},
+		{name: "credentials in a cause are redacted", cfg: natsjs.Config{Subject: func(outbox.Message) (string, error) {
+			return "", errors.New("no route via nats://router:hunter2@10.0.0.1:4222")
+		}}, permanent: true, want: "nats://[REDACTED]@10.0.0.1:4222"},
 		{name: "out of time", cfg: natsjs.Config{Prefix: prefix}, ctx: func() (context.Context, context.CancelFunc) {
 			return context.WithDeadline(ctx, time.Now().Add(-time.Second))
 		}, want: "context deadline exceeded"},
