@@ -61,7 +61,7 @@ func (s *channel) Claim(ctx context.Context, p outbox.ClaimParams) (outbox.Batch
 	case p.Ordered:
 		rows, err = s.lockOrdered(ctx, tx, p.Limit)
 	case len(p.IDs) > 0:
-		rows, err = readRows(ctx, tx, s.q.claimIDsPrefix+placeholders(len(p.IDs))+s.q.claimIDsSuffix, append(stringArgs(p.IDs), p.Limit)...)
+		rows, err = readRows(ctx, tx, s.q.claimIDsPrefix+placeholders(len(p.IDs))+s.q.claimIDsSuffix, append(anyArgs(p.IDs), p.Limit)...)
 	default:
 		rows, err = readRows(ctx, tx, s.q.claimDue, p.Limit)
 	}
@@ -73,7 +73,7 @@ func (s *channel) Claim(ctx context.Context, p outbox.ClaimParams) (outbox.Batch
 		return outbox.Batch{}, s.wrap("claim", err)
 	}
 	if len(orphans) > 0 {
-		if _, err := tx.ExecContext(ctx, s.q.dropPrefix+placeholders(len(orphans))+")", uint64Args(orphans)...); err != nil {
+		if _, err := tx.ExecContext(ctx, s.q.dropPrefix+placeholders(len(orphans))+")", anyArgs(orphans)...); err != nil {
 			return outbox.Batch{}, s.wrap("claim: drop records of purged messages", err)
 		}
 	}
@@ -238,7 +238,7 @@ func (s *channel) headWindow(ctx context.Context, tx *sql.Tx, cursor string, win
 // records (none older waits, and none is leased), so the writer may
 // publish them in order; otherwise the worker will, later.
 func (s *channel) lockOrderedIDs(ctx context.Context, tx *sql.Tx, p outbox.ClaimParams) ([]scannedRecord, error) {
-	rows, err := readRows(ctx, tx, s.q.claimIDsPrefix+placeholders(len(p.IDs))+s.q.claimIDsSuffix, append(stringArgs(p.IDs), p.Limit)...)
+	rows, err := readRows(ctx, tx, s.q.claimIDsPrefix+placeholders(len(p.IDs))+s.q.claimIDsSuffix, append(anyArgs(p.IDs), p.Limit)...)
 	if err != nil {
 		return nil, err
 	}
@@ -272,18 +272,11 @@ func (s *channel) lockOrderedIDs(ctx context.Context, tx *sql.Tx, p outbox.Claim
 	return slices.DeleteFunc(rows, func(r scannedRecord) bool { return r.rec.Key != "" && !headsOf[r.rec.Key] }), nil
 }
 
-func uint64Args(ns []uint64) []any {
-	out := make([]any, len(ns))
-	for i, n := range ns {
-		out[i] = n
-	}
-	return out
-}
-
-func stringArgs(ss []string) []any {
-	out := make([]any, len(ss))
-	for i, s := range ss {
-		out[i] = s
+// anyArgs passes values as statement arguments.
+func anyArgs[T any](vs []T) []any {
+	out := make([]any, len(vs))
+	for i, v := range vs {
+		out[i] = v
 	}
 	return out
 }

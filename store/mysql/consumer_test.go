@@ -90,7 +90,9 @@ func TestConsumersAreIndependent(t *testing.T) {
 	activity := outboxtest.NewRecorder()
 	startWorker(t, consumer(t, s, "activity"), activity, outbox.WorkerOptions{Name: "activity", Ordering: true})
 
-	testutil.Eventually(t, "activity has every message", func() bool { return activity.Distinct() == n })
+	testutil.Eventually(t, "activity has every message, settled", func() bool {
+		return activity.Distinct() == n && statsOf(t, consumer(t, s, "activity")).Pending == 0
+	})
 	testutil.Eventually(t, "audit has given up on every message", func() bool { return statsOf(t, consumer(t, s, "audit")).Dead == n })
 
 	require.Empty(t, activity.Duplicates())
@@ -202,9 +204,12 @@ func TestConsumerAddedLater(t *testing.T) {
 		require.Greater(t, written[m.ID], last[m.Key], "key %s: %s out of order", m.Key, m.ID)
 		last[m.Key] = written[m.ID]
 	}
-	infos, err = s.Consumers(ctx)
-	require.NoError(t, err)
-	require.False(t, infos[0].Backfilling, "the backfill is done")
+	// The backfill ends at the first claim that finds nothing more.
+	testutil.Eventually(t, "the backfill is done", func() bool {
+		infos, err = s.Consumers(ctx)
+		require.NoError(t, err)
+		return !infos[0].Backfilling
+	})
 }
 
 // TestConsumerFromNowOnATableWithoutConsumers: history written before any

@@ -110,17 +110,17 @@ func (s *Store) handOver(ctx context.Context, name string, limit int) (backfilli
 		if err != nil || len(fresh) == 0 {
 			return err
 		}
-		if _, err := tx.ExecContext(ctx, s.cq.handOverPrefix+placeholders(len(fresh))+s.cq.handOverSuffix, uint64Args(fresh)...); err != nil {
+		if _, err := tx.ExecContext(ctx, s.cq.handOverPrefix+placeholders(len(fresh))+s.cq.handOverSuffix, anyArgs(fresh)...); err != nil {
 			return err
 		}
 		// Flag what can be flagged without waiting; the rest is handed
 		// over again (a no-op) and flagged next time.
-		flag, err := column[uint64](ctx, tx, s.cq.lockFlagPrefix+placeholders(len(fresh))+") FOR UPDATE SKIP LOCKED", uint64Args(fresh)...)
+		flag, err := column[uint64](ctx, tx, s.cq.lockFlagPrefix+placeholders(len(fresh))+") FOR UPDATE SKIP LOCKED", anyArgs(fresh)...)
 		if err != nil {
 			return err
 		}
 		if len(flag) > 0 {
-			if _, err := tx.ExecContext(ctx, s.cq.setFlagPrefix+placeholders(len(flag))+")", uint64Args(flag)...); err != nil {
+			if _, err := tx.ExecContext(ctx, s.cq.setFlagPrefix+placeholders(len(flag))+")", anyArgs(flag)...); err != nil {
 				return err
 			}
 		}
@@ -156,7 +156,7 @@ func (s *Store) backfill(ctx context.Context, name string, limit int) error {
 			return err
 		}
 		if len(next) > 0 {
-			if _, err := tx.ExecContext(ctx, s.cq.backfillPrefix+placeholders(len(next))+s.cq.handOverSuffix, append([]any{name}, uint64Args(next)...)...); err != nil {
+			if _, err := tx.ExecContext(ctx, s.cq.backfillPrefix+placeholders(len(next))+s.cq.handOverSuffix, append([]any{name}, anyArgs(next)...)...); err != nil {
 				return err
 			}
 		}

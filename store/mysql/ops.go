@@ -186,12 +186,12 @@ func (s *Store) purgeWindow(ctx context.Context, status string, olderThan time.D
 		if err != nil || len(locked) == 0 {
 			return err
 		}
-		done, err := column[uint64](ctx, tx, fmt.Sprintf(s.oq.purgeFinishedPrefix, finished)+placeholders(len(locked))+")", uint64Args(locked)...)
+		done, err := column[uint64](ctx, tx, fmt.Sprintf(s.oq.purgeFinishedPrefix, finished)+placeholders(len(locked))+")", anyArgs(locked)...)
 		if err != nil || len(done) == 0 {
 			return err
 		}
 		for _, q := range []string{s.oq.purgeConsumption, s.oq.purgeMessages} {
-			res, err := tx.ExecContext(ctx, q+placeholders(len(done))+")", uint64Args(done)...)
+			res, err := tx.ExecContext(ctx, q+placeholders(len(done))+")", anyArgs(done)...)
 			if err != nil {
 				return err
 			}

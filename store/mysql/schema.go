@@ -7,6 +7,19 @@ import (
 	"strings"
 )
 
+// deliveryStateColumns are a consumer's delivery state, the same in the
+// outbox table (the default consumer) and the consumption table (named
+// consumers), so that one set of statements serves both (queries.go).
+const deliveryStateColumns = `
+  status          VARCHAR(16) CHARACTER SET ascii COLLATE ascii_bin NOT NULL DEFAULT 'pending',
+  retry_count     INT UNSIGNED NOT NULL DEFAULT 0,
+  last_error      VARCHAR(512) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NULL,
+  created_at      DATETIME(6) NOT NULL,
+  next_attempt_at DATETIME(6) NOT NULL,
+  published_at    DATETIME(6) NULL,
+  lease_owner     VARCHAR(255) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NULL,
+  lease_token     CHAR(32) CHARACTER SET ascii COLLATE ascii_bin NULL,`
+
 // createTable is the outbox table. The seed's column names are kept where
 // the seed has them (event_id, event_type, status, retry_count,
 // last_error), so operators' queries carry over.
@@ -36,15 +49,7 @@ const createTable = "CREATE TABLE IF NOT EXISTS `%s` (" + `
   event_key       VARCHAR(255) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NOT NULL DEFAULT '',
   event_type      VARCHAR(255) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NOT NULL,
   payload         LONGBLOB NOT NULL,
-  headers         TEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NULL,
-  status          VARCHAR(16) CHARACTER SET ascii COLLATE ascii_bin NOT NULL DEFAULT 'pending',
-  retry_count     INT UNSIGNED NOT NULL DEFAULT 0,
-  last_error      VARCHAR(512) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NULL,
-  created_at      DATETIME(6) NOT NULL,
-  next_attempt_at DATETIME(6) NOT NULL,
-  published_at    DATETIME(6) NULL,
-  lease_owner     VARCHAR(255) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NULL,
-  lease_token     CHAR(32) CHARACTER SET ascii COLLATE ascii_bin NULL,
+  headers         TEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NULL,` + deliveryStateColumns + `
   fanout          TINYINT UNSIGNED NOT NULL DEFAULT 0,
   PRIMARY KEY (id),
   UNIQUE KEY uk_event_id (event_id),
@@ -76,15 +81,7 @@ const createConsumption = "CREATE TABLE IF NOT EXISTS `%s` (" + `
   msg_id          BIGINT UNSIGNED NOT NULL,
   event_id        VARCHAR(255) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NOT NULL,
   event_key       VARCHAR(255) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NOT NULL DEFAULT '',
-  event_type      VARCHAR(255) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NOT NULL,
-  status          VARCHAR(16) CHARACTER SET ascii COLLATE ascii_bin NOT NULL DEFAULT 'pending',
-  retry_count     INT UNSIGNED NOT NULL DEFAULT 0,
-  last_error      VARCHAR(512) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NULL,
-  created_at      DATETIME(6) NOT NULL,
-  next_attempt_at DATETIME(6) NOT NULL,
-  published_at    DATETIME(6) NULL,
-  lease_owner     VARCHAR(255) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NULL,
-  lease_token     CHAR(32) CHARACTER SET ascii COLLATE ascii_bin NULL,
+  event_type      VARCHAR(255) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NOT NULL,` + deliveryStateColumns + `
   PRIMARY KEY (consumer, msg_id),
   UNIQUE KEY uk_event_id (consumer, event_id),
   KEY idx_due (consumer, status, next_attempt_at, msg_id),
