@@ -223,7 +223,7 @@ func (b *bench) enqueueOverhead(ctx context.Context, sz sizes) ([]row, error) {
 	}
 	n := sz.enqueueTxs
 	over := func(extra int) string {
-		return fmt.Sprintf("+%.1f%% time per transaction", 100*(took[extra].Seconds()/took[nothing].Seconds()-1))
+		return fmt.Sprintf("%+.1f%% time per transaction", 100*(took[extra].Seconds()/took[nothing].Seconds()-1))
 	}
 	return []row{{
 		scenario:  fmt.Sprintf("enqueue overhead: one-row business transaction, %d commits each way", n),

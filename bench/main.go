@@ -65,6 +65,7 @@ type row struct {
 func main() {
 	dsn := flag.String("dsn", envOr("OUTBOXRELAY_TEST_MYSQL_DSN", "root@tcp(127.0.0.1:3306)/"), "MySQL/MariaDB server DSN")
 	q := flag.Bool("quick", false, "small sizes: a smoke test, not a measurement")
+	only := flag.String("only", "", "run only the scenarios whose names contain this (relay, consumers, peer, backlog, slow, latency, enqueue); the peer needs relay")
 	flag.Parse()
 	sz := full
 	if *q {
@@ -78,10 +79,17 @@ func main() {
 	defer b.close()
 
 	var rows []row
-	for _, scenario := range []func(context.Context, sizes) ([]row, error){
-		b.relayAndCeiling, b.peer, b.backlogScaling, b.slowSink, b.latency, b.enqueueOverhead,
+	for _, scenario := range []struct {
+		name string
+		run  func(context.Context, sizes) ([]row, error)
+	}{
+		{"relay", b.relayAndCeiling}, {"consumers", b.namedConsumers}, {"peer", b.peer}, {"backlog", b.backlogScaling},
+		{"slow", b.slowSink}, {"latency", b.latency}, {"enqueue", b.enqueueOverhead},
 	} {
-		r, err := scenario(ctx, sz)
+		if !strings.Contains(scenario.name, *only) {
+			continue
+		}
+		r, err := scenario.run(ctx, sz)
 		if err != nil {
 			log.Fatal(err)
 		}

@@ -18,28 +18,37 @@ import (
 // batches of 1 (what its documentation calls the safest value).
 func (b *bench) peer(ctx context.Context, sz sizes) ([]row, error) {
 	var rows []row
-	for _, batch := range []int{100, 1} {
+	for _, c := range []struct {
+		batch int
+		queue bool
+	}{{100, false}, {1, false}, {100, true}} {
 		n := sz.peerEvents
-		if batch == 1 {
+		if c.batch == 1 {
 			n = max(n/10, 500)
 		}
-		peer, err := b.watermill(ctx, n, batch)
+		peer, err := b.watermill(ctx, n, c.batch, c.queue)
 		if err != nil {
 			return nil, err
 		}
-		target := ""
-		if batch == 100 {
+		target, schema := "", "MySQL schema, consumer-group offset"
+		if c.batch == 100 && !c.queue {
 			target = "relay ≥ 10× peer"
 		}
+		if c.queue {
+			schema = "MySQL queue schema, acked per message"
+		}
 		rows = append(rows, row{
-			scenario: fmt.Sprintf("peer: Watermill SQL forwarder (watermill-sql v4, MySQL, batch %d), %d events", batch, n),
+			scenario: fmt.Sprintf("peer: Watermill SQL forwarder (watermill-sql v4, %s, batch %d), %d events", schema, c.batch, n),
 			figure:   evRate(peer), reference: "relay batch 100, 1 worker " + evRate(b.relay100), ratio: "relay/peer " + ratio(b.relay100, peer), target: target,
 		})
 	}
 	return rows, nil
 }
 
-func (b *bench) watermill(ctx context.Context, n, batch int) (float64, error) {
+// watermill runs the forwarder over n messages. With queue it uses the
+// queue schema, which marks each message acked (per-message state, as
+// the relay keeps) instead of advancing one offset per consumer group.
+func (b *bench) watermill(ctx context.Context, n, batch int, queue bool) (float64, error) {
 	db, err := b.pool()
 	if err != nil {
 		return 0, err
@@ -47,8 +56,13 @@ func (b *bench) watermill(ctx context.Context, n, batch int) (float64, error) {
 	defer db.Close()
 	logger := watermill.NopLogger{}
 	beginner := wmsql.BeginnerFromStdSQL(db)
-	schema := wmsql.DefaultMySQLSchema{SubscribeBatchSize: batch}
-	fwdTopic, topic := fmt.Sprintf("bench_forwarder_%d", batch), "room_events"
+	var schema wmsql.SchemaAdapter = wmsql.DefaultMySQLSchema{SubscribeBatchSize: batch}
+	var offsets wmsql.OffsetsAdapter = wmsql.DefaultMySQLOffsetsAdapter{}
+	fwdTopic, topic, group := fmt.Sprintf("bench_forwarder_%d", batch), "room_events", "bench"
+	if queue {
+		schema = wmsql.MySQLQueueSchema{SubscribeBatchSize: batch, GeneratePayloadType: func(string) string { return "LONGBLOB" }}
+		offsets, fwdTopic, group = wmsql.MySQLQueueOffsetsAdapter{}, fmt.Sprintf("bench_queue_%d", batch), ""
+	}
 
 	sqlPub, err := wmsql.NewPublisher(beginner, wmsql.PublisherConfig{SchemaAdapter: schema, AutoInitializeSchema: true}, logger)
 	if err != nil {
@@ -71,7 +85,7 @@ func (b *bench) watermill(ctx context.Context, n, batch int) (float64, error) {
 		return 0, err
 	}
 	sub, err := wmsql.NewSubscriber(beginner, wmsql.SubscriberConfig{
-		ConsumerGroup: "bench", SchemaAdapter: schema, OffsetsAdapter: wmsql.DefaultMySQLOffsetsAdapter{},
+		ConsumerGroup: group, SchemaAdapter: schema, OffsetsAdapter: offsets,
 		InitializeSchema: true, PollInterval: 10 * time.Millisecond,
 	}, logger)
 	if err != nil {
