@@ -151,7 +151,9 @@ func (w *Worker) publishBatch(ctx context.Context, p path, batch Batch, start ti
 			if err == nil {
 				w.observe(ctx, Event{Kind: EventPublished, Path: p.String(), Record: rec, Latency: latency})
 				outcomes[i] = Outcome{ID: rec.ID, Kind: OutcomePublished}
-				w.log.DebugContext(ctx, "outbox message published", w.recordAttrs(p, rec, StatusPublished)...)
+				if w.log.Enabled(ctx, slog.LevelDebug) { // spares building the fields of every record
+					w.log.DebugContext(ctx, "outbox message published", w.recordAttrs(p, rec, StatusPublished)...)
+				}
 				continue
 			}
 			w.observe(ctx, Event{Kind: EventPublishFailed, Path: p.String(), Record: rec, Latency: latency, Err: err})
