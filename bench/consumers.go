@@ -42,14 +42,14 @@ func (b *bench) namedConsumers(ctx context.Context, sz sizes) ([]row, error) {
 	if err := setup(); err != nil {
 		return nil, err
 	}
-	alone, err := b.drainLanes(ctx, []lane{{consumer: "activity", sink: &countingSink{}, opts: opts}}, activityLeft)
+	alone, err := b.drainLanes(ctx, n, []lane{{consumer: "activity", sink: &countingSink{}, opts: opts}}, activityLeft)
 	if err != nil {
 		return nil, err
 	}
 	if err := setup(); err != nil {
 		return nil, err
 	}
-	both, err := b.drainLanes(ctx, []lane{
+	both, err := b.drainLanes(ctx, 2*n, []lane{
 		{sink: &countingSink{}, opts: opts},
 		{consumer: "activity", sink: &countingSink{}, opts: opts},
 	}, fmt.Sprintf("SELECT (SELECT COUNT(*) FROM %s WHERE status = 'pending') + (%s)", table, activityLeft))

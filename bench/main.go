@@ -2,7 +2,7 @@
 // Watermill SQL forwarder, on one MySQL or MariaDB, in one run, and prints
 // every figure as a ratio against a reference from the same run.
 //
-//	cd bench && go run . [-dsn 'root@tcp(127.0.0.1:3306)/'] [-quick]
+//	cd bench && go run . [-dsn 'root@tcp(127.0.0.1:3306)/'] [-quick] [-only NAME] [-cpuprofile FILE]
 //
 // It is a module of its own so that the library never depends on the peer.
 // It creates (and drops) a database named outboxrelay_bench.
@@ -16,6 +16,7 @@ import (
 	"log"
 	"os"
 	"runtime"
+	"runtime/pprof"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -66,7 +67,18 @@ func main() {
 	dsn := flag.String("dsn", envOr("OUTBOXRELAY_TEST_MYSQL_DSN", "root@tcp(127.0.0.1:3306)/"), "MySQL/MariaDB server DSN")
 	q := flag.Bool("quick", false, "small sizes: a smoke test, not a measurement")
 	only := flag.String("only", "", "run only the scenarios whose names contain this (relay, consumers, peer, backlog, slow, latency, enqueue); the peer needs relay")
+	cpuprofile := flag.String("cpuprofile", "", "write the bench process's CPU profile to this file")
 	flag.Parse()
+	if *cpuprofile != "" {
+		f, err := os.Create(*cpuprofile)
+		if err != nil {
+			log.Fatal(err)
+		}
+		if err := pprof.StartCPUProfile(f); err != nil {
+			log.Fatal(err)
+		}
+		defer pprof.StopCPUProfile()
+	}
 	sz := full
 	if *q {
 		sz = quick

@@ -26,29 +26,42 @@ func (s *countingSink) Publish(context.Context, outbox.Message) error {
 	return nil
 }
 
+func (s *countingSink) count() int64 { return s.n.Load() }
+
 var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
 
 // drain runs workers (each on a pool of its own, as instances would be)
-// until nothing is pending, and returns how long that took.
-func (b *bench) drain(ctx context.Context, workers int, sink outbox.Sink, opts outbox.WorkerOptions) (time.Duration, error) {
+// until the sink has taken n records and none is pending, and returns how
+// long that took.
+func (b *bench) drain(ctx context.Context, n, workers int, sink countedSink, opts outbox.WorkerOptions) (time.Duration, error) {
 	lanes := make([]lane, workers)
 	for i := range lanes {
 		lanes[i] = lane{sink: sink, opts: opts}
 	}
-	return b.drainLanes(ctx, lanes, "SELECT COUNT(*) FROM "+table+" WHERE status = 'pending'")
+	return b.drainLanes(ctx, n, lanes, "SELECT COUNT(*) FROM "+table+" WHERE status = 'pending'")
+}
+
+// countedSink is a sink that counts what it took.
+type countedSink interface {
+	outbox.Sink
+	count() int64
 }
 
 // lane is one worker of a drain: the consumer it delivers for ("" for
 // the table's own status columns), its sink and its options.
 type lane struct {
 	consumer string
-	sink     outbox.Sink
+	sink     countedSink
 	opts     outbox.WorkerOptions
 }
 
 // drainLanes runs one worker per lane, each on a pool of its own, until
-// the remaining query counts nothing left, and returns how long that took.
-func (b *bench) drainLanes(ctx context.Context, lanes []lane, remaining string) (time.Duration, error) {
+// the lanes' sinks have taken n records in all and the remaining query
+// counts nothing left (their outcomes are committed), and returns how
+// long that took. Until the sinks are done it watches their counters, not
+// the database: counting a large backlog every few milliseconds would load
+// the server it measures.
+func (b *bench) drainLanes(ctx context.Context, n int, lanes []lane, remaining string) (time.Duration, error) {
 	runCtx, stop := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	var pools []*sql.DB
@@ -88,6 +101,24 @@ func (b *bench) drainLanes(ctx context.Context, lanes []lane, remaining string) 
 			_ = w.Run(runCtx)
 		}()
 	}
+	sinks := map[countedSink]bool{}
+	for _, l := range lanes {
+		sinks[l.sink] = true
+	}
+	deadline := time.Now().Add(10 * time.Minute)
+	for {
+		var taken int64
+		for s := range sinks {
+			taken += s.count()
+		}
+		if taken >= int64(n) {
+			break
+		}
+		if time.Now().After(deadline) {
+			return 0, fmt.Errorf("drain: the sinks took %d of %d records in 10 minutes", taken, n)
+		}
+		time.Sleep(time.Millisecond) // polling the counters, with a 1ms granularity
+	}
 	for {
 		var left int
 		if err := b.db.QueryRowContext(ctx, remaining).Scan(&left); err != nil {
@@ -96,7 +127,10 @@ func (b *bench) drainLanes(ctx context.Context, lanes []lane, remaining string) 
 		if left == 0 {
 			return time.Since(start), nil
 		}
-		time.Sleep(5 * time.Millisecond) // polling for the end, with a 5ms granularity
+		if time.Now().After(deadline) {
+			return 0, fmt.Errorf("drain: %d records still pending after 10 minutes", left)
+		}
+		time.Sleep(time.Millisecond) // the last outcomes being committed
 	}
 }
 
@@ -108,7 +142,7 @@ func (b *bench) relayRate(ctx context.Context, n, batch, workers int) (float64, 
 	if err := b.fill(ctx, 0, n, "pending"); err != nil {
 		return 0, err
 	}
-	d, err := b.drain(ctx, workers, &countingSink{}, outbox.WorkerOptions{BatchSize: batch, PollInterval: 10 * time.Millisecond})
+	d, err := b.drain(ctx, n, workers, &countingSink{}, outbox.WorkerOptions{BatchSize: batch, PollInterval: 10 * time.Millisecond})
 	return perSec(n, d), err
 }
 
@@ -226,7 +260,7 @@ func (b *bench) backlogScaling(ctx context.Context, sz sizes) ([]row, error) {
 		if _, err := b.db.ExecContext(ctx, "ANALYZE TABLE "+table); err != nil {
 			return 0, err
 		}
-		d, err := b.drain(ctx, 1, &countingSink{}, outbox.WorkerOptions{BatchSize: 100, PollInterval: 10 * time.Millisecond})
+		d, err := b.drain(ctx, sz.backlog, 1, &countingSink{}, outbox.WorkerOptions{BatchSize: 100, PollInterval: 10 * time.Millisecond})
 		return perSec(sz.backlog, d), err
 	}
 	fresh, err := drainBacklog(0)
@@ -259,6 +293,8 @@ func (s *slowSink) Publish(ctx context.Context, _ outbox.Message) error {
 	return nil
 }
 
+func (s *slowSink) count() int64 { return s.n.Load() }
+
 func (b *bench) slowSink(ctx context.Context, sz sizes) ([]row, error) {
 	if _, err := b.freshStore(ctx, b.db); err != nil {
 		return nil, err
@@ -268,7 +304,7 @@ func (b *bench) slowSink(ctx context.Context, sz sizes) ([]row, error) {
 	}
 	const limit = 200
 	sink := &slowSink{lim: rate.NewLimiter(limit, 1)}
-	d, err := b.drain(ctx, 1, sink, outbox.WorkerOptions{BatchSize: 100, Concurrency: 8, PollInterval: 10 * time.Millisecond})
+	d, err := b.drain(ctx, sz.slowEvents, 1, sink, outbox.WorkerOptions{BatchSize: 100, Concurrency: 8, PollInterval: 10 * time.Millisecond})
 	if err != nil {
 		return nil, err
 	}
