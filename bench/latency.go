@@ -2,13 +2,12 @@ package main
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/binary"
-	"encoding/hex"
 	"fmt"
 	"slices"
 	"sync"
 	"time"
+
+	"github.com/google/uuid"
 
 	"github.com/outboxrelay/outboxrelay/outbox"
 	"github.com/outboxrelay/outboxrelay/store/mysql"
@@ -212,13 +211,13 @@ func (b *bench) enqueueOverhead(ctx context.Context, sz sizes) ([]row, error) {
 			}
 		}
 		if extra == bareInsert {
-			if _, err := tx.ExecContext(ctx, "INSERT INTO bare (event_id) VALUES (?)", uuidV7()); err != nil {
+			if _, err := tx.ExecContext(ctx, "INSERT INTO bare (event_id) VALUES (?)", uuid.Must(uuid.NewV7()).String()); err != nil {
 				tx.Rollback()
 				return 0, err
 			}
 		}
 		if extra == outboxInsert {
-			m := outbox.Message{ID: uuidV7(), Key: "room-1", Type: "RoomUserJoined", Payload: []byte(`{"user":"bob"}`)}
+			m := outbox.Message{ID: uuid.Must(uuid.NewV7()).String(), Key: "room-1", Type: "RoomUserJoined", Payload: []byte(`{"user":"bob"}`)}
 			if err := store.Enqueue(ctx, tx, m); err != nil {
 				tx.Rollback()
 				return 0, err
@@ -260,18 +259,4 @@ func (b *bench) enqueueOverhead(ctx context.Context, sz sizes) ([]row, error) {
 		reference: fmt.Sprintf("%.0f tx/s without", perSec(n, took[nothing])),
 		ratio:     over(bareInsert), target: "(what any insert costs here)",
 	}}, nil
-}
-
-// uuidV7 returns a random UUID version 7 (RFC 9562): the Unix time in
-// milliseconds, then random bits.
-func uuidV7() string {
-	var b [16]byte
-	_, _ = rand.Read(b[6:])
-	ms := uint64(time.Now().UnixMilli())
-	binary.BigEndian.PutUint16(b[0:2], uint16(ms>>32))
-	binary.BigEndian.PutUint32(b[2:6], uint32(ms))
-	b[6] = 0x70 | b[6]&0x0f
-	b[8] = 0x80 | b[8]&0x3f
-	h := hex.EncodeToString(b[:])
-	return h[0:8] + "-" + h[8:12] + "-" + h[12:16] + "-" + h[16:20] + "-" + h[20:32]
 }
