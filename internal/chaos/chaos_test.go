@@ -70,21 +70,22 @@ type rig struct {
 
 type proc struct {
 	cmd  *exec.Cmd
+	log  string // its event log
 	done chan struct{}
 }
 
 func (r *rig) spawn(i int) {
 	r.spawns++
 	n := r.spawns
+	log := filepath.Join(r.dir, fmt.Sprintf("worker-%d-%03d.log", i, n))
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
 	cmd.Env = append(os.Environ(),
-		envRole+"=worker", envDSN+"="+r.db.DSN, envIndex+"="+fmt.Sprint(i), envSeed+"="+fmt.Sprint(n),
-		envLog+"="+filepath.Join(r.dir, fmt.Sprintf("worker-%d-%03d.log", i, n)))
+		envRole+"=worker", envDSN+"="+r.db.DSN, envIndex+"="+fmt.Sprint(i), envSeed+"="+fmt.Sprint(n), envLog+"="+log)
 	stderr, err := os.Create(filepath.Join(r.dir, fmt.Sprintf("stderr-%d-%03d.log", i, n)))
 	require.NoError(r.t, err)
 	cmd.Stdout, cmd.Stderr = stderr, stderr
 	require.NoError(r.t, cmd.Start())
-	p := &proc{cmd: cmd, done: make(chan struct{})}
+	p := &proc{cmd: cmd, log: log, done: make(chan struct{})}
 	go func() {
 		_ = cmd.Wait()
 		stderr.Close()
@@ -227,7 +228,12 @@ func TestChaos(t *testing.T) {
 		n, err := count(d.DB, "status <> 'published' OR lease_token IS NOT NULL")
 		return err == nil && n == 0
 	})
-	for _, p := range r.procs {
+	for i, p := range r.procs {
+		// A worker started by the last kill may not handle SIGTERM yet.
+		waitFor(t, fmt.Sprintf("worker %d to handle SIGTERM", i), 30*time.Second, func() bool {
+			_, err := os.Stat(readyFile(p.log))
+			return err == nil
+		})
 		_ = p.cmd.Process.Signal(syscall.SIGTERM)
 	}
 	for i, p := range r.procs {

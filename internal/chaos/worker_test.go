@@ -79,12 +79,22 @@ func runWorkerProcess() int {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
 	defer stop()
+	// From here on SIGTERM stops the worker cleanly; before, it would kill
+	// the process. The test waits for this file before it sends one.
+	if err := os.WriteFile(readyFile(os.Getenv(envLog)), nil, 0o644); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 2
+	}
 	if err := worker.Run(ctx); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
 	return 0
 }
+
+// readyFile is the file a worker process creates once SIGTERM stops it
+// cleanly, next to its log.
+func readyFile(log string) string { return log + ".ready" }
 
 // eventLog appends lines to the process's log file.
 type eventLog struct {
