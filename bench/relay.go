@@ -204,27 +204,24 @@ func (b *bench) relayAndCeiling(ctx context.Context, sz sizes) ([]row, error) {
 	var rows []row
 	for _, batch := range []int{1, 10, 100, 500} {
 		n := sz.relayEvents(batch)
-		var ceiling, relay1, relay3 []float64
+		var ceiling []float64
+		relays := map[int][]float64{} // by workers
 		for range relayRounds {
 			c, err := b.ceilingRate(ctx, n, batch)
 			if err != nil {
 				return nil, err
 			}
-			r1, err := b.relayRate(ctx, n, batch, 1)
-			if err != nil {
-				return nil, err
+			ceiling = append(ceiling, c)
+			for _, workers := range []int{1, 3} {
+				r, err := b.relayRate(ctx, n, batch, workers)
+				if err != nil {
+					return nil, err
+				}
+				relays[workers] = append(relays[workers], r)
 			}
-			r3, err := b.relayRate(ctx, n, batch, 3)
-			if err != nil {
-				return nil, err
-			}
-			ceiling, relay1, relay3 = append(ceiling, c), append(relay1, r1), append(relay3, r3)
 		}
 		for _, workers := range []int{1, 3} {
-			relay, target := median(relay1), ""
-			if workers == 3 {
-				relay = median(relay3)
-			}
+			relay, target := median(relays[workers]), ""
 			if batch == 100 && workers == 1 {
 				target = "≥ 0.75 of the ceiling"
 				b.relay100 = relay
