@@ -2,6 +2,7 @@ package outbox
 
 import (
 	"errors"
+	"strings"
 	"unicode/utf8"
 )
 
@@ -51,11 +52,22 @@ func (e *permanentError) Unwrap() error { return e.err }
 // (at a UTF-8 boundary) and end in "…".
 const MaxLastErrorBytes = 512
 
-// Truncate shortens s to at most maxBytes bytes without splitting a UTF-8
-// character, marking a cut with a trailing "…". Stores use it to fit
-// error texts into their columns.
+// Truncate returns s as valid UTF-8 of at most maxBytes bytes: every run
+// of bytes that is not valid UTF-8 becomes U+FFFD, and a longer text is
+// cut at a character boundary and ends in "…". Control characters are
+// kept. Stores use it to fit error texts into their columns, so that no
+// text a sink or a panic produces can fail the write of an outcome. Its
+// work is bounded by maxBytes, not by the length of s.
 func Truncate(s string, maxBytes int) string {
-	if len(s) <= maxBytes {
+	if maxBytes <= 0 {
+		return ""
+	}
+	cut := false
+	if limit := 4*maxBytes + utf8.UTFMax; len(s) > limit {
+		s, cut = s[:limit], true
+	}
+	s = strings.ToValidUTF8(s, "\uFFFD")
+	if len(s) <= maxBytes && !cut {
 		return s
 	}
 	const ellipsis = "…"
@@ -68,6 +80,9 @@ func Truncate(s string, maxBytes int) string {
 // cutRunes returns the longest prefix of s of at most n bytes that does not
 // split a UTF-8 character.
 func cutRunes(s string, n int) string {
+	if n >= len(s) {
+		return s
+	}
 	if n <= 0 {
 		return ""
 	}

@@ -39,6 +39,11 @@ func TestTruncate(t *testing.T) {
 		{"abcdef", 2, "ab"},
 		{"éé", 3, "é"},
 		{"abc", 0, ""},
+		{"\xff\xfe\xfd", 10, "\ufffd"},           // a run of invalid bytes is one replacement
+		{"ok\xc3(", 10, "ok\ufffd("},             // a character cut in the middle
+		{"ab\xffcdefghijk", 10, "ab\ufffdcd…"},   // replaced before it is cut
+		{"nul\x00\x1b[0m", 10, "nul\x00\x1b[0m"}, // control characters stay
+		{strings.Repeat("\xff", 1000), 10, "\ufffd…"},
 	}
 	for _, tc := range tests {
 		got := Truncate(tc.in, tc.max)
@@ -46,6 +51,24 @@ func TestTruncate(t *testing.T) {
 		require.LessOrEqual(t, len(got), max(tc.max, 0))
 		require.True(t, utf8.ValidString(got))
 	}
+}
+
+// FuzzTruncate: whatever the input, the output is valid UTF-8 within the
+// bound, and an input that is valid and short enough comes back as it is.
+func FuzzTruncate(f *testing.F) {
+	for _, s := range []string{"", "abc", "\xff\xfe", "é\xc3", strings.Repeat("€", 200), "\x00\r\n"} {
+		f.Add(s, 16)
+	}
+	f.Fuzz(func(t *testing.T, s string, n int) {
+		n = n % 4096
+		got := Truncate(s, n)
+		if !utf8.ValidString(got) || len(got) > max(n, 0) {
+			t.Fatalf("Truncate(%q, %d) = %q: invalid or too long", s, n, got)
+		}
+		if utf8.ValidString(s) && len(s) <= n && got != s {
+			t.Fatalf("Truncate(%q, %d) = %q: changed a valid text that fits", s, n, got)
+		}
+	})
 }
 
 func TestMessageValidate(t *testing.T) {
