@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"runtime/debug"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -53,14 +54,16 @@ func (w *Worker) deliver(ctx context.Context, p path, params ClaimParams, carry 
 	if carry != nil {
 		params.Settle = &Settlement{Token: carry.token, Outcomes: carry.outcomes}
 	}
-	claimCtx, cancel := context.WithTimeout(ctx, w.opts.StoreTimeout)
-	batch, err := w.store.Claim(claimCtx, params)
-	cancel()
+	batch, err := w.claim(ctx, params)
 	if carry != nil {
 		if err != nil {
-			// Claim and carried settle failed together: record the outcomes
-			// alone (fenced, so harmless if the claim's commit did land).
+			// The claim and the outcomes it was to record failed together
+			// (say, one outcome could not be written): record the outcomes
+			// alone (fenced, so harmless if the claim's commit did land),
+			// then claim again without them.
 			_, _ = w.settle(ctx, carry)
+			params.Settle = nil
+			batch, err = w.claim(ctx, params)
 		} else {
 			w.settled(ctx, carry, batch.Settled)
 		}
@@ -87,7 +90,7 @@ func (w *Worker) deliver(ctx context.Context, p path, params ClaimParams, carry 
 		return res, s, nil
 	}
 	settled, err := w.settle(ctx, s)
-	res.Stale = settled.Stale
+	res.Stale, res.Dead = settled.Stale, len(settled.Dead)
 	if err != nil {
 		return res, nil, fmt.Errorf("outbox: settle: %w", err)
 	}
@@ -97,28 +100,46 @@ func (w *Worker) deliver(ctx context.Context, p path, params ClaimParams, carry 
 	return res, nil, nil
 }
 
-// settle records a settlement in the store on its own.
+// claim runs one claim, bounded by StoreTimeout.
+func (w *Worker) claim(ctx context.Context, params ClaimParams) (Batch, error) {
+	claimCtx, cancel := context.WithTimeout(ctx, w.opts.StoreTimeout)
+	defer cancel()
+	return w.store.Claim(claimCtx, params)
+}
+
+// settle records a settlement in the store on its own, and reports what
+// it recorded, even when some of it could not be.
 func (w *Worker) settle(ctx context.Context, s *settlement) (SettleResult, error) {
 	settleCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), w.opts.StoreTimeout)
 	res, err := w.store.Settle(settleCtx, s.token, s.outcomes)
 	cancel()
+	w.settled(ctx, s, res)
 	if err != nil {
 		w.log.ErrorContext(ctx, "outbox settle failed; unrecorded outcomes are retried after the lease expires",
-			slog.String("path", s.path.String()), slog.Int("outcomes", len(s.outcomes)), slog.Any("error", err))
+			slog.String("path", s.path.String()), slog.Int("outcomes", len(s.outcomes)), slog.Int("recorded", res.Applied), slog.Any("error", err))
 		w.observe(ctx, Event{Kind: EventSettleFailed, Path: s.path.String(), Err: err})
 		return res, err
 	}
-	w.settled(ctx, s, res)
 	return res, nil
 }
 
-// settled reports what follows from recorded outcomes.
+// settled reports what follows from recorded outcomes: a lost lease, and
+// the dead letters the store recorded (and only those).
 func (w *Worker) settled(ctx context.Context, s *settlement, res SettleResult) {
 	if res.Stale > 0 {
 		w.log.WarnContext(ctx, "outbox lease lost before settle; another worker owns those records",
 			slog.String("path", s.path.String()), slog.Int("stale", res.Stale))
 	}
-	w.notifyDead(ctx, s.dead)
+	if len(res.Dead) == 0 {
+		return
+	}
+	recorded := make([]deadLetter, 0, len(res.Dead))
+	for _, d := range s.dead {
+		if _, ok := slices.BinarySearch(res.Dead, d.rec.ID); ok {
+			recorded = append(recorded, d)
+		}
+	}
+	w.notifyDead(ctx, recorded)
 }
 
 // publishBatch publishes a claimed batch, up to Concurrency calls at once.

@@ -180,4 +180,7 @@ type SettleResult struct {
 	// Stale counts outcomes not written because their record was no longer
 	// leased under the token.
 	Stale int
+	// Dead lists, sorted, the IDs of the OutcomeDead outcomes that were
+	// written: exactly the dead letters the store recorded.
+	Dead []string
 }

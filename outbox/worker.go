@@ -151,7 +151,10 @@ type BatchResult struct {
 	Published int
 	// Retried is the number of failed attempts scheduled for another try.
 	Retried int
-	// Dead is the number the retry policy gave up on.
+	// Dead is the number of dead letters: failed attempts the retry policy
+	// gave up on and the store recorded as dead. (Run records a full
+	// batch's outcomes with its next claim; until then this counts the
+	// ones decided.)
 	Dead int
 	// Released is the number not attempted and handed back (the context
 	// was cancelled, or there was no lease time left to publish them).

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/cenkalti/backoff/v4"
@@ -14,10 +15,17 @@ import (
 // Settle records outcomes of records claimed under token. Outcomes of one
 // kind (and, for failures, of one error text and delay) are written by one
 // UPDATE, fenced by the token: a record whose lease was lost is left alone
-// and counted as stale. Each statement is retried a few times on a
-// deadlock, lock wait timeout or lost connection; this is safe because a
-// statement that was applied cleared the token and so cannot apply twice.
-// (An outcome applied by a try whose reply was lost counts as stale.)
+// and counted as stale. A dead letter gets a statement of its own, so that
+// SettleResult.Dead names exactly the dead letters written. Each statement
+// is retried a few times on a deadlock, lock wait timeout or lost
+// connection; this is safe because a statement that was applied cleared
+// the token and so cannot apply twice. (An outcome applied by a try whose
+// reply was lost counts as stale.)
+//
+// A statement that fails does not stop the others: Settle writes what it
+// can and returns what it wrote together with an error naming what it
+// could not. Error texts are stored as outbox.Truncate makes them: valid
+// UTF-8 of at most outbox.MaxLastErrorBytes, whatever the outcome holds.
 func (s *channel) Settle(ctx context.Context, token string, outcomes []outbox.Outcome) (outbox.SettleResult, error) {
 	res, err := s.applySettle(token, outcomes, func(query string, args ...any) (int64, error) {
 		return s.execRetrying(ctx, query, args...)
@@ -28,7 +36,8 @@ func (s *channel) Settle(ctx context.Context, token string, outcomes []outbox.Ou
 	return res, nil
 }
 
-// applySettle writes outcomes with exec: one fenced UPDATE per group.
+// applySettle writes outcomes with exec: one fenced UPDATE per group,
+// each on its own, so that one that fails leaves the others written.
 func (s *channel) applySettle(token string, outcomes []outbox.Outcome, exec func(query string, args ...any) (int64, error)) (outbox.SettleResult, error) {
 	if token == "" {
 		return outbox.SettleResult{}, errors.New("mysql store: settle: empty token")
@@ -37,32 +46,27 @@ func (s *channel) applySettle(token string, outcomes []outbox.Outcome, exec func
 	if err != nil {
 		return outbox.SettleResult{}, err
 	}
-	var res outbox.SettleResult
+	var (
+		res    outbox.SettleResult
+		errs   []error
+		failed int
+	)
 	for _, g := range groups {
-		args := make([]any, 0, len(g.ids)+3)
-		query := s.q.settlePublished
-		switch g.kind {
-		case outbox.OutcomeRetry:
-			query = s.q.settleRetry
-			args = append(args, g.errText, g.retryIn.Microseconds())
-		case outbox.OutcomeDead:
-			query = s.q.settleDead
-			args = append(args, g.errText)
-		case outbox.OutcomeRelease:
-			query = s.q.settleRelease
-		}
-		args = append(args, token)
-		for _, id := range g.ids {
-			args = append(args, id)
-		}
-		n, err := exec(query+placeholders(len(g.ids))+")", args...)
+		query, args := g.statement(s.q, token)
+		n, err := exec(query, args...)
 		if err != nil {
-			return res, err
+			failed += len(g.ids)
+			errs = append(errs, fmt.Errorf("%d %s outcome(s) not recorded: %w", len(g.ids), g.kind, err))
+			continue
 		}
 		res.Applied += int(n)
+		if g.kind == outbox.OutcomeDead && n == 1 {
+			res.Dead = append(res.Dead, g.ids[0])
+		}
 	}
-	res.Stale = len(outcomes) - res.Applied
-	return res, nil
+	res.Stale = len(outcomes) - res.Applied - failed
+	slices.Sort(res.Dead)
+	return res, errors.Join(errs...)
 }
 
 // outcomeGroup is a set of outcomes one statement writes.
@@ -73,11 +77,35 @@ type outcomeGroup struct {
 	ids     []string
 }
 
+// statement returns the fenced UPDATE that writes the group.
+func (g *outcomeGroup) statement(q queries, token string) (string, []any) {
+	args := make([]any, 0, len(g.ids)+3)
+	query := q.settlePublished
+	switch g.kind {
+	case outbox.OutcomeRetry:
+		query = q.settleRetry
+		args = append(args, g.errText, g.retryIn.Microseconds())
+	case outbox.OutcomeDead:
+		query = q.settleDead
+		args = append(args, g.errText)
+	case outbox.OutcomeRelease:
+		query = q.settleRelease
+	}
+	args = append(args, token)
+	for _, id := range g.ids {
+		args = append(args, id)
+	}
+	return query + placeholders(len(g.ids)) + ")", args
+}
+
+// groupOutcomes groups outcomes by what their statement writes; each dead
+// letter is a group of its own.
 func groupOutcomes(outcomes []outbox.Outcome) ([]*outcomeGroup, error) {
 	type groupKey struct {
 		kind    outbox.OutcomeKind
 		errText string
 		retryIn time.Duration
+		deadID  string
 	}
 	var (
 		groups []*outcomeGroup
@@ -93,7 +121,7 @@ func groupOutcomes(outcomes []outbox.Outcome) ([]*outcomeGroup, error) {
 			}
 			k.errText, k.retryIn = outbox.Truncate(o.Error, outbox.MaxLastErrorBytes), o.RetryIn
 		case outbox.OutcomeDead:
-			k.errText = outbox.Truncate(o.Error, outbox.MaxLastErrorBytes)
+			k.errText, k.deadID = outbox.Truncate(o.Error, outbox.MaxLastErrorBytes), o.ID
 		default:
 			return nil, fmt.Errorf("mysql store: settle: outcome for %q: unknown kind %d", o.ID, o.Kind)
 		}
