@@ -16,8 +16,10 @@ var (
 	// written.
 	ErrDuplicateID = errors.New("outbox: duplicate message ID")
 	// ErrInvalidMessage is returned by Message.Validate and Store.Enqueue
-	// for a message with an empty or over-long ID, Type or Key. Nothing of
-	// that call is written.
+	// for a message a store cannot keep as it is: an empty or over-long
+	// ID, Type or Key, text that is not valid UTF-8, or a payload or
+	// headers over the store's size limits. Nothing of that call is
+	// written.
 	ErrInvalidMessage = errors.New("outbox: invalid message")
 	// ErrWorkerRunning is returned by Worker.Run when the worker is already
 	// running.

@@ -87,6 +87,11 @@ func TestMessageValidate(t *testing.T) {
 		{"long type", Message{ID: "e", Type: long}, "Type is longer than 255"},
 		{"long key", Message{ID: "e", Type: "T", Key: long}, "Key is longer than 255"},
 		{"invalid UTF-8 ID", Message{ID: "\xc3", Type: "T"}, "ID is not valid UTF-8"},
+		{"invalid UTF-8 key", Message{ID: "e", Type: "T", Key: "k\xff"}, "Key is not valid UTF-8"},
+		{"empty header name", Message{ID: "e", Type: "T", Headers: map[string]string{"": "v"}}, "a header name is empty"},
+		{"invalid UTF-8 header name", Message{ID: "e", Type: "T", Headers: map[string]string{"\xff": "v"}}, "header name"},
+		{"invalid UTF-8 header value", Message{ID: "e", Type: "T", Headers: map[string]string{"h": "\xc3("}}, `the value of header "h" is not valid UTF-8`},
+		{"control characters are fine", Message{ID: "e\x00", Type: "T\t", Key: "\x01", Headers: map[string]string{"h\r\n": "\x00"}}, ""},
 	}
 	for _, tc := range tests {
 		err := tc.m.Validate()

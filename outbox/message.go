@@ -39,8 +39,10 @@ type Message struct {
 	// Headers carry metadata such as a request ID or trace context
 	// (HeaderTraceParent).
 	Headers map[string]string
-	// CreatedAt is when the event happened. The zero value means "now",
-	// set by the store from the database clock.
+	// CreatedAt is when the event happened, as the writer tells it; the
+	// store keeps it and hands it back, but decides nothing by it (ages,
+	// due times and leases are on the store's clock: see
+	// Record.EnqueuedAt). The zero value means "when it was enqueued".
 	CreatedAt time.Time
 }
 
@@ -73,8 +75,10 @@ func ValidTraceParent(s string) bool {
 }
 
 // Validate reports whether m can be stored: ID and Type must be non-empty,
-// valid UTF-8 and within the length limits, and Key within its limit.
-// Errors wrap ErrInvalidMessage and name the field.
+// valid UTF-8 and within the length limits, Key valid UTF-8 within its
+// limit, and every header name non-empty and valid UTF-8, as every header
+// value. (Stores bound the sizes of payloads and headers on top: see
+// theirs.) Errors wrap ErrInvalidMessage and name the field.
 func (m Message) Validate() error {
 	if err := checkText("ID", m.ID, MaxIDLength, true); err != nil {
 		return err
@@ -84,6 +88,16 @@ func (m Message) Validate() error {
 	}
 	if err := checkText("Key", m.Key, MaxKeyLength, false); err != nil {
 		return fmt.Errorf("message %q: %w", m.ID, err)
+	}
+	for name, value := range m.Headers {
+		switch {
+		case name == "":
+			return fmt.Errorf("message %q: %w: a header name is empty", m.ID, ErrInvalidMessage)
+		case !utf8.ValidString(name):
+			return fmt.Errorf("message %q: %w: header name %q is not valid UTF-8", m.ID, ErrInvalidMessage, Truncate(name, 64))
+		case !utf8.ValidString(value):
+			return fmt.Errorf("message %q: %w: the value of header %q is not valid UTF-8", m.ID, ErrInvalidMessage, Truncate(name, 64))
+		}
 	}
 	return nil
 }
@@ -133,6 +147,11 @@ type Record struct {
 	NextAttemptAt time.Time
 	// PublishedAt is when the record was marked published; zero otherwise.
 	PublishedAt time.Time
+	// EnqueuedAt is when the store wrote the message, on the store's own
+	// clock (MySQL: the database's). Ages count from it: the oldest
+	// pending age in Stats, and age filters of tools. Message.CreatedAt is
+	// this too unless the writer set it.
+	EnqueuedAt time.Time
 	// Seq is the store's sequence number of the record, increasing in
 	// insert order (MySQL: the AUTO_INCREMENT id); 0 if the store has
 	// none. Tools page by it.

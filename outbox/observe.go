@@ -78,7 +78,8 @@ type Event struct {
 // Stats is a snapshot of a store's backlog.
 type Stats struct {
 	// Pending counts pending records, Leased those of them a worker holds
-	// right now, Dead the dead letters.
+	// right now (a lease that has expired, say of a worker that died, no
+	// longer counts), Dead the dead letters.
 	Pending, Leased, Dead int
 	// OldestPending is the age of the oldest pending record (zero with
 	// none), by the store's clock.
