@@ -66,7 +66,10 @@ func runConsumers(c *cli, args []string) int {
 	tw := c.newTable("CONSUMER", "START SEQ", "BACKFILL", "ADDED")
 	for _, info := range infos {
 		backfill := "done"
-		if info.Backfilling {
+		switch {
+		case info.Removing:
+			backfill = "being removed (run consumers remove again to finish)"
+		case info.Backfilling:
 			backfill = fmt.Sprintf("at seq %d", info.BackfillAt)
 		}
 		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\n", info.Name, info.StartSeq, backfill, formatTime(info.CreatedAt))

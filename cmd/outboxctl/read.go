@@ -200,6 +200,7 @@ func runShow(c *cli, args []string) int {
 		{"event_id", safe(r.ID, false)}, {"seq", strconv.FormatInt(r.Seq, 10)}, {"type", safe(r.Type, false)},
 		{"key", safe(r.Key, false)}, {"status", string(r.Status)}, {"retry_count", strconv.Itoa(r.Attempts)},
 		{"last_error", safe(r.LastError, false)}, {"created_at", r.CreatedAt.Format(time.RFC3339Nano)},
+		{"enqueued_at", formatTime(r.EnqueuedAt)},
 		{"next_attempt_at", r.NextAttemptAt.Format(time.RFC3339Nano)}, {"published_at", formatTime(r.PublishedAt)},
 	} {
 		fmt.Fprintf(tw, "%s\t%s\n", f[0], f[1])
@@ -252,6 +253,7 @@ type jsonRecord struct {
 	RetryCount    int               `json:"retry_count"`
 	LastError     string            `json:"last_error,omitempty"`
 	CreatedAt     time.Time         `json:"created_at"`
+	EnqueuedAt    time.Time         `json:"enqueued_at"`
 	NextAttemptAt time.Time         `json:"next_attempt_at"`
 	PublishedAt   *time.Time        `json:"published_at,omitempty"`
 	Headers       map[string]string `json:"headers,omitempty"`
@@ -262,7 +264,7 @@ type jsonRecord struct {
 
 func toJSON(r outbox.Record, withPayload bool) jsonRecord {
 	j := jsonRecord{Seq: r.Seq, EventID: r.ID, Type: r.Type, Key: r.Key, Status: r.Status, RetryCount: r.Attempts,
-		LastError: r.LastError, CreatedAt: r.CreatedAt, NextAttemptAt: r.NextAttemptAt, Headers: r.Headers, PayloadBytes: len(r.Payload)}
+		LastError: r.LastError, CreatedAt: r.CreatedAt, EnqueuedAt: r.EnqueuedAt, NextAttemptAt: r.NextAttemptAt, Headers: r.Headers, PayloadBytes: len(r.Payload)}
 	if !r.PublishedAt.IsZero() {
 		j.PublishedAt = &r.PublishedAt
 	}

@@ -55,20 +55,21 @@ func (s *channel) Claim(ctx context.Context, p outbox.ClaimParams) (outbox.Batch
 	}
 
 	var rows []scannedRecord
+	budget := newBudget(s.maxClaimBytes)
 	switch {
 	case p.Ordered && len(p.IDs) > 0:
-		rows, err = s.lockOrderedIDs(ctx, tx, p)
+		rows, err = s.lockOrderedIDs(ctx, tx, budget, p)
 	case p.Ordered:
-		rows, err = s.lockOrdered(ctx, tx, p.Limit)
+		rows, err = s.lockOrdered(ctx, tx, budget, p.Limit)
 	case len(p.IDs) > 0:
-		rows, err = readRows(ctx, tx, s.q.claimIDsPrefix+placeholders(len(p.IDs))+s.q.claimIDsSuffix, append(anyArgs(p.IDs), p.Limit)...)
+		rows, err = readRowsWithin(ctx, tx, budget, s.q.claimIDsPrefix+placeholders(len(p.IDs))+s.q.claimIDsSuffix, append(anyArgs(p.IDs), p.Limit)...)
 	default:
-		rows, err = readRows(ctx, tx, s.q.claimDue, p.Limit)
+		rows, err = readRowsWithin(ctx, tx, budget, s.q.claimDue, p.Limit)
 	}
 	if err != nil {
 		return outbox.Batch{}, s.wrap("claim", err)
 	}
-	rows, orphans, err := s.fill(ctx, tx, rows)
+	rows, orphans, err := s.fill(ctx, tx, budget, rows)
 	if err != nil {
 		return outbox.Batch{}, s.wrap("claim", err)
 	}
@@ -131,18 +132,18 @@ const (
 
 // lockOrdered claims unkeyed records (unordered; a quarter of the batch is
 // kept for them so that busy keys cannot starve them) and key heads.
-func (s *channel) lockOrdered(ctx context.Context, tx *sql.Tx, limit int) ([]scannedRecord, error) {
-	unkeyed, err := readRows(ctx, tx, s.q.claimUnkeyed, uint64(0), max(1, limit/4))
+func (s *channel) lockOrdered(ctx context.Context, tx *sql.Tx, budget *byteBudget, limit int) ([]scannedRecord, error) {
+	unkeyed, err := readRowsWithin(ctx, tx, budget, s.q.claimUnkeyed, uint64(0), max(1, limit/4))
 	if err != nil {
 		return nil, err
 	}
-	heads, err := s.lockHeads(ctx, tx, limit-len(unkeyed))
+	heads, err := s.lockHeads(ctx, tx, budget, limit-len(unkeyed))
 	if err != nil {
 		return nil, err
 	}
 	out := append(unkeyed, heads...)
-	if room := limit - len(out); room > 0 && len(unkeyed) == max(1, limit/4) {
-		more, err := readRows(ctx, tx, s.q.claimUnkeyed, unkeyed[len(unkeyed)-1].seq, room)
+	if room := limit - len(out); room > 0 && len(unkeyed) == max(1, limit/4) && !budget.full {
+		more, err := readRowsWithin(ctx, tx, budget, s.q.claimUnkeyed, unkeyed[len(unkeyed)-1].seq, room)
 		if err != nil {
 			return nil, err
 		}
@@ -157,8 +158,8 @@ func (s *channel) lockOrdered(ctx context.Context, tx *sql.Tx, limit int) ([]sca
 // wraps around to the first key at most once and stops where it began;
 // SKIP LOCKED does not skip this transaction's own locks, so a key is
 // never offered to the locking select twice.
-func (s *channel) lockHeads(ctx context.Context, tx *sql.Tx, want int) ([]scannedRecord, error) {
-	if want <= 0 {
+func (s *channel) lockHeads(ctx context.Context, tx *sql.Tx, budget *byteBudget, want int) ([]scannedRecord, error) {
+	if want <= 0 || budget.full {
 		return nil, nil
 	}
 	window := max(headWindowFactor*want, minHeadWindow)
@@ -187,13 +188,18 @@ func (s *channel) lockHeads(ctx context.Context, tx *sql.Tx, want int) ([]scanne
 				ids[i] = h.id
 			}
 			// Due heads in key order: the walk goes on after the last one taken.
-			rows, err := readRows(ctx, tx, s.q.claimHeadsPrefix+placeholders(len(ids))+s.q.claimHeadsSuffix, append(ids, want-len(out))...)
+			rows, err := readRowsWithin(ctx, tx, budget, s.q.claimHeadsPrefix+placeholders(len(ids))+s.q.claimHeadsSuffix, append(ids, want-len(out))...)
 			if err != nil {
 				return nil, err
 			}
 			out = append(out, rows...)
-			if len(out) == want {
-				cursor = rows[len(rows)-1].rec.Key
+			if len(out) == want || budget.full {
+				// The next claim goes on after the last head taken (or,
+				// with none taken, where this one began).
+				cursor = start
+				if len(out) > 0 {
+					cursor = out[len(out)-1].rec.Key
+				}
 				break
 			}
 		}
@@ -237,8 +243,8 @@ func (s *channel) headWindow(ctx context.Context, tx *sql.Tx, cursor string, win
 // the named records are claimed only if they are the key's oldest pending
 // records (none older waits, and none is leased), so the writer may
 // publish them in order; otherwise the worker will, later.
-func (s *channel) lockOrderedIDs(ctx context.Context, tx *sql.Tx, p outbox.ClaimParams) ([]scannedRecord, error) {
-	rows, err := readRows(ctx, tx, s.q.claimIDsPrefix+placeholders(len(p.IDs))+s.q.claimIDsSuffix, append(anyArgs(p.IDs), p.Limit)...)
+func (s *channel) lockOrderedIDs(ctx context.Context, tx *sql.Tx, budget *byteBudget, p outbox.ClaimParams) ([]scannedRecord, error) {
+	rows, err := readRowsWithin(ctx, tx, budget, s.q.claimIDsPrefix+placeholders(len(p.IDs))+s.q.claimIDsSuffix, append(anyArgs(p.IDs), p.Limit)...)
 	if err != nil {
 		return nil, err
 	}

@@ -88,6 +88,9 @@ type ConsumerInfo struct {
 	BackfillAt  int64
 	// CreatedAt is when it was added (UTC, database clock).
 	CreatedAt time.Time
+	// Removing reports a removal that started and has not finished (run
+	// RemoveConsumer again to finish it). Such a consumer gets nothing.
+	Removing bool
 }
 
 func validConsumerName(name string) error {
@@ -99,7 +102,10 @@ func validConsumerName(name string) error {
 
 // AddConsumer registers a named consumer of the table, starting from
 // now or from the beginning (see StartFrom). It returns an error wrapping
-// ErrConsumerExists if the name is taken. Run Migrate first.
+// ErrConsumerExists if the name is taken, also by a consumer whose
+// removal has not finished (run RemoveConsumer again to finish it). It is
+// safe to retry: a call whose commit reply was lost recognises its own
+// registration. Run Migrate first.
 func (s *Store) AddConsumer(ctx context.Context, name string, from StartFrom) error {
 	if err := validConsumerName(name); err != nil {
 		return err
@@ -107,7 +113,11 @@ func (s *Store) AddConsumer(ctx context.Context, name string, from StartFrom) er
 	if from != StartNow && from != StartBeginning {
 		return fmt.Errorf("mysql store: add consumer %q: start %v: want StartNow or StartBeginning", name, from)
 	}
-	err := retryTransient(ctx, func() error {
+	token, err := newToken()
+	if err != nil {
+		return fmt.Errorf("mysql store: add consumer %q: %w", name, err)
+	}
+	err = retryTransient(ctx, func() error {
 		tx, err := s.db.BeginTx(ctx, claimTxOptions)
 		if err != nil {
 			return err
@@ -117,14 +127,8 @@ func (s *Store) AddConsumer(ctx context.Context, name string, from StartFrom) er
 		// progress (they hold it in share mode) and keep new ones out
 		// until this commits, so none hands over a message above start
 		// without this consumer.
-		names, err := column[string](ctx, tx, s.cq.lockAll)
-		if err != nil {
+		if done, err := s.lockRegistry(ctx, tx, name, token); done || err != nil {
 			return err
-		}
-		for _, n := range names {
-			if n == name {
-				return fmt.Errorf("add consumer %q: %w", name, ErrConsumerExists)
-			}
 		}
 		var last uint64
 		if err := tx.QueryRowContext(ctx, s.cq.maxID).Scan(&last); err != nil {
@@ -134,9 +138,9 @@ func (s *Store) AddConsumer(ctx context.Context, name string, from StartFrom) er
 		if from == StartBeginning {
 			start, cursor = 1, sql.NullInt64{Int64: 0, Valid: true}
 		}
-		if _, err := tx.ExecContext(ctx, s.cq.register, name, start, cursor); err != nil {
+		if _, err := tx.ExecContext(ctx, s.cq.register, name, start, cursor, token); err != nil {
 			if classify(err) == classDuplicate {
-				return fmt.Errorf("add consumer %q: %w", name, ErrConsumerExists)
+				return fmt.Errorf("mysql store: add consumer %q: %w", name, ErrConsumerExists)
 			}
 			return err
 		}
@@ -151,28 +155,93 @@ func (s *Store) AddConsumer(ctx context.Context, name string, from StartFrom) er
 	return nil
 }
 
+// lockRegistry locks the registry for AddConsumer and looks name up in
+// it: done when this call (token) registered it already, on an earlier
+// try whose commit reply was lost; ErrConsumerExists when anyone else did.
+func (s *Store) lockRegistry(ctx context.Context, tx *sql.Tx, name, token string) (done bool, err error) {
+	rows, err := tx.QueryContext(ctx, s.cq.lockAll)
+	if err != nil {
+		return false, err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var (
+			n, addedBy string
+			removing   bool
+		)
+		if err := rows.Scan(&n, &removing, &addedBy); err != nil {
+			return false, err
+		}
+		switch {
+		case n != name:
+		case addedBy == token:
+			return true, nil
+		case removing:
+			return false, fmt.Errorf("mysql store: add consumer %q: it is being removed (run RemoveConsumer again to finish): %w", name, ErrConsumerExists)
+		default:
+			return false, fmt.Errorf("mysql store: add consumer %q: %w", name, ErrConsumerExists)
+		}
+	}
+	return false, rows.Err()
+}
+
 // RemoveConsumer unregisters a named consumer and deletes its delivery
-// state, in batches, returning how many records it deleted. A worker
-// still running for it fails its next claim with ErrUnknownConsumer.
-// Retention no longer waits for it. It returns an error wrapping
-// ErrUnknownConsumer if there was neither such a consumer nor any state
-// of one; running it again after a failure finishes the clean-up.
+// state, in batches, returning how many records it deleted. From its
+// first step the consumer is out: a worker still running for it fails
+// its next claim with ErrUnknownConsumer, no message is handed over to
+// it, retention no longer waits for it, and AddConsumer of the name is
+// refused until the removal has finished. If it fails half way, running
+// it again finishes the clean-up. It is safe to retry. It returns an
+// error wrapping ErrUnknownConsumer if there was neither such a consumer
+// nor any state of one.
 func (s *Store) RemoveConsumer(ctx context.Context, name string) (int, error) {
 	if err := validConsumerName(name); err != nil {
 		return 0, err
 	}
-	var registered int64
-	err := retryTransient(ctx, func() error {
-		res, err := s.db.ExecContext(ctx, s.cq.unregister, name)
-		if err != nil {
-			return err
-		}
-		registered, err = res.RowsAffected()
-		return err
-	})
+	registered, err := s.markRemoving(ctx, name)
 	if err != nil {
 		return 0, s.wrap("remove consumer "+name, err)
 	}
+	deleted, err := s.dropState(ctx, name)
+	if err != nil {
+		return deleted, s.wrap("remove consumer "+name, err)
+	}
+	if err := retryTransient(ctx, func() error {
+		_, err := s.db.ExecContext(ctx, s.cq.unregister, name)
+		return err
+	}); err != nil {
+		return deleted, s.wrap("remove consumer "+name, err)
+	}
+	if !registered && deleted == 0 {
+		return 0, fmt.Errorf("mysql store: remove consumer %q: %w", name, ErrUnknownConsumer)
+	}
+	return deleted, nil
+}
+
+// markRemoving marks consumer name as being removed and reports whether
+// it is registered (marked now, or by an earlier call or try).
+func (s *Store) markRemoving(ctx context.Context, name string) (registered bool, err error) {
+	err = retryTransient(ctx, func() error {
+		if _, err := s.db.ExecContext(ctx, s.cq.markRemoving, name); err != nil {
+			return err
+		}
+		var removing bool
+		switch err := s.db.QueryRowContext(ctx, s.cq.removingOf, name).Scan(&removing); {
+		case errors.Is(err, sql.ErrNoRows):
+			registered = false
+		case err != nil:
+			return err
+		default:
+			registered = true
+		}
+		return nil
+	})
+	return registered, err
+}
+
+// dropState deletes consumer name's delivery state in batches and returns
+// how many rows it deleted.
+func (s *Store) dropState(ctx context.Context, name string) (int, error) {
 	deleted := 0
 	for {
 		var n int64
@@ -185,17 +254,13 @@ func (s *Store) RemoveConsumer(ctx context.Context, name string) (int, error) {
 			return err
 		})
 		if err != nil {
-			return deleted, s.wrap("remove consumer "+name, err)
+			return deleted, err
 		}
 		deleted += int(n)
 		if n < removeBatch {
-			break
+			return deleted, nil
 		}
 	}
-	if registered == 0 && deleted == 0 {
-		return 0, fmt.Errorf("mysql store: remove consumer %q: %w", name, ErrUnknownConsumer)
-	}
-	return deleted, nil
 }
 
 // removeBatch is how many state rows one statement of RemoveConsumer
@@ -216,7 +281,7 @@ func (s *Store) Consumers(ctx context.Context) ([]ConsumerInfo, error) {
 			cursor  sql.NullInt64
 			created dbTime
 		)
-		if err := rows.Scan(&c.Name, &c.StartSeq, &cursor, &created); err != nil {
+		if err := rows.Scan(&c.Name, &c.StartSeq, &cursor, &created, &c.Removing); err != nil {
 			return nil, s.wrap("consumers", err)
 		}
 		c.Backfilling, c.BackfillAt, c.CreatedAt = cursor.Valid, cursor.Int64, created.t
@@ -240,7 +305,8 @@ func (s *Store) Consumer(name string) (*ConsumerStore, error) {
 	return &ConsumerStore{
 		channel: channel{
 			db: s.db, table: s.table, what: fmt.Sprintf("mysql store: consumer %q", name), t: t, q: buildQueries(t),
-			content: "SELECT id, payload, headers FROM `" + s.table + "` WHERE id IN (",
+			content:       "SELECT id, payload, headers, occurred_at FROM `" + s.table + "` WHERE id IN (",
+			maxClaimBytes: s.maxClaimBytes,
 		},
 		parent: s,
 		name:   name,

@@ -23,7 +23,27 @@
 // before anything is published. The index (status, next_attempt_at, id)
 // makes this a range scan that stops after the batch, whatever the size of
 // the backlog or of the published history. Settles are fenced by the lease
-// token. Every time that decides delivery is the database's UTC clock.
+// token.
+//
+// # Limits and clocks
+//
+//   - Keys (event_key) are stored binary and compared byte by byte, so
+//     every key Message.Validate accepts is its own key and is ordered:
+//     control characters, leading and trailing spaces and tabs included.
+//     IDs compare with PAD SPACE, so Enqueue refuses an ID that ends in a
+//     space ("a" and "a " would be one ID).
+//   - Enqueue refuses a payload over Options.MaxPayloadBytes (1 MiB by
+//     default) and headers over Options.MaxHeaderBytes (16 KiB as JSON),
+//     with outbox.ErrInvalidMessage. A claim holds at most
+//     Options.MaxClaimBytes (16 MiB) of payloads and headers, plus one
+//     message.
+//   - last_error holds at most outbox.MaxLastErrorBytes of valid UTF-8,
+//     whatever text a sink returned.
+//   - Every time that decides something (due times, leases, retention
+//     ages, the oldest pending age, age filters) is the database's UTC
+//     clock: created_at is when the row was written. Message.CreatedAt,
+//     the writer's clock, is kept in occurred_at and handed back, never
+//     used to decide.
 //
 // # Several consumers
 //

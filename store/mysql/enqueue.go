@@ -50,12 +50,12 @@ func (s *Store) EnqueueWithOptions(ctx context.Context, tx outbox.Execer, opts o
 	if opts.HeadStart < 0 {
 		return fmt.Errorf("mysql store: enqueue: HeadStart %v: must not be negative", opts.HeadStart)
 	}
-	rows, err := encodeRows(msgs)
+	rows, err := s.encodeRows(msgs)
 	if err != nil {
 		return err
 	}
 	due := "UTC_TIMESTAMP(6) + INTERVAL " + strconv.FormatInt(opts.HeadStart.Microseconds(), 10) + " MICROSECOND"
-	rowSQL := "(?, ?, ?, ?, ?, COALESCE(?, UTC_TIMESTAMP(6)), " + due + ")"
+	rowSQL := "(?, ?, ?, ?, ?, ?, UTC_TIMESTAMP(6), " + due + ")"
 	chunks := chunkRows(rows)
 
 	if db, ok := tx.(*sql.DB); ok && len(chunks) > 1 {
@@ -97,7 +97,7 @@ func (s *Store) insert(ctx context.Context, tx outbox.Execer, rowSQL string, row
 			b.WriteString(", ")
 		}
 		b.WriteString(rowSQL)
-		args = append(args, r.id, r.key, r.typ, r.payload, r.headers, r.createdAt)
+		args = append(args, r.id, r.key, r.typ, r.payload, r.headers, r.occurredAt)
 	}
 	if _, err := tx.ExecContext(ctx, b.String(), args...); err != nil {
 		if classify(err) == classDuplicate {
@@ -113,11 +113,11 @@ type insertRow struct {
 	id, key, typ string
 	payload      []byte
 	headers      any // string or nil
-	createdAt    any // string or nil (the database clock)
+	occurredAt   any // string (Message.CreatedAt) or nil
 	size         int
 }
 
-func encodeRows(msgs []outbox.Message) ([]insertRow, error) {
+func (s *Store) encodeRows(msgs []outbox.Message) ([]insertRow, error) {
 	rows := make([]insertRow, len(msgs))
 	seen := make(map[string]struct{}, len(msgs))
 	for i, m := range msgs {
@@ -135,12 +135,15 @@ func encodeRows(msgs []outbox.Message) ([]insertRow, error) {
 		if err != nil {
 			return nil, fmt.Errorf("mysql store: enqueue: message %q: headers: %w", m.ID, err)
 		}
+		if err := s.checkSizes(m, headers); err != nil {
+			return nil, fmt.Errorf("mysql store: enqueue: message %q: %w", m.ID, err)
+		}
 		r := insertRow{id: m.ID, key: m.Key, typ: m.Type, payload: m.Payload, headers: headers}
 		if r.payload == nil {
 			r.payload = []byte{}
 		}
 		if !m.CreatedAt.IsZero() {
-			r.createdAt = formatTime(m.CreatedAt)
+			r.occurredAt = formatTime(m.CreatedAt)
 		}
 		r.size = len(m.ID) + len(m.Key) + len(m.Type) + len(m.Payload) + 64
 		if h, ok := headers.(string); ok {
@@ -180,15 +183,23 @@ func duplicateEntry(err error) string {
 	return "(one of the batch)"
 }
 
-// checkNoTrailingSpace rejects IDs and keys that end in a space: MySQL and
-// MariaDB compare utf8mb4_bin with PAD SPACE, so "a" and "a " would be the
-// same ID and the same key.
+// checkNoTrailingSpace rejects IDs that end in a space: MySQL and MariaDB
+// compare utf8mb4_bin with PAD SPACE, so "a" and "a " would be the same
+// ID. (Keys are binary and compare byte by byte: any key is fine.)
 func checkNoTrailingSpace(m outbox.Message) error {
 	if strings.HasSuffix(m.ID, " ") {
 		return fmt.Errorf("%w: ID %q ends in a space, which MySQL ignores in comparisons", outbox.ErrInvalidMessage, m.ID)
 	}
-	if strings.HasSuffix(m.Key, " ") {
-		return fmt.Errorf("%w: message %q: Key %q ends in a space, which MySQL ignores in comparisons", outbox.ErrInvalidMessage, m.ID, m.Key)
+	return nil
+}
+
+// checkSizes holds a message to MaxPayloadBytes and MaxHeaderBytes.
+func (s *Store) checkSizes(m outbox.Message, headers any) error {
+	if len(m.Payload) > s.maxPayload {
+		return fmt.Errorf("%w: Payload of %d bytes exceeds MaxPayloadBytes (%d)", outbox.ErrInvalidMessage, len(m.Payload), s.maxPayload)
+	}
+	if h, ok := headers.(string); ok && len(h) > s.maxHeaders {
+		return fmt.Errorf("%w: Headers of %d bytes (as stored, in JSON) exceed MaxHeaderBytes (%d)", outbox.ErrInvalidMessage, len(h), s.maxHeaders)
 	}
 	return nil
 }

@@ -10,8 +10,8 @@ import (
 // consumerQueries are the statements of the consumer registry and of the
 // hand-over of messages to named consumers (see consumer.go).
 type consumerQueries struct {
-	lockAll, maxID, register, unregister, dropState, list, startOf, infoOf string
-	waitingFanout, waitingBackfill                                         string
+	lockAll, maxID, register, markRemoving, removingOf, unregister, dropState, list, startOf, infoOf string
+	waitingFanout, waitingBackfill                                                                   string
 	// hand-over
 	shareAll, fresh, handOverPrefix, handOverSuffix, lockFlagPrefix, setFlagPrefix string
 	// backfill
@@ -24,20 +24,25 @@ func buildConsumerQueries(table string) consumerQueries {
 	waiting := "SELECT event_type, COUNT(*), COALESCE(TIMESTAMPDIFF(MICROSECOND, MIN(created_at), UTC_TIMESTAMP(6)), 0)" +
 		" FROM (SELECT event_type, created_at FROM " + t + " WHERE %s ORDER BY id LIMIT ?) w GROUP BY event_type"
 	return consumerQueries{
-		lockAll:    "SELECT name FROM " + k + " ORDER BY name FOR UPDATE",
-		maxID:      "SELECT COALESCE(MAX(id), 0) FROM " + t,
-		register:   "INSERT INTO " + k + " (name, start_seq, backfill_cursor, created_at) VALUES (?, ?, ?, UTC_TIMESTAMP(6))",
-		unregister: "DELETE FROM " + k + " WHERE name = ?",
-		dropState:  "DELETE FROM " + c + " WHERE consumer = ? LIMIT ?",
-		list:       "SELECT name, start_seq, backfill_cursor, created_at FROM " + k + " ORDER BY name",
-		startOf:    "SELECT start_seq FROM " + k + " WHERE name = ?",
-		infoOf:     "SELECT start_seq, backfill_cursor FROM " + k + " WHERE name = ?",
+		lockAll:  "SELECT name, removing, COALESCE(add_token, '') FROM " + k + " ORDER BY name FOR UPDATE",
+		maxID:    "SELECT COALESCE(MAX(id), 0) FROM " + t,
+		register: "INSERT INTO " + k + " (name, start_seq, backfill_cursor, created_at, add_token) VALUES (?, ?, ?, UTC_TIMESTAMP(6), ?)",
+		// Removal: mark, delete the state in batches, then unregister. A
+		// consumer marked removing is out of every hand-over, claim and
+		// retention decision from the moment the mark commits.
+		markRemoving: "UPDATE " + k + " SET removing = 1 WHERE name = ?",
+		removingOf:   "SELECT removing FROM " + k + " WHERE name = ?",
+		unregister:   "DELETE FROM " + k + " WHERE name = ? AND removing = 1",
+		dropState:    "DELETE FROM " + c + " WHERE consumer = ? LIMIT ?",
+		list:         "SELECT name, start_seq, backfill_cursor, created_at, removing FROM " + k + " ORDER BY name",
+		startOf:      "SELECT start_seq FROM " + k + " WHERE name = ? AND removing = 0",
+		infoOf:       "SELECT start_seq, backfill_cursor FROM " + k + " WHERE name = ? AND removing = 0",
 		// Not yet handed over: unflagged messages from the consumer's
 		// start, or, while it backfills, everything past its cursor.
 		waitingFanout:   fmt.Sprintf(waiting, "fanout = 0 AND id >= ?"),
 		waitingBackfill: fmt.Sprintf(waiting, "id > ?"),
 
-		shareAll: "SELECT name, start_seq, backfill_cursor FROM " + k + " ORDER BY name LOCK IN SHARE MODE",
+		shareAll: "SELECT name, start_seq, backfill_cursor FROM " + k + " WHERE removing = 0 ORDER BY name LOCK IN SHARE MODE",
 		fresh:    "SELECT id FROM " + t + " WHERE fanout = 0 AND id >= ? ORDER BY id LIMIT ?",
 		// A row for every consumer that is to get the message and is not
 		// still backfilling below it. A message the default consumer has
@@ -46,13 +51,13 @@ func buildConsumerQueries(table string) consumerQueries {
 		handOverPrefix: insert + "SELECT k.name, o.id, o.event_id, o.event_key, o.event_type, o.created_at," +
 			" CASE WHEN o.status = 'pending' AND o.retry_count = 0 AND o.lease_token IS NULL AND o.next_attempt_at > UTC_TIMESTAMP(6)" +
 			" THEN o.next_attempt_at ELSE UTC_TIMESTAMP(6) END" +
-			" FROM " + t + " o JOIN " + k + " k ON k.start_seq <= o.id AND (k.backfill_cursor IS NULL OR o.id <= k.backfill_cursor)" +
+			" FROM " + t + " o JOIN " + k + " k ON k.removing = 0 AND k.start_seq <= o.id AND (k.backfill_cursor IS NULL OR o.id <= k.backfill_cursor)" +
 			" WHERE o.id IN (",
 		handOverSuffix: ") ON DUPLICATE KEY UPDATE msg_id = msg_id",
 		lockFlagPrefix: "SELECT id FROM " + t + " WHERE id IN (",
 		setFlagPrefix:  "UPDATE " + t + " SET fanout = 1 WHERE id IN (",
 
-		backfillLock: "SELECT backfill_cursor FROM " + k + " WHERE name = ? FOR UPDATE",
+		backfillLock: "SELECT backfill_cursor FROM " + k + " WHERE name = ? AND removing = 0 FOR UPDATE",
 		backfillNext: "SELECT id FROM " + t + " WHERE id > ? ORDER BY id LIMIT ?",
 		backfillPrefix: insert + "SELECT ?, o.id, o.event_id, o.event_key, o.event_type, o.created_at, UTC_TIMESTAMP(6)" +
 			" FROM " + t + " o WHERE o.id IN (",

@@ -4,7 +4,6 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
-	"slices"
 	"strings"
 	"time"
 
@@ -65,16 +64,20 @@ func (s *channel) stats(ctx context.Context) (outbox.Stats, error) {
 // finished with longer ago than olderThan (retention), oldest first, and
 // returns how many. Finished means published by the default consumer
 // (the outbox table's status) and by every named consumer that is to get
-// the message; with Options.PurgeDead, dead counts as finished too. A
-// message's named-consumer state goes with it. Pending records, and by
-// default dead letters, are never touched.
+// the message; with Options.PurgeDead, dead counts as finished too. The
+// age counts from the last of them to finish (each consumer's own finish
+// time, on the database clock). A message's named-consumer state goes
+// with it. Pending records, and by default dead letters, are never
+// touched; nor is a record whose state changes while the purge looks at
+// it (a requeue in progress, say): the purge locks the message and every
+// consumer's record of it, waiting for transactions that hold them, and
+// decides on what it then reads.
 //
 // It sweeps the finished records by age in windows of limit records,
-// each in a short READ COMMITTED transaction that locks (SKIP LOCKED) and
-// deletes the ones no named consumer still needs, and goes on where the
-// last call stopped: records a slow consumer still holds are passed over,
-// not read again by every call, and retention of everything behind them
-// goes on. One call reads at most maxPurgeWindows windows. Deadlocks and
+// each in a short READ COMMITTED transaction that locks and deletes the
+// ones no named consumer still needs, and goes on where the last call
+// stopped: records a slow consumer still holds are passed over, not read
+// again by every call, and retention of everything behind them goes on. One call reads at most maxPurgeWindows windows. Deadlocks and
 // lock wait timeouts with concurrent claims and settles are retried here
 // and never reach the caller.
 func (s *Store) PurgePublished(ctx context.Context, olderThan time.Duration, limit int) (int, error) {
@@ -182,11 +185,15 @@ func (s *Store) purgeWindow(ctx context.Context, status string, olderThan time.D
 		for i, p := range window {
 			ids[i] = p.seq
 		}
-		locked, err := column[uint64](ctx, tx, fmt.Sprintf(s.oq.purgeLockPrefix, finished)+placeholders(len(ids))+") FOR UPDATE SKIP LOCKED", ids...)
+		locked, err := column[uint64](ctx, tx, fmt.Sprintf(s.oq.purgeLockPrefix, finished)+placeholders(len(ids))+") FOR UPDATE", ids...)
 		if err != nil || len(locked) == 0 {
 			return err
 		}
-		done, err := column[uint64](ctx, tx, fmt.Sprintf(s.oq.purgeFinishedPrefix, finished)+placeholders(len(locked))+")", anyArgs(locked)...)
+		if _, err := column[string](ctx, tx, s.oq.purgeLockConsumption+placeholders(len(locked))+") FOR UPDATE", anyArgs(locked)...); err != nil {
+			return err
+		}
+		done, err := column[uint64](ctx, tx, fmt.Sprintf(s.oq.purgeFinishedPrefix, finished)+placeholders(len(locked))+")",
+			append([]any{olderThan.Microseconds()}, anyArgs(locked)...)...)
 		if err != nil || len(done) == 0 {
 			return err
 		}
@@ -245,7 +252,8 @@ func (s *Store) purgeWindowRows(ctx context.Context, tx *sql.Tx, status string, 
 func (s *Store) CountPurgeable(ctx context.Context, olderThan time.Duration) (int, error) {
 	finished := sqlStrings(s.finishedStatuses())
 	var n int
-	if err := s.db.QueryRowContext(ctx, fmt.Sprintf(s.oq.countPurgeablePrefix, finished, finished), olderThan.Microseconds()).Scan(&n); err != nil {
+	age := olderThan.Microseconds()
+	if err := s.db.QueryRowContext(ctx, fmt.Sprintf(s.oq.countPurgeablePrefix, finished, finished), age, age).Scan(&n); err != nil {
 		return 0, s.wrap("count purgeable", err)
 	}
 	return n, nil
@@ -294,39 +302,3 @@ func (s *Store) List(ctx context.Context, f ListFilter) ([]outbox.Record, error)
 	}
 	return out, nil
 }
-
-// Verify checks that the table exists and has what the store needs,
-// without creating or changing anything (Migrate does that). Tools call
-// it first, so that a wrong table name fails with a clear error.
-func (s *Store) Verify(ctx context.Context) error {
-	columns, err := s.names(ctx, columnNamesQuery)
-	if err != nil {
-		return err
-	}
-	if len(columns) == 0 {
-		return fmt.Errorf("mysql store: table %q does not exist in this database (run Store.Migrate)", s.table)
-	}
-	if missing := missingNames("column", slices.DeleteFunc(slices.Clone(requiredColumns), upgradedColumn), columns); len(missing) > 0 {
-		return s.notOurs("verify", missing)
-	}
-	indexes, err := s.names(ctx, indexNamesQuery)
-	if err != nil {
-		return err
-	}
-	missing := append(missingNames("column", requiredColumns, columns), missingNames("index", requiredIndexes, indexes)...)
-	for _, companion := range []string{consumersTable(s.table), consumptionTable(s.table)} {
-		var n int
-		if err := s.db.QueryRowContext(ctx, tableExistsQuery, companion).Scan(&n); err != nil {
-			return s.wrap("verify", err)
-		}
-		if n == 0 {
-			missing = append(missing, "companion table "+companion)
-		}
-	}
-	if len(missing) > 0 {
-		return fmt.Errorf("mysql store: verify: table %q lacks %s: run Store.Migrate to upgrade it", s.table, strings.Join(missing, ", "))
-	}
-	return nil
-}
-
-const tableExistsQuery = "SELECT COUNT(*) FROM information_schema.TABLES WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = ?"

@@ -6,12 +6,12 @@ import (
 )
 
 // recordColumns are the columns scanRecord reads, in its order.
-const recordColumns = "id, event_id, event_key, event_type, payload, headers, created_at, status, retry_count, last_error, next_attempt_at, published_at"
+const recordColumns = "id, event_id, event_key, event_type, payload, headers, occurred_at, created_at, status, retry_count, last_error, next_attempt_at, published_at"
 
 // consumptionColumns are recordColumns of a consumption table: the
-// payload and headers are read from the outbox table afterwards
+// payload, headers and occurred_at are read from the outbox table afterwards
 // (channel.content), so that a claim locks only the consumer's own rows.
-const consumptionColumns = "msg_id, event_id, event_key, event_type, NULL, NULL, created_at, status, retry_count, last_error, next_attempt_at, published_at"
+const consumptionColumns = "msg_id, event_id, event_key, event_type, NULL, NULL, NULL, created_at, status, retry_count, last_error, next_attempt_at, published_at"
 
 // target is where one consumer's delivery state lives: the outbox table
 // itself for the default consumer, its rows of the consumption table for
@@ -60,9 +60,12 @@ type queries struct {
 	keyHeads, claimHeadsPrefix, claimHeadsSuffix, claimUnkeyed, oldestPending string
 	// leasePrefix + placeholders + ")" leases claimed rows by sequence.
 	leasePrefix string
-	// requeuePrefix, followed by " WHERE " + scope + conditions, gives
-	// dead letters a fresh start.
-	requeuePrefix string
+	// requeueLockPrefix, followed by conditions, locks dead letters to
+	// requeue; keyLeasesPrefix + placeholders + ") FOR UPDATE" locks the
+	// pending records of their keys and reads their leases;
+	// requeuePrefix + placeholders + ")" gives dead letters a fresh start,
+	// due at the later of now and the argument (NULL: now).
+	requeueLockPrefix, keyLeasesPrefix, requeuePrefix string
 	// stats serves operators; its plan is kept in a test.
 	stats string
 	// dropPrefix + placeholders + ")" deletes rows by sequence: a
@@ -84,17 +87,28 @@ func buildQueries(t target) queries {
 			" ORDER BY " + t.seq + " LIMIT ? FOR UPDATE SKIP LOCKED",
 		keyHeads: "SELECT event_key, MIN(" + t.seq + ")" + from + "status = 'pending' AND event_key > ?" +
 			" GROUP BY " + t.group + "status, event_key ORDER BY " + t.group + "status, event_key LIMIT ?",
-		claimHeadsPrefix: "SELECT " + t.cols + from + t.seq + " IN (",
+		claimHeadsPrefix: "SELECT " + t.cols + " FROM " + t.table + " h WHERE " + t.scope + t.seq + " IN (",
+		// Still the head once locked: a requeue may have made an older
+		// record of the key pending since the heads were read.
+		// (The first of the key in index order, LIMIT 1: a NOT EXISTS of an
+		// older one would read the whole key.)
 		claimHeadsSuffix: ") AND status = 'pending' AND next_attempt_at <= UTC_TIMESTAMP(6)" +
+			" AND h." + t.seq + " = (SELECT x." + t.seq + " FROM " + t.table + " x WHERE " + t.scope + "x.status = 'pending'" +
+			" AND x.event_key = h.event_key ORDER BY x." + t.seq + " LIMIT 1)" +
 			" ORDER BY event_key LIMIT ? FOR UPDATE SKIP LOCKED",
 		claimUnkeyed: "SELECT " + t.cols + from + "status = 'pending' AND event_key = '' AND " + t.seq + " > ?" +
 			" AND next_attempt_at <= UTC_TIMESTAMP(6) ORDER BY " + t.seq + " LIMIT ? FOR UPDATE SKIP LOCKED",
 		oldestPending: "SELECT " + t.seq + from + "status = 'pending' AND event_key = ? ORDER BY " + t.seq + " LIMIT ?",
 		leasePrefix: "UPDATE " + t.table + " SET lease_token = ?, lease_owner = ?," +
 			" next_attempt_at = UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND WHERE " + t.scope + t.seq + " IN (",
-		requeuePrefix: "UPDATE " + t.table + " SET status = 'pending', retry_count = 0, next_attempt_at = UTC_TIMESTAMP(6)," +
-			" lease_token = NULL, lease_owner = NULL",
-		stats: "SELECT status, event_type, COUNT(*), COALESCE(SUM(lease_token IS NOT NULL), 0)," +
+		requeueLockPrefix: "SELECT " + t.seq + ", event_key" + from,
+		keyLeasesPrefix: "SELECT event_key, next_attempt_at, lease_token IS NOT NULL AND next_attempt_at > UTC_TIMESTAMP(6)" +
+			from + "status = 'pending' AND event_key IN (",
+		requeuePrefix: "UPDATE " + t.table + " SET status = 'pending', retry_count = 0," +
+			" next_attempt_at = COALESCE(GREATEST(UTC_TIMESTAMP(6), CAST(? AS DATETIME(6))), UTC_TIMESTAMP(6))," +
+			" lease_token = NULL, lease_owner = NULL" +
+			" WHERE " + t.scope + "status = 'dead' AND " + t.seq + " IN (",
+		stats: "SELECT status, event_type, COUNT(*), COALESCE(SUM(lease_token IS NOT NULL AND next_attempt_at > UTC_TIMESTAMP(6)), 0)," +
 			" COALESCE(TIMESTAMPDIFF(MICROSECOND, MIN(created_at), UTC_TIMESTAMP(6)), 0)" + from +
 			"status IN ('pending', 'dead') GROUP BY status, event_type",
 		dropPrefix: "DELETE FROM " + t.table + " WHERE " + t.scope + t.seq + " IN (",
@@ -113,34 +127,43 @@ func buildQueries(t target) queries {
 type outboxQueries struct {
 	// insertPrefix + rows inserts messages.
 	insertPrefix string
-	// purgeWindow, purgeLockPrefix, purgeFinishedPrefix and the purge
-	// deletes make up PurgePublished; countPurgeablePrefix its dry run.
-	purgeWindow, purgeLockPrefix, purgeFinishedPrefix, purgeConsumption, purgeMessages string
-	countPurgeablePrefix                                                               string
+	// purgeWindow, purgeLockPrefix, purgeLockConsumption,
+	// purgeFinishedPrefix and the purge deletes make up PurgePublished;
+	// countPurgeablePrefix its dry run.
+	purgeWindow, purgeLockPrefix, purgeLockConsumption, purgeFinishedPrefix string
+	purgeConsumption, purgeMessages, countPurgeablePrefix                   string
 }
 
 func buildOutboxQueries(table string) outboxQueries {
 	t, c, k := "`"+table+"`", "`"+consumptionTable(table)+"`", "`"+consumersTable(table)+"`"
 	return outboxQueries{
-		insertPrefix: "INSERT INTO " + t + " (event_id, event_key, event_type, payload, headers, created_at, next_attempt_at) VALUES ",
+		insertPrefix: "INSERT INTO " + t + " (event_id, event_key, event_type, payload, headers, occurred_at, created_at, next_attempt_at) VALUES ",
 		// One window of the sweep over finished records of one status, by
 		// age, after the cursor (next_attempt_at, id).
 		purgeWindow: "SELECT id, next_attempt_at FROM " + t + " WHERE status = ?" +
 			" AND next_attempt_at < UTC_TIMESTAMP(6) - INTERVAL ? MICROSECOND" +
 			" AND (next_attempt_at > ? OR (next_attempt_at = ? AND id > ?))" +
 			" ORDER BY next_attempt_at, id LIMIT ?",
+		// Locks (waiting, not skipping: only short transactions hold
+		// finished records) the window's records that are still finished.
 		purgeLockPrefix: "SELECT id FROM " + t + " WHERE status IN (%s) AND id IN (",
+		// Locks the named consumers' records of those messages, so that
+		// the check below reads state nobody can change before the
+		// delete (say, a requeue of a dead letter).
+		purgeLockConsumption: "SELECT consumer FROM " + c + " WHERE msg_id IN (",
 		// Of the locked records, those every named consumer that should
-		// have them has finished with too.
-		purgeFinishedPrefix: "SELECT o.id FROM " + t + " o WHERE NOT EXISTS (SELECT 1 FROM " + k + " k WHERE k.start_seq <= o.id" +
-			" AND NOT EXISTS (SELECT 1 FROM " + c + " c WHERE c.consumer = k.name AND c.msg_id = o.id AND c.status IN (%s)))" +
+		// have them finished with longer ago than the retention age too.
+		purgeFinishedPrefix: "SELECT o.id FROM " + t + " o WHERE NOT EXISTS (SELECT 1 FROM " + k + " k WHERE k.removing = 0 AND k.start_seq <= o.id" +
+			" AND NOT EXISTS (SELECT 1 FROM " + c + " c WHERE c.consumer = k.name AND c.msg_id = o.id AND c.status IN (%s)" +
+			" AND c.next_attempt_at < UTC_TIMESTAMP(6) - INTERVAL ? MICROSECOND))" +
 			" AND o.id IN (",
 		purgeConsumption: "DELETE FROM " + c + " WHERE msg_id IN (",
 		purgeMessages:    "DELETE FROM " + t + " WHERE id IN (",
 		countPurgeablePrefix: "SELECT COUNT(*) FROM " + t + " o WHERE o.status IN (%s)" +
 			" AND o.next_attempt_at < UTC_TIMESTAMP(6) - INTERVAL ? MICROSECOND" +
-			" AND NOT EXISTS (SELECT 1 FROM " + k + " k WHERE k.start_seq <= o.id" +
-			" AND NOT EXISTS (SELECT 1 FROM " + c + " c WHERE c.consumer = k.name AND c.msg_id = o.id AND c.status IN (%s)))",
+			" AND NOT EXISTS (SELECT 1 FROM " + k + " k WHERE k.removing = 0 AND k.start_seq <= o.id" +
+			" AND NOT EXISTS (SELECT 1 FROM " + c + " c WHERE c.consumer = k.name AND c.msg_id = o.id AND c.status IN (%s)" +
+			" AND c.next_attempt_at < UTC_TIMESTAMP(6) - INTERVAL ? MICROSECOND))",
 	}
 }
 

@@ -2,6 +2,7 @@ package mysql
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"strings"
@@ -23,13 +24,15 @@ var ErrNotDead = errors.New("mysql store: record is not dead")
 //
 // In ordering mode a requeued record is its key's oldest pending record
 // again, so later messages of the key wait until it is delivered; the
-// ones delivered while it was dead went before it.
+// ones delivered while it was dead went before it. So that no two records
+// of a key are ever in flight at once, a record whose key has another
+// record leased at that moment becomes due only when that lease ends.
 func (s *channel) Requeue(ctx context.Context, id string) error {
-	res, err := s.db.ExecContext(ctx, s.q.requeuePrefix+" WHERE "+s.t.scope+"status = 'dead' AND event_id = ?", id)
+	n, err := s.requeue(ctx, "status = 'dead' AND event_id = ?", []any{id}, 1)
 	if err != nil {
 		return s.wrap("requeue", err)
 	}
-	if n, _ := res.RowsAffected(); n == 1 {
+	if n == 1 {
 		return nil
 	}
 	rec, err := s.get(ctx, id)
@@ -37,6 +40,108 @@ func (s *channel) Requeue(ctx context.Context, id string) error {
 		return fmt.Errorf("%s: requeue %q: %w", s.what, id, outbox.ErrNotFound)
 	}
 	return fmt.Errorf("%s: requeue %q: status %s: %w", s.what, id, rec.Status, ErrNotDead)
+}
+
+// requeue gives up to limit dead letters that match where a fresh start,
+// in one short transaction, and returns how many. It locks the dead
+// letters, then every pending record of their keys (waiting for claims in
+// progress, and keeping new ones off until it commits), and makes each
+// due when the last live lease of its key ends, or now.
+func (s *channel) requeue(ctx context.Context, where string, args []any, limit int) (int, error) {
+	var done int
+	err := retryTransient(ctx, func() error {
+		done = 0
+		tx, err := s.db.BeginTx(ctx, claimTxOptions)
+		if err != nil {
+			return err
+		}
+		defer func() { _ = tx.Rollback() }()
+		dead, err := s.lockDead(ctx, tx, where, args, limit)
+		if err != nil || len(dead) == 0 {
+			return err
+		}
+		leaseEnds, err := s.keyLeases(ctx, tx, dead)
+		if err != nil {
+			return err
+		}
+		byDue := map[time.Time][]any{}
+		for _, d := range dead {
+			byDue[leaseEnds[d.key]] = append(byDue[leaseEnds[d.key]], d.seq)
+		}
+		for end, seqs := range byDue {
+			var due any // nil: now
+			if !end.IsZero() {
+				due = formatTime(end)
+			}
+			res, err := tx.ExecContext(ctx, s.q.requeuePrefix+placeholders(len(seqs))+")", append([]any{due}, seqs...)...)
+			if err != nil {
+				return err
+			}
+			n, _ := res.RowsAffected()
+			done += int(n)
+		}
+		return tx.Commit()
+	})
+	return done, err
+}
+
+type deadLetterRow struct {
+	seq uint64
+	key string
+}
+
+// lockDead locks up to limit dead letters that match where, oldest first.
+func (s *channel) lockDead(ctx context.Context, tx *sql.Tx, where string, args []any, limit int) ([]deadLetterRow, error) {
+	rows, err := tx.QueryContext(ctx, s.q.requeueLockPrefix+where+" ORDER BY "+s.t.seq+" LIMIT ? FOR UPDATE", append(args, limit)...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []deadLetterRow
+	for rows.Next() {
+		var d deadLetterRow
+		if err := rows.Scan(&d.seq, &d.key); err != nil {
+			return nil, err
+		}
+		out = append(out, d)
+	}
+	return out, rows.Err()
+}
+
+// keyLeases locks the pending records of the dead letters' keys and
+// returns, per key, when its last live lease ends (absent: none).
+func (s *channel) keyLeases(ctx context.Context, tx *sql.Tx, dead []deadLetterRow) (map[string]time.Time, error) {
+	var keys []any
+	seen := map[string]bool{}
+	for _, d := range dead {
+		if d.key != "" && !seen[d.key] {
+			seen[d.key] = true
+			keys = append(keys, d.key)
+		}
+	}
+	ends := map[string]time.Time{}
+	if len(keys) == 0 {
+		return ends, nil
+	}
+	rows, err := tx.QueryContext(ctx, s.q.keyLeasesPrefix+placeholders(len(keys))+") FOR UPDATE", keys...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var (
+			key    string
+			next   dbTime
+			leased bool
+		)
+		if err := rows.Scan(&key, &next, &leased); err != nil {
+			return nil, err
+		}
+		if leased && next.t.After(ends[key]) {
+			ends[key] = next.t
+		}
+	}
+	return ends, rows.Err()
 }
 
 // DeadFilter selects dead letters. Empty fields match everything.
@@ -112,13 +217,12 @@ func (s *channel) RequeueDead(ctx context.Context, f DeadFilter, opts RequeueOpt
 		if opts.Limit > 0 {
 			n = min(n, opts.Limit-total)
 		}
-		res, err := s.db.ExecContext(ctx, s.q.requeuePrefix+" WHERE "+s.t.scope+where+" LIMIT ?", append(args, n)...)
+		done, err := s.requeue(ctx, where, args, n)
+		total += done
 		if err != nil {
 			return total, s.wrap("requeue", err)
 		}
-		done, _ := res.RowsAffected()
-		total += int(done)
-		if int(done) < n {
+		if done < n {
 			break
 		}
 	}

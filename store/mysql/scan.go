@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"encoding/json"
 	"fmt"
+	"math"
 	"strings"
 	"time"
 
@@ -51,6 +52,13 @@ func column[T any](ctx context.Context, q querier, query string, args ...any) ([
 
 // readRows runs a select of a target's columns and scans the rows.
 func readRows(ctx context.Context, q querier, query string, args ...any) ([]scannedRecord, error) {
+	return readRowsWithin(ctx, q, nil, query, args...)
+}
+
+// readRowsWithin is readRows that stops at the first row the budget has
+// no room for (a nil budget has room for everything). The rows after it
+// are not kept; the driver reads past them.
+func readRowsWithin(ctx context.Context, q querier, budget *byteBudget, query string, args ...any) ([]scannedRecord, error) {
 	rows, err := q.QueryContext(ctx, query, args...)
 	if err != nil {
 		return nil, err
@@ -62,17 +70,61 @@ func readRows(ctx context.Context, q querier, query string, args ...any) ([]scan
 		if err != nil {
 			return nil, err
 		}
+		if !budget.take(recordSize(r.rec)) {
+			break
+		}
 		out = append(out, r)
 	}
 	return out, rows.Err()
 }
 
+// byteBudget bounds the payload and header bytes one claim holds in
+// memory. The first record always fits, so that every claim can make
+// progress; after it, a record fits while the total stays within the
+// budget. Once one does not fit, nothing more does.
+type byteBudget struct {
+	left  int
+	taken int
+	full  bool
+}
+
+func newBudget(bytes int) *byteBudget { return &byteBudget{left: bytes} }
+
+// recordSize is what a record's payload and headers weigh in a budget.
+func recordSize(r outbox.Record) int {
+	size := len(r.Payload)
+	for k, v := range r.Headers {
+		size += len(k) + len(v)
+	}
+	return size
+}
+
+// take reports whether a record of size bytes fits, and counts it if so.
+// An empty record always fits and does not count (a named consumer's
+// record weighs nothing until its payload is read).
+func (b *byteBudget) take(size int) bool {
+	if b == nil || size == 0 {
+		return true
+	}
+	if b.full {
+		return false
+	}
+	if b.taken > 0 && size > b.left {
+		b.full = true
+		return false
+	}
+	b.left -= size
+	b.taken++
+	return true
+}
+
 // fill reads payload and headers from the outbox table for records read
 // from a consumption table (a plain read: the outbox rows are not
-// locked), and returns the records whose message is gone (purged between
-// a consumer's hand-over and now) apart. For the outbox table itself it
-// returns rows as they are.
-func (s *channel) fill(ctx context.Context, q querier, rows []scannedRecord) (filled []scannedRecord, orphans []uint64, err error) {
+// locked), in id order while budget has room, and returns the records
+// whose message is gone (purged between a consumer's hand-over and now)
+// apart. Records the budget had no room for are left out of both. For the
+// outbox table itself it returns rows as they are.
+func (s *channel) fill(ctx context.Context, q querier, budget *byteBudget, rows []scannedRecord) (filled []scannedRecord, orphans []uint64, err error) {
 	if s.content == "" || len(rows) == 0 {
 		return rows, nil, nil
 	}
@@ -80,23 +132,29 @@ func (s *channel) fill(ctx context.Context, q querier, rows []scannedRecord) (fi
 	for i, r := range rows {
 		args[i] = r.seq
 	}
-	res, err := q.QueryContext(ctx, s.content+placeholders(len(args))+")", args...)
+	res, err := q.QueryContext(ctx, s.content+placeholders(len(args))+") ORDER BY id", args...)
 	if err != nil {
 		return nil, nil, err
 	}
 	defer res.Close()
 	type body struct {
-		payload []byte
-		headers sql.NullString
+		payload  []byte
+		headers  sql.NullString
+		occurred dbTime
 	}
 	bodies := make(map[uint64]body, len(rows))
+	cut := uint64(math.MaxUint64) // records from here on had no room
 	for res.Next() {
 		var (
 			seq uint64
 			b   body
 		)
-		if err := res.Scan(&seq, &b.payload, &b.headers); err != nil {
+		if err := res.Scan(&seq, &b.payload, &b.headers, &b.occurred); err != nil {
 			return nil, nil, err
+		}
+		if !budget.take(len(b.payload) + len(b.headers.String)) {
+			cut = seq
+			break
 		}
 		bodies[seq] = b
 	}
@@ -106,7 +164,10 @@ func (s *channel) fill(ctx context.Context, q querier, rows []scannedRecord) (fi
 	filled = rows[:0:0]
 	for _, r := range rows {
 		b, ok := bodies[r.seq]
-		if !ok {
+		switch {
+		case !ok && r.seq >= cut:
+			continue
+		case !ok:
 			orphans = append(orphans, r.seq)
 			continue
 		}
@@ -115,6 +176,9 @@ func (s *channel) fill(ctx context.Context, q querier, rows []scannedRecord) (fi
 			r.rec.Payload = []byte{}
 		}
 		r.rec.Headers, r.decodeErr = decodeHeaders(b.headers)
+		if !b.occurred.t.IsZero() {
+			r.rec.CreatedAt = b.occurred.t
+		}
 		filled = append(filled, r)
 	}
 	return filled, orphans, nil
@@ -122,15 +186,16 @@ func (s *channel) fill(ctx context.Context, q querier, rows []scannedRecord) (fi
 
 func scanRecord(sc scanner) (scannedRecord, error) {
 	var (
-		r                        scannedRecord
-		headers, lastError       sql.NullString
-		status                   string
-		created, next, published dbTime
-		payload                  []byte
-		key                      sql.NullString
+		r                  scannedRecord
+		headers, lastError sql.NullString
+		status             string
+		occurred, created  dbTime
+		next, published    dbTime
+		payload            []byte
+		key                sql.NullString
 	)
 	err := sc.Scan(&r.seq, &r.rec.ID, &key, &r.rec.Type, &payload, &headers,
-		&created, &status, &r.rec.Attempts, &lastError, &next, &published)
+		&occurred, &created, &status, &r.rec.Attempts, &lastError, &next, &published)
 	if err != nil {
 		return r, err
 	}
@@ -140,7 +205,11 @@ func scanRecord(sc scanner) (scannedRecord, error) {
 	r.rec.Seq = int64(r.seq)
 	r.rec.Key = key.String
 	r.rec.Payload = payload
+	r.rec.EnqueuedAt = created.t
 	r.rec.CreatedAt = created.t
+	if !occurred.t.IsZero() {
+		r.rec.CreatedAt = occurred.t
+	}
 	r.rec.Status = outbox.Status(status)
 	r.rec.LastError = lastError.String
 	r.rec.NextAttemptAt = next.t

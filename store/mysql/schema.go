@@ -25,6 +25,12 @@ const deliveryStateColumns = `
 // last_error), so operators' queries carry over.
 //
 //   - id orders records in insert order and is the claim tie-breaker.
+//   - event_key is binary: compared byte by byte, which for UTF-8 is code
+//     point order, with no padding, so that every key sorts and compares
+//     as itself (a text collation with PAD SPACE would make "a" and "a "
+//     one key and sort "\t" before "").
+//   - created_at is when the row was written, on the database clock;
+//     occurred_at is Message.CreatedAt when the writer set one.
 //   - next_attempt_at is when a pending record is next due. A claim moves it
 //     to the end of the lease, so a leased record leaves the due range and
 //     comes back by itself if its worker dies. For a published or dead
@@ -46,10 +52,11 @@ const deliveryStateColumns = `
 const createTable = "CREATE TABLE IF NOT EXISTS `%s` (" + `
   id              BIGINT UNSIGNED NOT NULL AUTO_INCREMENT,
   event_id        VARCHAR(255) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NOT NULL,
-  event_key       VARCHAR(255) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NOT NULL DEFAULT '',
+  event_key       VARBINARY(1020) NOT NULL DEFAULT '',
   event_type      VARCHAR(255) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NOT NULL,
   payload         LONGBLOB NOT NULL,
-  headers         TEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NULL,` + deliveryStateColumns + `
+  headers         TEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NULL,
+  occurred_at     DATETIME(6) NULL,` + deliveryStateColumns + `
   fanout          TINYINT UNSIGNED NOT NULL DEFAULT 0,
   PRIMARY KEY (id),
   UNIQUE KEY uk_event_id (event_id),
@@ -62,11 +69,15 @@ const createTable = "CREATE TABLE IF NOT EXISTS `%s` (" + `
 // start_seq is the first message (outbox id) a consumer gets;
 // backfill_cursor, while not NULL, is how far a consumer that started
 // from the beginning has been handed the messages that existed before it.
+// removing is 1 from the moment RemoveConsumer starts until its state is
+// gone; add_token is the AddConsumer call that registered it.
 const createConsumers = "CREATE TABLE IF NOT EXISTS `%s` (" + `
   name            VARCHAR(64) CHARACTER SET ascii COLLATE ascii_bin NOT NULL,
   start_seq       BIGINT UNSIGNED NOT NULL,
   backfill_cursor BIGINT UNSIGNED NULL,
   created_at      DATETIME(6) NOT NULL,
+  removing        TINYINT UNSIGNED NOT NULL DEFAULT 0,
+  add_token       CHAR(32) CHARACTER SET ascii COLLATE ascii_bin NULL,
   PRIMARY KEY (name)
 ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin`
 
@@ -80,7 +91,7 @@ const createConsumption = "CREATE TABLE IF NOT EXISTS `%s` (" + `
   consumer        VARCHAR(64) CHARACTER SET ascii COLLATE ascii_bin NOT NULL,
   msg_id          BIGINT UNSIGNED NOT NULL,
   event_id        VARCHAR(255) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NOT NULL,
-  event_key       VARCHAR(255) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NOT NULL DEFAULT '',
+  event_key       VARBINARY(1020) NOT NULL DEFAULT '',
   event_type      VARCHAR(255) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NOT NULL,` + deliveryStateColumns + `
   PRIMARY KEY (consumer, msg_id),
   UNIQUE KEY uk_event_id (consumer, event_id),
@@ -91,34 +102,66 @@ const createConsumption = "CREATE TABLE IF NOT EXISTS `%s` (" + `
 
 // consumersTable and consumptionTable name the companion tables of an
 // outbox table (MaxTableLength leaves room for the suffixes).
-func consumersTable(table string) string   { return table + "_consumers" }
-func consumptionTable(table string) string { return table + "_consumption" }
+func consumersTable(table string) string   { return table + consumersSuffix }
+func consumptionTable(table string) string { return table + consumptionSuffix }
 
-// requiredColumns are the columns the store reads and writes.
-var requiredColumns = []string{
-	"id", "event_id", "event_key", "event_type", "payload", "headers", "status", "retry_count",
-	"last_error", "created_at", "next_attempt_at", "published_at", "lease_owner", "lease_token", "fanout",
+const (
+	consumersSuffix   = "_consumers"
+	consumptionSuffix = "_consumption"
+)
+
+// requiredColumns are the columns the store reads and writes, per table
+// (by its suffix: "" for the outbox table itself), with the data types the
+// store depends on ("" for any).
+var requiredColumns = map[string]map[string]string{
+	"": {
+		"id": "", "event_id": "", "event_key": "varbinary", "event_type": "", "payload": "", "headers": "",
+		"occurred_at": "", "status": "", "retry_count": "", "last_error": "", "created_at": "", "next_attempt_at": "",
+		"published_at": "", "lease_owner": "", "lease_token": "", "fanout": "",
+	},
+	consumersSuffix: {"name": "", "start_seq": "", "backfill_cursor": "", "created_at": "", "removing": "", "add_token": ""},
+	consumptionSuffix: {
+		"consumer": "", "msg_id": "", "event_id": "", "event_key": "varbinary", "event_type": "", "status": "", "retry_count": "",
+		"last_error": "", "created_at": "", "next_attempt_at": "", "published_at": "", "lease_owner": "", "lease_token": "",
+	},
 }
 
-// requiredIndexes are the indexes the store's queries rely on.
-var requiredIndexes = []string{"uk_event_id", "idx_due", "idx_key", "idx_fanout"}
+// requiredIndexes are the indexes the store's queries rely on, per table.
+var requiredIndexes = map[string][]string{
+	"":                {"uk_event_id", "idx_due", "idx_key", "idx_fanout"},
+	consumptionSuffix: {"uk_event_id", "idx_due", "idx_key", "idx_msg"},
+}
 
-// upgrades bring tables made by earlier versions of the store up to date;
-// each adds an index (and the column it needs) that createTable already
-// has, in one ALTER.
-var upgrades = []struct {
-	index string
-	ddl   string
-}{
-	{"idx_key", "ALTER TABLE `%s` ADD INDEX idx_key (status, event_key, id)"},
-	{"idx_fanout", "ALTER TABLE `%s` ADD COLUMN fanout TINYINT UNSIGNED NOT NULL DEFAULT 0, ADD INDEX idx_fanout (fanout, id)"},
+// upgrade brings a table made by an earlier version of the store up to
+// what the CREATE statements above make: it adds a column or an index, or
+// changes a column's type. It is needed while the table lacks what it
+// adds.
+type upgrade struct {
+	suffix string // the table: "" for the outbox table, or a companion's suffix
+	what   string // "column x", "index x" or "type of x": what it adds
+	ddl    string // %s is the table name
+}
+
+// upgrades, in the order they run. Changing event_key's type rebuilds the
+// table (a copy on both servers): on a large table, run it in a quiet
+// hour, or apply the same statement with an online schema tool first.
+var upgrades = []upgrade{
+	{"", "index idx_key", "ALTER TABLE `%s` ADD INDEX idx_key (status, event_key, id)"},
+	{"", "column fanout", "ALTER TABLE `%s` ADD COLUMN fanout TINYINT UNSIGNED NOT NULL DEFAULT 0"},
+	{"", "index idx_fanout", "ALTER TABLE `%s` ADD INDEX idx_fanout (fanout, id)"},
+	{"", "column occurred_at", "ALTER TABLE `%s` ADD COLUMN occurred_at DATETIME(6) NULL"},
+	{"", "type of event_key", "ALTER TABLE `%s` MODIFY event_key VARBINARY(1020) NOT NULL DEFAULT ''"},
+	{consumptionSuffix, "type of event_key", "ALTER TABLE `%s` MODIFY event_key VARBINARY(1020) NOT NULL DEFAULT ''"},
+	{consumersSuffix, "column removing", "ALTER TABLE `%s` ADD COLUMN removing TINYINT UNSIGNED NOT NULL DEFAULT 0"},
+	{consumersSuffix, "column add_token", "ALTER TABLE `%s` ADD COLUMN add_token CHAR(32) CHARACTER SET ascii COLLATE ascii_bin NULL"},
 }
 
 // Migrate creates the outbox table and its two companion tables for named
-// consumers if they do not exist, upgrades an outbox table made by an
-// earlier version, and checks that it has the columns and indexes the
-// store needs. It is idempotent and safe to run from several instances at
-// start-up.
+// consumers if they do not exist, upgrades tables made by earlier
+// versions (see upgrades), and checks that they have the columns and
+// indexes the store needs. It is idempotent and safe to run from several
+// instances at start-up. A table of the same name that the store did not
+// make fails with an error naming what it lacks.
 func (s *Store) Migrate(ctx context.Context) error {
 	for _, ddl := range []string{
 		fmt.Sprintf(createTable, s.table),
@@ -129,82 +172,162 @@ func (s *Store) Migrate(ctx context.Context) error {
 			return s.wrap("migrate", err)
 		}
 	}
-	columns, err := s.names(ctx, columnNamesQuery)
+	sc, err := s.readSchema(ctx)
 	if err != nil {
-		return err
+		return s.wrap("migrate", err)
 	}
-	if missing := missingNames("column", slices.DeleteFunc(slices.Clone(requiredColumns), upgradedColumn), columns); len(missing) > 0 {
+	if missing := sc.missing(true); len(missing) > 0 {
 		return s.notOurs("migrate", missing)
-	}
-	indexes, err := s.names(ctx, indexNamesQuery)
-	if err != nil {
-		return err
 	}
 	for _, u := range upgrades {
-		if slices.Contains(indexes, u.index) {
+		if !sc.needs(u) {
 			continue
 		}
-		// Another instance may be adding it at the same moment.
-		if _, err := s.db.ExecContext(ctx, fmt.Sprintf(u.ddl, s.table)); err != nil && classify(err) != classDuplicateIndex && classify(err) != classDuplicateColumn {
-			return s.wrap("migrate: add "+u.index, err)
+		// Another instance may be running the same upgrade at this moment.
+		_, err := s.db.ExecContext(ctx, fmt.Sprintf(u.ddl, s.table+u.suffix))
+		if err != nil && classify(err) != classDuplicateIndex && classify(err) != classDuplicateColumn {
+			return s.wrap(fmt.Sprintf("migrate: add %s to %s", u.what, s.table+u.suffix), err)
 		}
 	}
-	if indexes, err = s.names(ctx, indexNamesQuery); err != nil {
-		return err
+	if sc, err = s.readSchema(ctx); err != nil {
+		return s.wrap("migrate", err)
 	}
-	if columns, err = s.names(ctx, columnNamesQuery); err != nil {
-		return err
-	}
-	if missing := missingNames("column", requiredColumns, columns); len(missing) > 0 {
-		return s.notOurs("migrate", missing)
-	}
-	if missing := missingNames("index", requiredIndexes, indexes); len(missing) > 0 {
+	if missing := sc.missing(false); len(missing) > 0 {
 		return s.notOurs("migrate", missing)
 	}
 	return nil
 }
 
-// upgradedColumn says whether Migrate adds the column to an older table.
-func upgradedColumn(name string) bool { return name == "fanout" }
+// Verify checks that the tables exist and have what the store needs,
+// without creating or changing anything (Migrate does that). Tools call
+// it first, so that a wrong table name fails with a clear error.
+func (s *Store) Verify(ctx context.Context) error {
+	sc, err := s.readSchema(ctx)
+	if err != nil {
+		return s.wrap("verify", err)
+	}
+	if len(sc[""].columns) == 0 {
+		return fmt.Errorf("mysql store: table %q does not exist in this database (run Store.Migrate)", s.table)
+	}
+	if missing := sc.missing(true); len(missing) > 0 {
+		return s.notOurs("verify", missing)
+	}
+	if missing := sc.missing(false); len(missing) > 0 {
+		return fmt.Errorf("mysql store: verify: table %q lacks %s: run Store.Migrate to upgrade it", s.table, strings.Join(missing, ", "))
+	}
+	return nil
+}
+
+// tableSchema is what information_schema says about one table.
+type tableSchema struct {
+	columns map[string]string // name → data type, lower case
+	indexes map[string]bool
+}
+
+// schema is the outbox table's and its companions', by suffix.
+type schema map[string]tableSchema
+
+// needs reports whether the upgrade has yet to run.
+func (sc schema) needs(u upgrade) bool {
+	ts := sc[u.suffix]
+	kind, name, _ := strings.Cut(u.what, " ")
+	switch kind {
+	case "index":
+		return !ts.indexes[name]
+	case "column":
+		_, ok := ts.columns[name]
+		return !ok
+	default: // "type of x"
+		col := strings.TrimPrefix(name, "of ")
+		have, ok := ts.columns[col]
+		return ok && have != requiredColumns[u.suffix][col]
+	}
+}
+
+// missing lists what the tables lack, as "column x of t", "index x of t"
+// or "type of x of t". With beforeUpgrades, it leaves out what an upgrade
+// adds, and a companion table that does not exist yet.
+func (sc schema) missing(beforeUpgrades bool) []string {
+	var out []string
+	for _, suffix := range []string{"", consumersSuffix, consumptionSuffix} {
+		ts := sc[suffix]
+		if beforeUpgrades && suffix != "" {
+			continue
+		}
+		upgraded := func(what string) bool {
+			return beforeUpgrades && slices.ContainsFunc(upgrades, func(u upgrade) bool { return u.suffix == suffix && u.what == what })
+		}
+		var lacks []string
+		for col, typ := range requiredColumns[suffix] {
+			have, ok := ts.columns[col]
+			switch {
+			case !ok && !upgraded("column "+col):
+				lacks = append(lacks, "column "+col)
+			case ok && typ != "" && have != typ && !upgraded("type of "+col):
+				lacks = append(lacks, fmt.Sprintf("type of %s (%s, not %s)", col, have, typ))
+			}
+		}
+		for _, idx := range requiredIndexes[suffix] {
+			if !ts.indexes[idx] && !upgraded("index "+idx) {
+				lacks = append(lacks, "index "+idx)
+			}
+		}
+		slices.Sort(lacks)
+		if suffix != "" {
+			for i := range lacks {
+				lacks[i] += " of the companion table " + suffix[1:]
+			}
+		}
+		out = append(out, lacks...)
+	}
+	return out
+}
 
 const (
-	columnNamesQuery = "SELECT COLUMN_NAME FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = ?"
-	indexNamesQuery  = "SELECT DISTINCT INDEX_NAME FROM information_schema.STATISTICS WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = ?"
+	columnsQuery = "SELECT TABLE_NAME, COLUMN_NAME, DATA_TYPE FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME IN (?, ?, ?)"
+	indexesQuery = "SELECT DISTINCT TABLE_NAME, INDEX_NAME FROM information_schema.STATISTICS WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME IN (?, ?, ?)"
 )
 
-// missingNames lists the wanted names not in have, as "<kind> <name>".
-func missingNames(kind string, want, have []string) []string {
-	var missing []string
-	for _, n := range want {
-		if !slices.Contains(have, n) {
-			missing = append(missing, kind+" "+n)
+// readSchema reads the columns and indexes of the outbox table and its
+// companions.
+func (s *Store) readSchema(ctx context.Context) (schema, error) {
+	sc := schema{}
+	for _, suffix := range []string{"", consumersSuffix, consumptionSuffix} {
+		sc[suffix] = tableSchema{columns: map[string]string{}, indexes: map[string]bool{}}
+	}
+	args := []any{s.table, consumersTable(s.table), consumptionTable(s.table)}
+	for _, q := range []string{columnsQuery, indexesQuery} {
+		rows, err := s.db.QueryContext(ctx, q, args...)
+		if err != nil {
+			return nil, err
+		}
+		for rows.Next() {
+			var table, name, typ string
+			dest := []any{&table, &name, &typ}
+			if q == indexesQuery {
+				dest = dest[:2]
+			}
+			if err := rows.Scan(dest...); err != nil {
+				rows.Close()
+				return nil, err
+			}
+			ts := sc[strings.TrimPrefix(table, s.table)]
+			if q == indexesQuery {
+				ts.indexes[strings.ToLower(name)] = true
+			} else {
+				ts.columns[strings.ToLower(name)] = strings.ToLower(typ)
+			}
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return nil, err
 		}
 	}
-	return missing
+	return sc, nil
 }
 
 // notOurs reports a table of the same name made by something else, at
 // start-up rather than on the first claim.
 func (s *Store) notOurs(op string, missing []string) error {
 	return fmt.Errorf("mysql store: %s: table %q exists but lacks %s; it was not made by this store", op, s.table, strings.Join(missing, ", "))
-}
-
-func (s *Store) names(ctx context.Context, query string) ([]string, error) {
-	rows, err := s.db.QueryContext(ctx, query, s.table)
-	if err != nil {
-		return nil, s.wrap("migrate", err)
-	}
-	defer rows.Close()
-	var out []string
-	for rows.Next() {
-		var n string
-		if err := rows.Scan(&n); err != nil {
-			return nil, s.wrap("migrate", err)
-		}
-		out = append(out, strings.ToLower(n))
-	}
-	if err := rows.Err(); err != nil {
-		return nil, s.wrap("migrate", err)
-	}
-	return out, nil
 }

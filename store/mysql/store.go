@@ -36,6 +36,66 @@ type Options struct {
 	// By default a dead letter is kept, and with it its message, until an
 	// operator requeues it.
 	PurgeDead bool
+	// MaxPayloadBytes is the largest Message.Payload Enqueue accepts; a
+	// larger one fails with outbox.ErrInvalidMessage. Defaults to
+	// DefaultMaxPayloadBytes (1 MiB); at most MaxPayloadLimit (64 MiB).
+	// The server's max_allowed_packet must hold a message this large.
+	MaxPayloadBytes int
+	// MaxHeaderBytes bounds a message's headers as stored (a JSON
+	// object); larger ones fail with outbox.ErrInvalidMessage. Defaults
+	// to DefaultMaxHeaderBytes (16 KiB); at most MaxHeaderLimit (65,535,
+	// the column's size).
+	MaxHeaderBytes int
+	// MaxClaimBytes bounds the payload and header bytes one claim loads
+	// into memory: a claim takes records while they fit, and always at
+	// least one (so a claim holds at most MaxClaimBytes plus one message).
+	// Defaults to DefaultMaxClaimBytes (16 MiB).
+	MaxClaimBytes int
+}
+
+// Defaults and limits of the size options.
+const (
+	DefaultMaxPayloadBytes = 1 << 20
+	MaxPayloadLimit        = 64 << 20
+	DefaultMaxHeaderBytes  = 16 << 10
+	MaxHeaderLimit         = 65535
+	DefaultMaxClaimBytes   = 16 << 20
+)
+
+// withDefaults fills in the size options.
+func (o Options) withDefaults() Options {
+	if o.Table == "" {
+		o.Table = DefaultTable
+	}
+	if o.MaxPayloadBytes == 0 {
+		o.MaxPayloadBytes = DefaultMaxPayloadBytes
+	}
+	if o.MaxHeaderBytes == 0 {
+		o.MaxHeaderBytes = DefaultMaxHeaderBytes
+	}
+	if o.MaxClaimBytes == 0 {
+		o.MaxClaimBytes = DefaultMaxClaimBytes
+	}
+	return o
+}
+
+// validate checks options with defaults filled in; each error names the
+// field and the value.
+func (o Options) validate() error {
+	var errs []error
+	if len(o.Table) > MaxTableLength || !tableNameRE.MatchString(o.Table) {
+		errs = append(errs, fmt.Errorf("mysql store: Table %q: must be letters, digits and underscores, not starting with a digit, at most %d characters", o.Table, MaxTableLength))
+	}
+	if o.MaxPayloadBytes < 0 || o.MaxPayloadBytes > MaxPayloadLimit {
+		errs = append(errs, fmt.Errorf("mysql store: MaxPayloadBytes %d: must be 1 to %d (0 for the default)", o.MaxPayloadBytes, MaxPayloadLimit))
+	}
+	if o.MaxHeaderBytes < 0 || o.MaxHeaderBytes > MaxHeaderLimit {
+		errs = append(errs, fmt.Errorf("mysql store: MaxHeaderBytes %d: must be 1 to %d (0 for the default)", o.MaxHeaderBytes, MaxHeaderLimit))
+	}
+	if o.MaxClaimBytes < 0 {
+		errs = append(errs, fmt.Errorf("mysql store: MaxClaimBytes %d: must not be negative (0 for the default)", o.MaxClaimBytes))
+	}
+	return errors.Join(errs...)
 }
 
 // Store is the outbox.Store for MySQL 8.0+ and MariaDB 10.6+ (both have
@@ -53,6 +113,8 @@ type Store struct {
 	oq        outboxQueries
 	cq        consumerQueries
 	purgeDead bool
+	// maxPayload and maxHeaders bound what Enqueue accepts.
+	maxPayload, maxHeaders int
 
 	// purgeCursor is where the retention sweep goes on, per status.
 	purgeMu     sync.Mutex
@@ -72,6 +134,8 @@ type channel struct {
 	// content, when set, reads payload and headers from the outbox table
 	// for records claimed from a consumption table (+ placeholders + ")").
 	content string
+	// maxClaimBytes bounds the payload and header bytes of one claim.
+	maxClaimBytes int
 
 	// keyCursor is where the next ordered claim's walk over the keys
 	// starts, so that every key gets its turn.
@@ -90,18 +154,21 @@ func New(db *sql.DB, opts Options) (*Store, error) {
 	if db == nil {
 		return nil, errors.New("mysql store: db is nil")
 	}
-	if opts.Table == "" {
-		opts.Table = DefaultTable
-	}
-	if len(opts.Table) > MaxTableLength || !tableNameRE.MatchString(opts.Table) {
-		return nil, fmt.Errorf("mysql store: Table %q: must be letters, digits and underscores, not starting with a digit, at most %d characters", opts.Table, MaxTableLength)
+	opts = opts.withDefaults()
+	if err := opts.validate(); err != nil {
+		return nil, err
 	}
 	t := outboxTarget(opts.Table)
 	return &Store{
-		channel:   channel{db: db, table: opts.Table, what: "mysql store", t: t, q: buildQueries(t)},
-		oq:        buildOutboxQueries(opts.Table),
-		cq:        buildConsumerQueries(opts.Table),
-		purgeDead: opts.PurgeDead,
+		channel: channel{
+			db: db, table: opts.Table, what: "mysql store", t: t, q: buildQueries(t),
+			maxClaimBytes: opts.MaxClaimBytes,
+		},
+		oq:         buildOutboxQueries(opts.Table),
+		cq:         buildConsumerQueries(opts.Table),
+		purgeDead:  opts.PurgeDead,
+		maxPayload: opts.MaxPayloadBytes,
+		maxHeaders: opts.MaxHeaderBytes,
 	}, nil
 }
 
@@ -119,7 +186,7 @@ func (s *Store) Get(ctx context.Context, id string) (outbox.Record, error) {
 func (s *channel) get(ctx context.Context, id string) (outbox.Record, error) {
 	rows, err := readRows(ctx, s.db, s.q.get, id)
 	if err == nil {
-		rows, _, err = s.fill(ctx, s.db, rows)
+		rows, _, err = s.fill(ctx, s.db, nil, rows)
 	}
 	if err != nil {
 		return outbox.Record{}, s.wrap("get", err)
