@@ -90,3 +90,11 @@ func TestConsumerContract(t *testing.T) {
 		}
 	})
 }
+
+func TestAdversarial(t *testing.T) {
+	outboxtest.RunAdversarialTests(t, newHarness)
+}
+
+func TestConsumerAdversarial(t *testing.T) {
+	outboxtest.RunAdversarialTests(t, newConsumerHarness)
+}

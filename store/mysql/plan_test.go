@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -157,4 +158,21 @@ func TestKeyHeadsPlan(t *testing.T) {
 	require.Equal(t, 100, n)
 	t.Logf("100 key heads of 40,000 pending records read %d index entries", read)
 	require.LessOrEqual(t, read, int64(2*100+10))
+
+	// Locking the heads re-checks each is still its key's oldest pending
+	// record: one more index probe per head, not a scan of the key.
+	tx, err := d.DB.BeginTx(ctx, claimTxOptions)
+	require.NoError(t, err)
+	heads, err := s.headWindow(ctx, tx, "", 100)
+	require.NoError(t, err)
+	require.NoError(t, tx.Rollback())
+	ids := make([]string, len(heads))
+	for i, h := range heads {
+		ids[i] = strconv.FormatUint(h.id, 10)
+	}
+	lock := s.q.claimHeadsPrefix + strings.Join(ids, ", ") + strings.Replace(s.q.claimHeadsSuffix, "LIMIT ?", "LIMIT 100", 1)
+	n, read = countReads(t, d.DB, lock, claimTxOptions)
+	require.Equal(t, 100, n)
+	t.Logf("locking 100 key heads (each re-checked) read %d index entries", read)
+	require.LessOrEqual(t, read, int64(5*100), "not a read of every record of each key (200 here)")
 }

@@ -1,0 +1,318 @@
+package outboxtest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+	"unicode/utf8"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/outboxrelay/outboxrelay/outbox"
+)
+
+// RunAdversarialTests checks the store and the worker with hostile but
+// legal inputs: error texts and panic values that are not valid UTF-8,
+// huge or full of control characters; keys that sort and compare
+// awkwardly; leases lost while a sink hangs; and a run of several
+// workers, with Ordering on and off, that mixes all of it and requires
+// every accepted message to end published or dead, the others
+// untouched, no duplicate without a lost lease, and per-key order.
+func RunAdversarialTests(t *testing.T, newHarness Factory) {
+	tests := []struct {
+		name string
+		fn   func(t *testing.T, h Harness)
+	}{
+		{"SettleStoresAnyErrorTextValidAndBounded", testSettleHostileTexts},
+		{"ClaimWithACarriedSettleOfHostileTexts", testCarriedHostileSettle},
+		{"HostileErrorsAndPanicsNeverStallABatch", testHostileErrorsNeverStall},
+		{"OrderedClaimsDeliverEveryKeyInOrder", testOrderedHostileKeys},
+		{"DeadIsReportedOnlyWhenRecorded", testDeadOnlyWhenRecorded},
+		{"StatsDoNotCountExpiredLeases", testStatsExpiredLeases},
+		{"RunUnordered", func(t *testing.T, h Harness) { testAdversarialRun(t, h, false) }},
+		{"RunOrdered", func(t *testing.T, h Harness) { testAdversarialRun(t, h, true) }},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			tc.fn(t, newHarness(t))
+		})
+	}
+}
+
+// requireStoredText checks what a store keeps as a last error: valid
+// UTF-8 within outbox.MaxLastErrorBytes.
+func requireStoredText(t *testing.T, rec outbox.Record) {
+	t.Helper()
+	require.True(t, utf8.ValidString(rec.LastError), "%s: last error %q is not valid UTF-8", rec.ID, rec.LastError)
+	require.LessOrEqual(t, len(rec.LastError), outbox.MaxLastErrorBytes, "%s: last error too long", rec.ID)
+}
+
+// hostileOutcomes fails every record of b with a hostile text, retry and
+// dead in turn, and publishes the one named published.
+func hostileOutcomes(b outbox.Batch, published string) []outbox.Outcome {
+	texts := HostileTexts()
+	var out []outbox.Outcome
+	for i, r := range b.Records {
+		o := outbox.Outcome{ID: r.ID, Kind: outbox.OutcomeRetry, RetryIn: time.Hour, Error: texts[i%len(texts)]}
+		switch {
+		case r.ID == published:
+			o = outbox.Outcome{ID: r.ID, Kind: outbox.OutcomePublished}
+		case i%2 == 1:
+			o.Kind, o.RetryIn = outbox.OutcomeDead, 0
+		}
+		out = append(out, o)
+	}
+	return out
+}
+
+func requireHostileOutcomes(t *testing.T, s outbox.Store, outcomes []outbox.Outcome) {
+	t.Helper()
+	for _, o := range outcomes {
+		rec := get(t, s, o.ID)
+		requireStoredText(t, rec)
+		switch o.Kind {
+		case outbox.OutcomePublished:
+			require.Equal(t, outbox.StatusPublished, rec.Status, o.ID)
+		case outbox.OutcomeDead:
+			require.Equal(t, outbox.StatusDead, rec.Status, o.ID)
+			require.Equal(t, 1, rec.Attempts, o.ID)
+		default:
+			require.Equal(t, outbox.StatusPending, rec.Status, o.ID)
+			require.Equal(t, 1, rec.Attempts, o.ID)
+		}
+	}
+}
+
+// testSettleHostileTexts: whatever text an outcome carries, the store
+// records it (made valid and bounded) and every other outcome with it.
+func testSettleHostileTexts(t *testing.T, h Harness) {
+	n := len(HostileTexts()) + 1
+	enqueue(t, h, outbox.EnqueueOptions{}, msgs("h", n)...)
+	b := claim(t, h.Store, n, time.Minute)
+	require.Len(t, b.Records, n)
+	outcomes := hostileOutcomes(b, "h-3")
+	res := settle(t, h.Store, b.Token, outcomes...)
+	require.Equal(t, outbox.SettleResult{Applied: n, Dead: deadIDs(outcomes)}, res)
+	requireHostileOutcomes(t, h.Store, outcomes)
+}
+
+// deadIDs lists the IDs of the dead outcomes, sorted.
+func deadIDs(outcomes []outbox.Outcome) []string {
+	var out []string
+	for _, o := range outcomes {
+		if o.Kind == outbox.OutcomeDead {
+			out = append(out, o.ID)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// testCarriedHostileSettle: outcomes a claim records in its own
+// transaction may carry any text too, and the claim still claims.
+func testCarriedHostileSettle(t *testing.T, h Harness) {
+	n := len(HostileTexts())
+	enqueue(t, h, outbox.EnqueueOptions{}, msgs("c", n)...)
+	b := claim(t, h.Store, n, time.Minute)
+	outcomes := hostileOutcomes(b, "")
+	enqueue(t, h, outbox.EnqueueOptions{}, msg("next"))
+	next, err := h.Store.Claim(context.Background(), outbox.ClaimParams{
+		Owner: "test-node", Limit: 10, LeaseFor: time.Minute,
+		Settle: &outbox.Settlement{Token: b.Token, Outcomes: outcomes},
+	})
+	require.NoError(t, err)
+	require.Equal(t, []string{"next"}, ids(next.Records))
+	require.Equal(t, outbox.SettleResult{Applied: n, Dead: deadIDs(outcomes)}, next.Settled)
+	requireHostileOutcomes(t, h.Store, outcomes)
+}
+
+// testHostileErrorsNeverStall: sink errors and panics of every hostile
+// kind fail their own record only, in full batches whose outcomes the
+// next claim records, and permanent ones end dead.
+func testHostileErrorsNeverStall(t *testing.T, h Harness) {
+	texts := HostileTexts()
+	var ms []outbox.Message
+	for i := range 3 * len(texts) {
+		ms = append(ms, outbox.Message{ID: fmt.Sprintf("s-%03d", i), Type: "T"})
+	}
+	enqueue(t, h, outbox.EnqueueOptions{}, ms...)
+	rec := NewRecorder()
+	var mu sync.Mutex
+	tries := map[string]int{}
+	sink := outbox.SinkFunc(func(ctx context.Context, m outbox.Message) error {
+		var i int
+		_, _ = fmt.Sscanf(m.ID, "s-%d", &i)
+		mu.Lock()
+		tries[m.ID]++
+		first := tries[m.ID] == 1
+		mu.Unlock()
+		switch {
+		case i%3 == 0:
+			return outbox.Permanent(errors.New(texts[i/3]))
+		case i%3 == 1 && first:
+			return errors.New(texts[i/3])
+		case i%3 == 2 && first:
+			hostilePanic(i / 3)
+		}
+		return rec.Publish(ctx, m)
+	})
+	w := newWorker(t, h.Store, sink, outbox.WorkerOptions{BatchSize: 4})
+	runWorker(t, w)
+	eventually(t, "every record is published or dead", func() bool {
+		for _, m := range ms {
+			if get(t, h.Store, m.ID).Status == outbox.StatusPending {
+				return false
+			}
+		}
+		return true
+	})
+	for i, m := range ms {
+		r := get(t, h.Store, m.ID)
+		requireStoredText(t, r)
+		if i%3 == 0 {
+			require.Equal(t, outbox.StatusDead, r.Status, m.ID)
+			continue
+		}
+		require.Equal(t, outbox.StatusPublished, r.Status, m.ID)
+	}
+	require.Zero(t, len(rec.Duplicates()), "no lease was lost, so nothing went out twice")
+}
+
+// testOrderedHostileKeys: every key the store accepts is claimed, one
+// head at a time, in enqueue order, however it compares.
+func testOrderedHostileKeys(t *testing.T, h Harness) {
+	keys := acceptedKeys(t, h)
+	const perKey = 3
+	total := len(keys) * perKey
+	for seq := 1; seq < perKey; seq++ {
+		var round []outbox.Message
+		for k, key := range keys {
+			round = append(round, keyedMsg(k, key, seq))
+		}
+		enqueue(t, h, outbox.EnqueueOptions{}, round...)
+	}
+	next := map[string]int{}
+	done := 0
+	for round := 0; done < total && round < 4*total; round++ {
+		b := orderedClaim(t, h.Store, 2, time.Minute)
+		var outcomes []outbox.Outcome
+		inBatch := map[string]bool{}
+		for _, r := range b.Records {
+			if r.Key != "" {
+				require.False(t, inBatch[r.Key], "two records of key %q in one ordered claim", r.Key)
+				inBatch[r.Key] = true
+			}
+			var k, seq int
+			_, err := fmt.Sscanf(r.ID, "k%d-%d", &k, &seq)
+			require.NoError(t, err)
+			require.Equal(t, keys[k], r.Key, "%s came back with another key", r.ID)
+			if r.Key != "" {
+				require.Equal(t, next[r.Key], seq, "key %q: %s before its predecessor", r.Key, r.ID)
+				next[r.Key]++
+			}
+			outcomes = append(outcomes, outbox.Outcome{ID: r.ID, Kind: outbox.OutcomePublished})
+			done++
+		}
+		if b.Len() > 0 {
+			settle(t, h.Store, b.Token, outcomes...)
+		}
+	}
+	for _, key := range keys {
+		if key != "" {
+			require.Equal(t, perKey, next[key], "key %q was not delivered whole", key)
+		}
+	}
+	require.Equal(t, total, done)
+}
+
+// keyedMsg is message seq of the k-th hostile key.
+func keyedMsg(k int, key string, seq int) outbox.Message {
+	return outbox.Message{ID: fmt.Sprintf("k%03d-%d", k, seq), Key: key, Type: "T", Payload: []byte(key)}
+}
+
+// acceptedKeys enqueues message 0 of every hostile key, each in its own
+// transaction, and returns the keys the store accepted. A key it rejects
+// must be rejected with outbox.ErrInvalidMessage.
+func acceptedKeys(t *testing.T, h Harness) []string {
+	t.Helper()
+	ctx := context.Background()
+	var keys []string
+	for k, key := range HostileKeys() {
+		tx, err := h.Begin(ctx)
+		require.NoError(t, err)
+		err = h.Store.Enqueue(ctx, tx, keyedMsg(len(keys), key, 0))
+		if err != nil {
+			_ = tx.Rollback()
+			require.ErrorIs(t, err, outbox.ErrInvalidMessage, "key %d %q", k, key)
+			t.Logf("the store rejects key %q: %v", key, err)
+			continue
+		}
+		require.NoError(t, tx.Commit())
+		keys = append(keys, key)
+	}
+	return keys
+}
+
+// testDeadIsReportedOnlyWhenRecorded: a sink that ignores its deadline
+// outlives the lease; another worker publishes the record meanwhile. The
+// permanent error that finally comes back is not recorded (the lease is
+// lost), so neither OnDead nor the Observer may report a dead letter.
+func testDeadOnlyWhenRecorded(t *testing.T, h Harness) {
+	enqueue(t, h, outbox.EnqueueOptions{}, msg("slow"))
+	entered, release := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	sink := outbox.SinkFunc(func(context.Context, outbox.Message) error {
+		once.Do(func() { close(entered) })
+		<-release // ignores its context, as a badly written sink would
+		return outbox.Permanent(errors.New("too late: the group is gone"))
+	})
+	onDead, deadCalls := deadRecorder()
+	events := &eventLog{}
+	w := newWorker(t, h.Store, sink, outbox.WorkerOptions{
+		PublishTimeout: 100 * time.Millisecond, StoreTimeout: 50 * time.Millisecond, LeaseTimeout: 200 * time.Millisecond,
+		OnDead: onDead, Observer: events,
+	})
+	type result struct {
+		res outbox.BatchResult
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		res, err := w.ProcessBatch(context.Background())
+		done <- result{res, err}
+	}()
+	<-entered
+	other := h.OpenStore(t)
+	var stolen outbox.Batch
+	eventually(t, "the lease expires and another claim takes the record", func() bool {
+		stolen = claim(t, other, 1, time.Minute)
+		return stolen.Len() == 1
+	})
+	settle(t, other, stolen.Token, outbox.Outcome{ID: "slow", Kind: outbox.OutcomePublished})
+	close(release)
+	r := <-done
+	require.NoError(t, r.err)
+	require.Equal(t, 1, r.res.Stale)
+	require.Zero(t, r.res.Dead, "the dead letter was not recorded")
+	require.Equal(t, outbox.StatusPublished, get(t, h.Store, "slow").Status)
+	require.Empty(t, deadCalls(), "OnDead fired for an outcome the store did not apply")
+	require.Zero(t, events.kinds()[outbox.EventDead], "the Observer saw a dead letter the store did not record")
+}
+
+// testStatsExpiredLeases: a lease that has run out no longer counts as
+// leased.
+func testStatsExpiredLeases(t *testing.T, h Harness) {
+	enqueue(t, h, outbox.EnqueueOptions{}, msg("e1"), msg("e2"))
+	claim(t, h.Store, 1, time.Millisecond)
+	claim(t, h.Store, 1, time.Hour)
+	eventually(t, "the short lease has expired", func() bool {
+		st := statsOf(t, h.Store)
+		require.Equal(t, 2, st.Pending)
+		return st.Leased == 1
+	})
+}
