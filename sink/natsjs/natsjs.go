@@ -34,7 +34,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"regexp"
 	"strings"
 	"time"
 
@@ -59,10 +58,13 @@ type Config struct {
 	// caller from its connection (jetstream.New(nc)). Required.
 	JetStream jetstream.JetStream
 	// Prefix is the first token(s) of the default subject. Defaults to
-	// DefaultPrefix. It must be a valid subject without wildcards.
+	// DefaultPrefix. It must be a valid subject without wildcards, at
+	// most MaxPrefixBytes long.
 	Prefix string
 	// Subject, if set, maps a message to its subject instead of
-	// Prefix.<type>.<key>. An error from it is permanent.
+	// Prefix.<type>.<key>. Defaults to nil (that default mapping). An
+	// error from it is permanent, and so is a subject it returns that is
+	// invalid or over MaxSubjectBytes.
 	Subject func(outbox.Message) (string, error)
 	// ExpectStream, if set, is the stream the subjects must belong to;
 	// JetStream rejects a message that lands in another (permanent).
@@ -91,8 +93,11 @@ func New(cfg Config) (*Sink, error) {
 	if cfg.Prefix == "" {
 		cfg.Prefix = DefaultPrefix
 	}
-	if !validSubject(cfg.Prefix) || strings.ContainsAny(cfg.Prefix, "*>") {
-		return nil, fmt.Errorf("natsjs: Prefix %q: must be a subject of non-empty tokens without spaces or wildcards", cfg.Prefix)
+	if subjectFault(cfg.Prefix) != "" {
+		return nil, fmt.Errorf("natsjs: Prefix %s: must be a subject of non-empty tokens without spaces, control characters or wildcards", quote(cfg.Prefix))
+	}
+	if len(cfg.Prefix) > MaxPrefixBytes {
+		return nil, fmt.Errorf("natsjs: Prefix %s: %d bytes, must be at most MaxPrefixBytes (%d)", quote(cfg.Prefix), len(cfg.Prefix), MaxPrefixBytes)
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
@@ -113,55 +118,13 @@ func StreamConfig(name, prefix string, dedupe time.Duration) jetstream.StreamCon
 	return jetstream.StreamConfig{Name: name, Subjects: []string{prefix + ".>"}, Duplicates: dedupe}
 }
 
-// Subject returns the subject msg is published to.
-func (s *Sink) Subject(msg outbox.Message) (string, error) { return s.subject(msg) }
-
-func (s *Sink) defaultSubject(msg outbox.Message) (string, error) {
-	return s.prefix + "." + Token(msg.Type) + "." + Token(msg.Key), nil
-}
-
-// Token makes s one subject token that no other string maps to: ASCII
-// letters, digits, '-' and '_' stay, every other byte becomes %XX, and
-// the empty string becomes "%".
-func Token(s string) string {
-	if s == "" {
-		return "%"
-	}
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_' {
-			b.WriteByte(c)
-		} else {
-			fmt.Fprintf(&b, "%%%02X", c)
-		}
-	}
-	return b.String()
-}
-
-// validSubject: tokens separated by dots, none empty, no whitespace.
-func validSubject(subject string) bool {
-	if subject == "" || strings.ContainsAny(subject, " \t\r\n") {
-		return false
-	}
-	for _, t := range strings.Split(subject, ".") {
-		if t == "" {
-			return false
-		}
-	}
-	return true
-}
-
 // Publish sends msg to its subject and waits for the stream's
 // acknowledgement, bounded by ctx (the worker's PublishTimeout). A
 // duplicate the stream discarded is a success: the message is there.
 func (s *Sink) Publish(ctx context.Context, msg outbox.Message) error {
-	subject, err := s.subject(msg)
+	subject, err := s.Subject(msg)
 	if err != nil {
-		return outbox.Permanent(&publishError{msg: fmt.Sprintf("natsjs: %q: subject: %s", msg.ID, redact(err.Error())), err: err})
-	}
-	if !validSubject(subject) || strings.ContainsAny(subject, "*>") {
-		return outbox.Permanent(fmt.Errorf("natsjs: %q: subject %q is not a valid publish subject", msg.ID, subject))
+		return err
 	}
 	m := nats.NewMsg(subject)
 	m.Data = msg.Payload
@@ -232,23 +195,6 @@ func (s *Sink) classify(ctx context.Context, id, subject string, err error) erro
 	return wrap("failed", err)
 }
 
-// publishError is a publish failure whose text is redacted and whose
-// cause stays available to errors.Is and errors.As.
-type publishError struct {
-	msg string
-	err error
-}
-
-func (e *publishError) Error() string { return e.msg }
-func (e *publishError) Unwrap() error { return e.err }
-
 // lookupTimeout bounds the stream lookup after no responders; it runs
 // even when the publish's own context has run out.
 const lookupTimeout = 2 * time.Second
-
-var userinfoRE = regexp.MustCompile(`([A-Za-z][A-Za-z0-9+.-]*://)[^/@\s]+@`)
-
-// redact removes user:password@ from URLs in an error text.
-func redact(s string) string {
-	return userinfoRE.ReplaceAllString(s, "${1}[REDACTED]@")
-}
