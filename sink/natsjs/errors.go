@@ -8,10 +8,11 @@ import (
 	"github.com/outboxrelay/outboxrelay/outbox"
 )
 
-// ErrUnsendable is wrapped by the permanent error that Subject and
+// ErrUnsendable is wrapped by the permanent error that Msg, Subject and
 // Publish return for a message NATS cannot carry as it is stored: its
-// subject is invalid or over MaxSubjectBytes. Nothing of such a message
-// is sent.
+// subject is invalid or over MaxSubjectBytes, a header name or value
+// cannot be sent unchanged, or the header block is over MaxHeaderBytes.
+// Nothing of such a message is sent.
 var ErrUnsendable = errors.New("natsjs: message cannot be sent as stored")
 
 // unsendableError is the text of one ErrUnsendable case.

@@ -66,21 +66,22 @@ type Config struct {
 	// error from it is permanent, and so is a subject it returns that is
 	// invalid or over MaxSubjectBytes.
 	Subject func(outbox.Message) (string, error)
-	// ExpectStream, if set, is the stream the subjects must belong to;
-	// JetStream rejects a message that lands in another (permanent).
+	// ExpectStream, if set, is the stream the subjects must belong to
+	// (sent as Nats-Expected-Stream); JetStream rejects a message that
+	// lands in another (permanent). Defaults to "" (no check).
 	ExpectStream string
-	// Logger receives debug lines about duplicates. Defaults to
-	// slog.Default().
+	// Logger receives debug lines about duplicates and reserved headers
+	// left out. Defaults to slog.Default().
 	Logger *slog.Logger
 }
 
 // Sink publishes to JetStream. It is safe for concurrent use.
 type Sink struct {
-	js      jetstream.JetStream
-	prefix  string
-	subject func(outbox.Message) (string, error)
-	opts    []jetstream.PublishOpt
-	log     *slog.Logger
+	js           jetstream.JetStream
+	prefix       string
+	subject      func(outbox.Message) (string, error)
+	expectStream string
+	log          *slog.Logger
 }
 
 var _ outbox.Sink = (*Sink)(nil)
@@ -99,15 +100,15 @@ func New(cfg Config) (*Sink, error) {
 	if len(cfg.Prefix) > MaxPrefixBytes {
 		return nil, fmt.Errorf("natsjs: Prefix %s: %d bytes, must be at most MaxPrefixBytes (%d)", quote(cfg.Prefix), len(cfg.Prefix), MaxPrefixBytes)
 	}
+	if cfg.ExpectStream != "" && (valueFault(cfg.ExpectStream) != "" || strings.ContainsAny(cfg.ExpectStream, " \t.*>/\\")) {
+		return nil, fmt.Errorf("natsjs: ExpectStream %s: must be a stream name (no spaces, control characters, '.', '*', '>', '/' or '\\')", quote(cfg.ExpectStream))
+	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	s := &Sink{js: cfg.JetStream, prefix: cfg.Prefix, subject: cfg.Subject, log: cfg.Logger}
+	s := &Sink{js: cfg.JetStream, prefix: cfg.Prefix, subject: cfg.Subject, expectStream: cfg.ExpectStream, log: cfg.Logger}
 	if s.subject == nil {
 		s.subject = s.defaultSubject
-	}
-	if cfg.ExpectStream != "" {
-		s.opts = append(s.opts, jetstream.WithExpectStream(cfg.ExpectStream))
 	}
 	return s, nil
 }
@@ -118,26 +119,44 @@ func StreamConfig(name, prefix string, dedupe time.Duration) jetstream.StreamCon
 	return jetstream.StreamConfig{Name: name, Subjects: []string{prefix + ".>"}, Duplicates: dedupe}
 }
 
-// Publish sends msg to its subject and waits for the stream's
+// Msg returns the NATS message that Publish sends for msg: its subject,
+// the payload, and the headers: the message's own except the reserved
+// ones (ReservedHeader), Outbox-Event-Type, Outbox-Event-Key (when the
+// key is not empty), Nats-Msg-Id (the event ID) and, with ExpectStream,
+// Nats-Expected-Stream. Or the permanent error Publish returns without
+// sending anything (see Subject; ErrUnsendable). Producers may call it
+// before Enqueue to refuse a message this sink could never deliver. It is
+// safe for concurrent use and does not touch the server.
+func (s *Sink) Msg(msg outbox.Message) (*nats.Msg, error) {
+	subject, err := s.Subject(msg)
+	if err != nil {
+		return nil, err
+	}
+	h, err := s.headers(msg)
+	if err != nil {
+		return nil, err
+	}
+	return &nats.Msg{Subject: subject, Header: h, Data: msg.Payload}, nil
+}
+
+// Publish sends msg as Msg makes it and waits for the stream's
 // acknowledgement, bounded by ctx (the worker's PublishTimeout). A
 // duplicate the stream discarded is a success: the message is there.
+// Errors are classified as the package documentation says.
 func (s *Sink) Publish(ctx context.Context, msg outbox.Message) error {
-	subject, err := s.Subject(msg)
+	m, err := s.Msg(msg)
 	if err != nil {
 		return err
 	}
-	m := nats.NewMsg(subject)
-	m.Data = msg.Payload
-	for k, v := range msg.Headers {
-		m.Header[k] = []string{v}
+	if dropped := reservedIn(msg.Headers); len(dropped) > 0 {
+		s.log.DebugContext(ctx, "natsjs: reserved headers not forwarded; the message is sent without them",
+			slog.String("event_id", msg.ID), slog.Any("headers", dropped))
 	}
-	m.Header[HeaderEventType] = []string{msg.Type}
-	if msg.Key != "" {
-		m.Header[HeaderEventKey] = []string{msg.Key}
-	}
-	ack, err := s.js.PublishMsg(ctx, m, append([]jetstream.PublishOpt{jetstream.WithMsgID(msg.ID)}, s.opts...)...)
+	// The message ID and expected stream are in m's headers already;
+	// without options PublishMsg keeps its default retries.
+	ack, err := s.js.PublishMsg(ctx, m)
 	if err != nil {
-		return s.classify(ctx, msg.ID, subject, err)
+		return s.classify(ctx, msg.ID, m.Subject, err)
 	}
 	if ack.Duplicate {
 		s.log.DebugContext(ctx, "natsjs: the stream already had this event ID (a redelivery); discarded as a duplicate",
@@ -148,18 +167,25 @@ func (s *Sink) Publish(ctx context.Context, msg outbox.Message) error {
 
 // Codes of JetStream API errors that the same message will always get.
 var permanentAPICodes = map[jetstream.ErrorCode]string{
-	jetstream.JSErrCodeStreamMessageExceedsMaximum: "the stream's maximum message size",
-	10060: "not the expected stream", // JSStreamNotMatchErr
+	jetstream.JSErrCodeStreamMessageExceedsMaximum:     "the stream's maximum message size",
+	jsErrCodeStreamNotMatch:                            "not the expected stream",
+	jsErrCodeStreamHeaderExceedsMaximum:                "header block over 64 KiB",
 	jetstream.JSErrCodeStreamWrongLastSequence:         "wrong last sequence",
 	jetstream.JSErrCodeStreamWrongLastSequenceConstant: "wrong last sequence",
 	jetstream.JSErrCodeStreamNotFound:                  "no such stream",
 }
 
+// Server error codes that nats.go has no constant for.
+const (
+	jsErrCodeStreamNotMatch             jetstream.ErrorCode = 10060 // JSStreamNotMatchErr
+	jsErrCodeStreamHeaderExceedsMaximum jetstream.ErrorCode = 10097 // JSStreamHeaderExceedsMaximumErr
+)
+
 // classify turns a publish error into a retryable or permanent error
 // with the event ID and subject, and no credentials.
 func (s *Sink) classify(ctx context.Context, id, subject string, err error) error {
 	wrap := func(what string, err error) error {
-		return &publishError{msg: fmt.Sprintf("natsjs: publish %q to %q: %s: %s", id, subject, what, redact(err.Error())), err: err}
+		return &publishError{msg: redact(fmt.Sprintf("natsjs: publish %q to %q: %s: %s", id, subject, what, err)), err: err}
 	}
 	var apiErr *jetstream.APIError
 	switch {
@@ -172,6 +198,8 @@ func (s *Sink) classify(ctx context.Context, id, subject string, err error) erro
 		return outbox.Permanent(wrap("larger than the server's maximum payload", err))
 	case errors.Is(err, nats.ErrBadSubject):
 		return outbox.Permanent(wrap("invalid subject", err))
+	case errors.Is(err, nats.ErrBadHeaderMsg):
+		return outbox.Permanent(wrap("headers the client cannot encode", err))
 	case errors.Is(err, jetstream.ErrNoStreamResponse):
 		// No responders: either no stream captures the subject (it never
 		// will, until an operator adds one), or the stream is briefly
