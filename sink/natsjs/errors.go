@@ -27,7 +27,7 @@ func unsendable(id, why string) error {
 }
 
 // publishError is a publish failure whose text is redacted and whose
-// cause stays available to errors.Is and errors.As.
+// cause stays available to errors.Is and errors.As (see cause).
 type publishError struct {
 	msg string
 	err error
@@ -35,6 +35,46 @@ type publishError struct {
 
 func (e *publishError) Error() string { return e.msg }
 func (e *publishError) Unwrap() error { return e.err }
+
+// cause is err, to be wrapped by an error of the sink, unless some error
+// in its chain shows a credential in its text: then a stand-in with the
+// redacted text, through which errors.Is still finds every error of the
+// chain (context.DeadlineExceeded, nats.ErrTimeout, a caller's sentinel)
+// but errors.As and Unwrap reach none of them.
+func cause(err error) error {
+	if err == nil || !leaks(err) {
+		return err
+	}
+	return &redactedError{err: err}
+}
+
+type redactedError struct{ err error }
+
+func (e *redactedError) Error() string        { return redact(e.err.Error()) }
+func (e *redactedError) Is(target error) bool { return errors.Is(e.err, target) }
+
+// leaks reports whether the text of err or of any error it wraps holds
+// a user:password@ or token@ in a URL.
+func leaks(err error) bool {
+	queue := []error{err}
+	for seen := 0; len(queue) > 0 && seen < 100; seen++ {
+		e := queue[0]
+		queue = queue[1:]
+		if e == nil {
+			continue
+		}
+		if text := e.Error(); redact(text) != text {
+			return true
+		}
+		switch u := e.(type) {
+		case interface{ Unwrap() error }:
+			queue = append(queue, u.Unwrap())
+		case interface{ Unwrap() []error }:
+			queue = append(queue, u.Unwrap()...)
+		}
+	}
+	return len(queue) > 0 // a chain too long to check is not exposed
+}
 
 var userinfoRE = regexp.MustCompile(`([A-Za-z][A-Za-z0-9+.-]*://)[^/@\s]+@`)
 

@@ -185,7 +185,7 @@ const (
 // with the event ID and subject, and no credentials.
 func (s *Sink) classify(ctx context.Context, id, subject string, err error) error {
 	wrap := func(what string, err error) error {
-		return &publishError{msg: redact(fmt.Sprintf("natsjs: publish %q to %q: %s: %s", id, subject, what, err)), err: err}
+		return &publishError{msg: redact(fmt.Sprintf("natsjs: publish %q to %q: %s: %s", id, subject, what, err)), err: cause(err)}
 	}
 	var apiErr *jetstream.APIError
 	switch {
