@@ -5,28 +5,61 @@
 // stream with JetStream's own durable positions.
 //
 // Each message goes to a subject derived from it (Prefix.<type>.<key> by
-// default) with Nats-Msg-Id set to the event ID, so JetStream's duplicate
-// window discards the repeats that at-least-once delivery produces (a
-// worker that dies between the acknowledgement and recording it). Publish
-// waits for the stream's acknowledgement. The stream itself is the
-// operator's: create it with subjects Prefix + ".>" and a duplicate
-// window (Duplicates) longer than the worst redelivery delay you expect
-// (see StreamConfig).
+// default, each token escaped by Token) with Nats-Msg-Id set to the event
+// ID, so JetStream's duplicate window discards the repeats that
+// at-least-once delivery produces (a worker that dies between the
+// acknowledgement and recording it). Publish waits for the stream's
+// acknowledgement. The stream itself is the operator's: create it with
+// subjects Prefix + ".>" and a duplicate window (Duplicates) longer than
+// the worst redelivery delay you expect (see StreamConfig).
+//
+// No message can close the caller's connection (given the server's
+// default max_control_line of 4096 bytes and an inbox prefix of ordinary
+// length): what the server would answer by closing it, or the client
+// would refuse, is checked before anything is sent, and such a message
+// fails alone, permanently, with ErrUnsendable:
+//
+//   - a subject (default or Config.Subject) over MaxSubjectBytes (1024),
+//     or not a literal subject (empty token, space, control character,
+//     '*' or '>', invalid UTF-8). The default subject fits whenever the
+//     Type and Key are mostly ASCII letters, digits, '-' and '_'; every
+//     other byte takes three (%XX), so 255 emoji do not fit.
+//   - a header that cannot arrive as stored: a name that is empty, not
+//     printable ASCII, or has a space or one of the characters
+//     " ( ) , / : ; < = > ? @ [ \ ] { }; a value with CR, LF or another
+//     control character (tab is fine), invalid UTF-8, or leading or
+//     trailing spaces or tabs; a name or value that contains
+//     "Nats-Msg-Id" (or, with ExpectStream, "Nats-Expected-Stream"),
+//     which a 2.9 server takes for the real header, losing the
+//     deduplication. This holds for the sink's own headers too: the event
+//     ID, Type and Key travel in headers.
+//   - a header block over MaxHeaderBytes (32 KiB).
+//
+// Reserved headers are not forwarded: a stored header whose name starts
+// with "Nats-" or "Outbox-Event-", in any case (see ReservedHeader), is
+// left out with a debug log line, and the message is delivered without
+// it, under its own event ID. A stored Nats-Rollup cannot purge the
+// stream, a Nats-Expected-* cannot fail the publish, a Nats-Msg-Id cannot
+// replace the event ID. Msg returns the message as it would be sent, for
+// producers that want to refuse an unsendable message before Enqueue.
 //
 // Error classes, for the worker's retry policy:
 //
-//   - permanent (outbox.Permanent): no stream captures the subject; the
-//     account may not publish to the subject (permissions violation); the
-//     stream rejects the message itself (too large, or not the expected
-//     stream); the subject is invalid; the message exceeds the server's
-//     maximum payload.
+//   - permanent (outbox.Permanent): the ErrUnsendable cases above; the
+//     Subject mapping fails; no stream captures the subject; the account
+//     may not publish to the subject (permissions violation); the stream
+//     rejects the message itself (too large, header block too large, not
+//     the expected stream); the message exceeds the server's maximum
+//     payload (refused by the client before sending).
 //   - retryable: timeouts and cancelled contexts, no responders while a
 //     stream exists (leader election, JetStream restarting), JetStream not
 //     enabled or not reachable, connection loss, closed or draining
 //     connections, storage limits, and anything not known to be permanent.
 //
 // The sink does not make connections and never logs or returns
-// credentials: any user:password@ in an error text is redacted.
+// credentials: a user:password@ or token@ in an error text is redacted,
+// and an error in the chain that carries one is not exposed (errors.Is
+// still finds it). Header values never appear in errors or log lines.
 package natsjs
 
 import (
