@@ -124,6 +124,8 @@ type fault struct {
 	code   int
 	status int
 	info   string
+	// echo, if set, makes the info from the request's UserSig.
+	echo func(userSig string) string
 }
 
 // NewServer starts a fake for cfg. Close it when done.
@@ -159,6 +161,15 @@ func (s *Server) SetNow(now func() time.Time) {
 // ActionStatus FAIL) and ErrorInfo info.
 func (s *Server) FailNext(n, code int, info string) {
 	s.script(n, fault{kind: faultCode, code: code, info: info})
+}
+
+// FailNextWith answers the next n calls with ErrorCode code and the
+// ErrorInfo that info makes from the request's UserSig: tests use it to
+// echo the signature the way a careless upstream might (percent-encoded,
+// in part, behind "UserSig=") and check that clients keep it out of
+// their errors.
+func (s *Server) FailNextWith(n, code int, info func(userSig string) string) {
+	s.script(n, fault{kind: faultCode, code: code, echo: info})
 }
 
 // FailNextHTTP answers the next n calls with the HTTP status, as a proxy
@@ -277,7 +288,11 @@ func (s *Server) handle(w http.ResponseWriter, r *http.Request) {
 			_, _ = w.Write([]byte("<html><body><h1>502 Bad Gateway</h1></body></html>"))
 		case faultCode:
 			rec.ErrorCode = f.code
-			s.reply(w, answer{ActionStatus: "FAIL", ErrorCode: f.code, ErrorInfo: strings.ReplaceAll(f.info, EchoUserSig, query["usersig"])})
+			info := strings.ReplaceAll(f.info, EchoUserSig, query["usersig"])
+			if f.echo != nil {
+				info = f.echo(query["usersig"])
+			}
+			s.reply(w, answer{ActionStatus: "FAIL", ErrorCode: f.code, ErrorInfo: info})
 		}
 		return
 	}
