@@ -5,11 +5,13 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"net/netip"
 	"net/url"
 	"strings"
 	"time"
 
 	"github.com/outboxrelay/outboxrelay/outbox"
+	"github.com/outboxrelay/outboxrelay/sink/tencentim/internal/secretfmt"
 )
 
 // Mode is how a message is sent to its group.
@@ -65,12 +67,17 @@ const (
 type Config struct {
 	// BaseURL is the REST API domain of the app's region, e.g.
 	// https://console.tim.qq.com (China) or
-	// https://adminapisgp.im.qcloud.com (Singapore). Required.
+	// https://adminapisgp.im.qcloud.com (Singapore). Required. It must
+	// use https, since every call carries the admin's UserSig in its
+	// query; http is accepted only for a loopback host (localhost,
+	// 127.0.0.0/8, ::1), such as a local fake. It must hold no user
+	// information, query or fragment.
 	BaseURL string
 	// SDKAppID is the app's ID from the IM console. Required, positive.
 	SDKAppID int
 	// SecretKey is the app's signing key. Required. It is used to sign
-	// the admin's UserSig and never appears in logs or errors.
+	// the admin's UserSig. Config and Sink print, log (slog.LogValuer)
+	// and marshal to JSON with it redacted, and no error holds it.
 	SecretKey string
 	// AdminIdentifier is the app admin account the REST calls act as.
 	// Required; printable ASCII of at most 32 bytes.
@@ -114,15 +121,16 @@ type Config struct {
 	Now func() time.Time
 }
 
-// String describes the config with the secret key redacted, so that a
-// config that ends up in a log line does not leak it.
+// String describes the config with the secret key and any user
+// information, query or fragment of BaseURL redacted, so that a config
+// that ends up in a log line does not leak them.
 func (c Config) String() string {
 	secret := "(empty)"
 	if c.SecretKey != "" {
 		secret = "[redacted]"
 	}
 	return fmt.Sprintf("tencentim.Config{BaseURL:%q SDKAppID:%d SecretKey:%s AdminIdentifier:%q Mode:%q}",
-		c.BaseURL, c.SDKAppID, secret, c.AdminIdentifier, c.Mode)
+		redactURL(c.BaseURL), c.SDKAppID, secret, c.AdminIdentifier, c.Mode)
 }
 
 // GoString is String, for %#v.
@@ -169,10 +177,8 @@ func (c Config) withDefaults() Config {
 func (c Config) validate() error {
 	var errs []error
 	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf("tencentim: "+format, args...)) }
-	if u, err := url.Parse(c.BaseURL); c.BaseURL == "" {
-		bad("BaseURL: required (e.g. https://console.tim.qq.com)")
-	} else if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" || u.RawQuery != "" || u.Fragment != "" {
-		bad("BaseURL %q: must be an http(s) URL with a host and no query", c.BaseURL)
+	if err := validateBaseURL(c.BaseURL); err != nil {
+		errs = append(errs, err)
 	}
 	if c.SDKAppID <= 0 || c.SDKAppID > 1<<32-1 {
 		bad("SDKAppID %d: must be a positive 32-bit number", c.SDKAppID)
@@ -200,6 +206,59 @@ func (c Config) validate() error {
 		bad("UserSigTTL %v: must be at least %v", c.UserSigTTL, MinUserSigTTL)
 	}
 	return errors.Join(errs...)
+}
+
+// validateBaseURL checks that raw is an https URL with a host and nothing
+// that could hold a credential: the UserSig travels in the query of every
+// call, so plain http is allowed only to a loopback host (a local fake),
+// and user information has no use (Tencent authenticates by UserSig).
+// Messages show the URL through redactURL.
+func validateBaseURL(raw string) error {
+	if raw == "" {
+		return errors.New("tencentim: BaseURL: required (e.g. https://console.tim.qq.com)")
+	}
+	u, err := url.Parse(raw)
+	switch {
+	case err != nil || u.Host == "" || u.Opaque != "" || (u.Scheme != "https" && u.Scheme != "http"):
+		return fmt.Errorf("tencentim: BaseURL %q: must be an https URL with a host", redactURL(raw))
+	case u.RawQuery != "" || u.ForceQuery || u.Fragment != "":
+		return fmt.Errorf("tencentim: BaseURL %q: must have no query and no fragment", redactURL(raw))
+	case u.User != nil:
+		return fmt.Errorf("tencentim: BaseURL %q: must not contain user information (Tencent authenticates by the UserSig)", redactURL(raw))
+	case u.Scheme == "http" && !isLoopback(u.Hostname()):
+		return fmt.Errorf("tencentim: BaseURL %q: must use https, as the UserSig travels in the query of every call "+
+			"(http is allowed only to a loopback host: localhost, 127.0.0.0/8, ::1)", redactURL(raw))
+	}
+	return nil
+}
+
+// isLoopback reports whether host is localhost or a loopback address.
+func isLoopback(host string) bool {
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip, err := netip.ParseAddr(host)
+	return err == nil && ip.IsLoopback()
+}
+
+// redactURL is raw without user information, query or fragment, each
+// replaced by the redaction mark. It works on the text, not on a parsed
+// URL, so that a URL that does not parse is redacted too.
+func redactURL(raw string) string {
+	rest, prefix := raw, ""
+	if i := strings.Index(raw, "://"); i >= 0 {
+		prefix, rest = raw[:i+3], raw[i+3:]
+	}
+	var tail string
+	if i := strings.IndexAny(rest, "?#"); i >= 0 {
+		rest, tail = rest[:i], rest[i:i+1]+secretfmt.Mark
+	}
+	// The last '@' before the query ends any user information, even one
+	// whose password holds a '/'.
+	if i := strings.LastIndex(rest, "@"); i >= 0 {
+		rest = secretfmt.Mark + rest[i:]
+	}
+	return prefix + rest + tail
 }
 
 func defaultHTTPClient() *http.Client {

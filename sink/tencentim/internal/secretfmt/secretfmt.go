@@ -1,0 +1,35 @@
+// Package secretfmt holds what sink/tencentim and its fake share to keep
+// secrets out of formatted output.
+package secretfmt
+
+import (
+	"fmt"
+	"io"
+)
+
+// Mark stands in for a secret, or a part of a text that was cut out
+// because it held one.
+const Mark = "[redacted]"
+
+// Format is the body of a fmt.Formatter for a value that holds a secret:
+// whatever the verb and flags, it prints desc, a description the caller
+// built without the secret, never the value's fields. %#v prints desc as
+// is; every other verb formats desc as a string would be (%q quotes it,
+// %x hex-encodes it, %d reports a bad verb), so no verb reaches the
+// fields.
+func Format(f fmt.State, verb rune, desc string) {
+	if verb == 'v' && f.Flag('#') {
+		_, _ = io.WriteString(f, desc)
+		return
+	}
+	_, _ = fmt.Fprintf(f, fmt.FormatString(f, verb), desc)
+}
+
+// Secret describes a secret's presence without its content: Mark, or
+// "(empty)".
+func Secret(s string) string {
+	if s == "" {
+		return "(empty)"
+	}
+	return Mark
+}
