@@ -121,24 +121,6 @@ type Config struct {
 	Now func() time.Time
 }
 
-// String describes the config with the secret key and any user
-// information, query or fragment of BaseURL redacted, so that a config
-// that ends up in a log line does not leak them.
-func (c Config) String() string {
-	secret := "(empty)"
-	if c.SecretKey != "" {
-		secret = "[redacted]"
-	}
-	return fmt.Sprintf("tencentim.Config{BaseURL:%q SDKAppID:%d SecretKey:%s AdminIdentifier:%q Mode:%q}",
-		redactURL(c.BaseURL), c.SDKAppID, secret, c.AdminIdentifier, c.Mode)
-}
-
-// GoString is String, for %#v.
-func (c Config) GoString() string { return c.String() }
-
-// LogValue is String, for slog.
-func (c Config) LogValue() slog.Value { return slog.StringValue(c.String()) }
-
 // withDefaults returns c with defaults filled in.
 func (c Config) withDefaults() Config {
 	c.BaseURL = strings.TrimRight(c.BaseURL, "/")

@@ -1,13 +1,112 @@
 package tencentim_test
 
 import (
+	"bytes"
+	"context"
+	"encoding/hex"
+	"encoding/json"
 	"fmt"
+	"log/slog"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/outboxrelay/outboxrelay/sink/tencentim"
+	"github.com/outboxrelay/outboxrelay/sink/tencentim/tencentimtest"
 )
+
+// leakRun is the length of a run of a secret that counts as a leak.
+const leakRun = 16
+
+// requireNoSecret fails if text holds any of secrets, or any leakRun
+// consecutive characters of one, raw or hex-encoded (as %x prints), in
+// the text as it is or percent-decoded up to three times.
+func requireNoSecret(t *testing.T, text, what string, secrets ...string) {
+	t.Helper()
+	texts := []string{text}
+	for range 3 {
+		texts = append(texts, percentDecode(texts[len(texts)-1]))
+	}
+	for _, s := range secrets {
+		for _, form := range []string{s, hex.EncodeToString([]byte(s)), strings.ToUpper(hex.EncodeToString([]byte(s)))} {
+			run := min(leakRun, len(form))
+			for i := 0; i+run <= len(form); i++ {
+				for _, text := range texts {
+					if strings.Contains(text, form[i:i+run]) {
+						require.Failf(t, "secret leaked", "%s: %q holds %q", what, text, form[i:i+run])
+					}
+				}
+			}
+		}
+	}
+}
+
+// percentDecode decodes every %XX in s, leaving any other '%' as it is.
+func percentDecode(s string) string {
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] == '%' && i+2 < len(s) {
+			if v, err := hex.DecodeString(s[i+1 : i+3]); err == nil {
+				b.WriteByte(v[0])
+				i += 2
+				continue
+			}
+		}
+		b.WriteByte(s[i])
+	}
+	return b.String()
+}
+
+// lastUserSig is the UserSig of the last call the fake saw.
+func lastUserSig(t *testing.T, reqs []tencentimtest.Request) string {
+	t.Helper()
+	require.NotEmpty(t, reqs)
+	sig := reqs[len(reqs)-1].Query["usersig"]
+	require.NotEmpty(t, sig)
+	return sig
+}
+
+// formats renders v with every verb and both slog handlers.
+func formats(v any) map[string]string {
+	out := map[string]string{}
+	for _, verb := range []string{"%v", "%+v", "%#v", "%s", "%q", "%x", "%X", "%d"} {
+		out[verb] = fmt.Sprintf(verb, v)
+	}
+	var text, js bytes.Buffer
+	slog.New(slog.NewTextHandler(&text, nil)).Info("m", slog.Any("v", v))
+	slog.New(slog.NewJSONHandler(&js, nil)).Info("m", slog.Any("v", v))
+	out["slog text"], out["slog json"] = text.String(), js.String()
+	return out
+}
+
+func TestSinkFormattingHidesTheKeyAndUserSig(t *testing.T) {
+	f := newFake(t)
+	s := newSink(t, f, nil)
+	require.NoError(t, s.Publish(context.Background(), roomMsg("evt-f", "room-1", "RoomUserJoined")))
+	sig := lastUserSig(t, f.Requests()) // cached in the sink now
+	for name, v := range map[string]any{"*Sink": s, "Sink": *s} {
+		for how, text := range formats(v) {
+			requireNoSecret(t, text, name+" "+how, secret, sig)
+		}
+		require.Equal(t, fmt.Sprint(v), fmt.Sprintf("%+v", v))
+		require.Equal(t, fmt.Sprint(v), fmt.Sprintf("%#v", v))
+		require.Contains(t, fmt.Sprint(v), `tencentim.Sink{BaseURL:"http://127.0.0.1:`)
+	}
+}
+
+func TestConfigFormattingAndJSONHideTheKey(t *testing.T) {
+	cfg := tencentim.Config{BaseURL: "https://console.tim.qq.com", SDKAppID: appID, SecretKey: secret, AdminIdentifier: admin}
+	for name, v := range map[string]any{"Config": cfg, "*Config": &cfg} {
+		for how, text := range formats(v) {
+			requireNoSecret(t, text, name+" "+how, secret)
+		}
+		b, err := json.Marshal(v)
+		require.NoError(t, err, "a config marshals (without its key), e.g. for a debug endpoint")
+		requireNoSecret(t, string(b), name+" json", secret)
+		require.Contains(t, string(b), `"SecretKey":"[redacted]"`)
+	}
+}
 
 func TestBaseURLMustBeHTTPSUnlessLoopback(t *testing.T) {
 	cases := []struct {
@@ -35,4 +134,23 @@ func TestBaseURLMustBeHTTPSUnlessLoopback(t *testing.T) {
 		require.ErrorContains(t, err, fmt.Sprintf("tencentim: BaseURL %q: must use https", tc.url), tc.url)
 		require.ErrorContains(t, err, "loopback", tc.url)
 	}
+}
+
+func TestBaseURLUserInfoIsRedactedAndRejected(t *testing.T) {
+	const pw = "hunter2-Pa55word"
+	cfg := tencentim.Config{BaseURL: "https://ops:" + pw + "@console.tim.qq.com/", SDKAppID: appID, SecretKey: secret, AdminIdentifier: admin}
+	for how, text := range formats(cfg) {
+		requireNoSecret(t, text, how, secret, pw)
+		require.NotContains(t, text, "ops:", how)
+	}
+	_, err := tencentim.New(cfg)
+	require.ErrorContains(t, err, "tencentim: BaseURL")
+	require.ErrorContains(t, err, "user information")
+	requireNoSecret(t, err.Error(), "validation error", secret, pw)
+
+	// Even a URL that does not parse keeps its password out of the error.
+	cfg.BaseURL = "https://ops:" + pw + "@console.tim.qq.com:port/"
+	_, err = tencentim.New(cfg)
+	require.ErrorContains(t, err, "tencentim: BaseURL")
+	requireNoSecret(t, err.Error(), "unparseable URL error", pw)
 }

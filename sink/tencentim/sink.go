@@ -19,9 +19,10 @@ const (
 )
 
 // Sink is an outbox.Sink that tells a Tencent Cloud IM group about each
-// message. It is safe for concurrent use.
+// message. It is safe for concurrent use. Sink and *Sink print, log and
+// marshal without the secret key or the UserSig (see String).
 type Sink struct {
-	cfg     Config
+	cfg     Config // without SecretKey, which only signer holds
 	skip    map[string]bool
 	client  *http.Client
 	signer  *signer
@@ -38,12 +39,15 @@ func New(cfg Config) (*Sink, error) {
 		return nil, err
 	}
 	s := &Sink{
-		cfg:     cfg,
 		skip:    make(map[string]bool, len(cfg.SkipTypes)),
 		client:  cfg.HTTPClient,
 		signer:  newSigner(cfg),
 		limiter: newLimiter(cfg),
 	}
+	// The key lives in the signer only, out of reach of a printout of
+	// the sink's fields.
+	cfg.SecretKey = ""
+	s.cfg = cfg
 	for _, t := range cfg.SkipTypes {
 		s.skip[t] = true
 	}

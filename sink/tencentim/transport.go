@@ -106,7 +106,7 @@ func (s *Sink) transportError(api, sig string, err error) error {
 // scrub removes the secret key, the UserSig and anything that looks like
 // a query string from text that came from outside.
 func (s *Sink) scrub(text, sig string) string {
-	for _, secret := range []string{s.cfg.SecretKey, sig} {
+	for _, secret := range []string{s.signer.key, sig} {
 		if secret != "" {
 			text = strings.ReplaceAll(text, secret, "[redacted]")
 		}
