@@ -2,11 +2,14 @@ package tencentim_test
 
 import (
 	"bytes"
+	"compress/zlib"
 	"context"
+	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"net/url"
 	"strings"
 	"testing"
 
@@ -153,4 +156,94 @@ func TestBaseURLUserInfoIsRedactedAndRejected(t *testing.T) {
 	_, err = tencentim.New(cfg)
 	require.ErrorContains(t, err, "tencentim: BaseURL")
 	requireNoSecret(t, err.Error(), "unparseable URL error", pw)
+}
+
+// echoCases are ErrorInfos that echo the UserSig (or the key) in the
+// forms a careless upstream, proxy or gateway might.
+var echoCases = []struct {
+	name string
+	info func(sig string) string
+}{
+	{"raw", func(sig string) string { return "bad signature " + sig }},
+	{"query-escaped", func(sig string) string { return "UserSig=" + url.QueryEscape(sig) + " rejected" }},
+	{"lower-case hex", func(sig string) string { return "sig " + strings.ReplaceAll(url.QueryEscape(sig), "%2A", "%2a") }},
+	{"every byte encoded", func(sig string) string { return "sig " + encodeAll(sig) }},
+	{"double-encoded", func(sig string) string { return "next=" + url.QueryEscape("usersig="+url.QueryEscape(sig)) }},
+	{"standard base64", func(sig string) string {
+		return "sig " + strings.NewReplacer("*", "+", "-", "/", "_", "=").Replace(sig)
+	}},
+	{"upper-case parameter", func(sig string) string { return "USERSIG=" + sig + "&random=1" }},
+	{"mixed-case parameter, unknown value", func(string) string { return "previous UsErSiG=eAEAstaleSignatureFromAnEarlierCall0123 failed" }},
+	{"encoded equals", func(string) string { return "usersig%3DeAEAstaleSignature%2AFromAnEarlierCall" }},
+	{"JSON-style parameter", func(string) string { return `{"UserSig": "eAEAstaleSignatureFromAnEarlierCall"}` }},
+	{"16 characters", func(sig string) string { return "fragment " + sig[20:36] + " ends" }},
+	{"a long middle part", func(sig string) string { return "fragment " + sig[5:len(sig)-5] }},
+	{"two fragments", func(sig string) string { return sig[:16] + " and " + sig[len(sig)-20:] }},
+	{"the HMAC inside", func(sig string) string { return `{"TLS.sig":"` + hmacOf(sig) + `"}` }},
+	{"key", func(string) string { return "key=" + secret }},
+	{"key fragment", func(string) string { return "k " + secret[3:19] }},
+	{"key encoded", func(string) string { return "k " + encodeAll(secret) }},
+}
+
+// hmacOf decodes a UserSig (TLSSigAPIv2: zlib, then base64 with '*', '-'
+// and '_' for '+', '/' and '=') and returns its TLS.sig, the HMAC.
+func hmacOf(sig string) string {
+	b, err := base64.StdEncoding.DecodeString(strings.NewReplacer("*", "+", "-", "/", "_", "=").Replace(sig))
+	if err != nil {
+		panic(err)
+	}
+	zr, err := zlib.NewReader(bytes.NewReader(b))
+	if err != nil {
+		panic(err)
+	}
+	var doc struct {
+		HMAC string `json:"TLS.sig"`
+	}
+	if err := json.NewDecoder(zr).Decode(&doc); err != nil || len(doc.HMAC) < leakRun {
+		panic(fmt.Sprintf("no TLS.sig in the UserSig: %v", err))
+	}
+	return doc.HMAC
+}
+
+// encodeAll percent-encodes every byte of s.
+func encodeAll(s string) string {
+	var b strings.Builder
+	for i := range len(s) {
+		fmt.Fprintf(&b, "%%%02X", s[i])
+	}
+	return b.String()
+}
+
+// sinkWithStarInSig returns a fake and a sink whose cached UserSig holds
+// a '*', which query escaping writes as %2A: it tries admin identifiers
+// until one signs that way (many UserSigs have no '*').
+func sinkWithStarInSig(t *testing.T) (*tencentimtest.Server, *tencentim.Sink, string) {
+	t.Helper()
+	for i := range 64 {
+		id := fmt.Sprintf("admin-%d", i)
+		f := tencentimtest.NewServer(tencentimtest.Config{SDKAppID: appID, SecretKey: secret, AdminIdentifier: id})
+		t.Cleanup(f.Close)
+		s := newSink(t, f, func(c *tencentim.Config) { c.AdminIdentifier, c.RateLimit, c.GroupRateLimit = id, -1, -1 })
+		require.NoError(t, s.Publish(context.Background(), roomMsg("evt-sig", "room-1", "RoomUserJoined")))
+		if sig := lastUserSig(t, f.Requests()); strings.Contains(sig, "*") {
+			require.Contains(t, url.QueryEscape(sig), "%2A")
+			return f, s, sig
+		}
+	}
+	t.Fatal("no UserSig with a '*' in 64 tries")
+	return nil, nil, ""
+}
+
+func TestErrorInfoEchoesAreScrubbed(t *testing.T) {
+	f, s, sig := sinkWithStarInSig(t)
+	for _, tc := range echoCases {
+		t.Run(tc.name, func(t *testing.T) {
+			f.FailNextWith(1, 10010, tc.info)
+			err := s.Publish(context.Background(), roomMsg("evt-e", "room-1", "RoomUserJoined"))
+			require.ErrorContains(t, err, "ErrorCode 10010")
+			require.Equal(t, sig, lastUserSig(t, f.Requests()), "the cached UserSig was echoed")
+			requireNoSecret(t, err.Error(), tc.name, secret, sig, hmacOf(sig), "eAEAstaleSignatureFromAnEarlierCall")
+			require.NotRegexp(t, `(?i)usersig(=|%3D|"?:\s*")[^\[]`, err.Error())
+		})
+	}
 }

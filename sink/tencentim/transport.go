@@ -12,7 +12,6 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
-	"strings"
 
 	"github.com/outboxrelay/outboxrelay/outbox"
 )
@@ -103,18 +102,12 @@ func (s *Sink) transportError(api, sig string, err error) error {
 	return &Error{API: api, Info: info, Err: cause}
 }
 
-// scrub removes the secret key, the UserSig and anything that looks like
-// a query string from text that came from outside.
+// scrub removes from text that came from outside every form of the
+// secret key, of the UserSig sig and of the signer's current and
+// previous UserSigs, and every usersig parameter and query string (see
+// scrub in redact.go).
 func (s *Sink) scrub(text, sig string) string {
-	for _, secret := range []string{s.signer.key, sig} {
-		if secret != "" {
-			text = strings.ReplaceAll(text, secret, "[redacted]")
-		}
-	}
-	if i := strings.Index(text, "usersig="); i >= 0 {
-		text = text[:i] + "usersig=[redacted]"
-	}
-	return text
+	return scrub(text, s.signer.redactions(sig))
 }
 
 // randomUint32 is the per-request random query parameter.
