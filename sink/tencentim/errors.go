@@ -19,8 +19,10 @@ var (
 )
 
 // Error is a failed REST call. Its text carries the API name, the HTTP
-// status or Tencent's ErrorCode, and a shortened ErrorInfo; never the
-// secret key, the UserSig, the request URL or a whole response body.
+// status or Tencent's ErrorCode, and a shortened, scrubbed ErrorInfo;
+// never the secret key, the UserSig (nor any 16 characters of either),
+// the request URL or a whole response body. The same holds for every
+// error reachable from it through Unwrap.
 type Error struct {
 	// API is the service and command, e.g. group_open_http_svc/send_group_msg.
 	API string
@@ -31,8 +33,14 @@ type Error struct {
 	Code int
 	// Info is Tencent's ErrorInfo, or what went wrong, shortened.
 	Info string
-	// Err is the underlying transport error, if any (errors.Is sees
-	// context.DeadlineExceeded through it).
+	// Err describes the cause of a failed round trip or of giving up
+	// while waiting for the rate limiter; nil when Tencent or a proxy
+	// answered. It is not the transport's own error, whose text or fields
+	// may hold the request URL with its UserSig: its text is scrubbed
+	// like Info, and it unwraps only to the sentinels the cause wrapped
+	// (context.Canceled, context.DeadlineExceeded,
+	// os.ErrDeadlineExceeded), so errors.Is sees those; its Timeout
+	// method reports whether the cause was a timeout.
 	Err error
 }
 

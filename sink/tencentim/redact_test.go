@@ -7,14 +7,18 @@ import (
 	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"net/url"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/outboxrelay/outboxrelay/outbox"
 	"github.com/outboxrelay/outboxrelay/sink/tencentim"
 	"github.com/outboxrelay/outboxrelay/sink/tencentim/tencentimtest"
 )
@@ -246,4 +250,88 @@ func TestErrorInfoEchoesAreScrubbed(t *testing.T) {
 			require.NotRegexp(t, `(?i)usersig(=|%3D|"?:\s*")[^\[]`, err.Error())
 		})
 	}
+}
+
+// leakyTransport fails every call with an error that quotes the request
+// URL, UserSig and all, as an instrumented transport or a proxy client
+// might.
+type leakyTransport struct{ wrap error }
+
+type leakyError struct {
+	url  string
+	wrap error
+}
+
+func (e *leakyError) Error() string { return "round trip to " + e.url + " failed" }
+func (e *leakyError) Unwrap() error { return e.wrap }
+
+func (l leakyTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	return nil, &leakyError{url: r.URL.String(), wrap: l.wrap}
+}
+
+// walk calls visit on err and every error reachable from it through
+// Unwrap() error and Unwrap() []error.
+func walk(err error, visit func(error)) {
+	if err == nil {
+		return
+	}
+	visit(err)
+	switch u := err.(type) {
+	case interface{ Unwrap() error }:
+		walk(u.Unwrap(), visit)
+	case interface{ Unwrap() []error }:
+		for _, e := range u.Unwrap() {
+			walk(e, visit)
+		}
+	}
+}
+
+// requireCleanChain formats every node of err's Unwrap tree.
+func requireCleanChain(t *testing.T, err error, secrets ...string) {
+	t.Helper()
+	walk(err, func(e error) {
+		for how, text := range formats(e) {
+			requireNoSecret(t, text, fmt.Sprintf("%T %s", e, how), secrets...)
+			require.NotContains(t, text, "sdkappid=", how)
+		}
+	})
+}
+
+func TestErrorChainHoldsNoSecret(t *testing.T) {
+	f := newFake(t)
+	m := roomMsg("evt-c", "room-1", "RoomUserJoined")
+	leaky := newSink(t, f, func(c *tencentim.Config) { c.HTTPClient = &http.Client{Transport: leakyTransport{}} })
+	err := leaky.Publish(context.Background(), m)
+	require.Error(t, err)
+	require.False(t, outbox.IsPermanent(err))
+	var le *leakyError
+	require.False(t, errors.As(err, &le), "the transport's own error is not reachable")
+	requireCleanChain(t, err, secret)
+	require.NotContains(t, fmt.Sprint(err), "usersig=e")
+
+	// A transport error that wraps the deadline still says so.
+	late := newSink(t, f, func(c *tencentim.Config) {
+		c.HTTPClient = &http.Client{Transport: leakyTransport{wrap: context.DeadlineExceeded}}
+	})
+	err = late.Publish(context.Background(), m)
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+	requireCleanChain(t, err, secret)
+
+	// The caller's own deadline, against a server that does not answer.
+	s := newSink(t, f, nil)
+	require.NoError(t, s.Publish(context.Background(), m))
+	sig := lastUserSig(t, f.Requests()) // the UserSig of the hanging call too
+	f.HangNext(1)
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	err = s.Publish(ctx, m)
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+	require.False(t, errors.Is(err, context.Canceled))
+	requireCleanChain(t, err, secret, sig)
+
+	canceled, cancel := context.WithCancel(context.Background())
+	cancel()
+	err = s.Publish(canceled, m)
+	require.ErrorIs(t, err, context.Canceled)
+	requireCleanChain(t, err, secret, sig)
 }

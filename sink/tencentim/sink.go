@@ -75,7 +75,8 @@ func (s *Sink) Publish(ctx context.Context, msg outbox.Message) error {
 		return outbox.Permanent(err)
 	}
 	if err := s.limiter.wait(ctx, group); err != nil {
-		return &Error{API: api, Info: "waiting for the rate limiter: " + err.Error(), Err: err}
+		text := outbox.Truncate(s.scrub(err.Error(), ""), maxInfoBytes)
+		return &Error{API: api, Info: "waiting for the rate limiter: " + text, Err: sanitizeCause(text, err)}
 	}
 	trace := msg.Headers[outbox.HeaderTraceParent]
 	if !outbox.ValidTraceParent(trace) {

@@ -83,23 +83,24 @@ func (s *Sink) interpret(api, sig string, status int, body []byte) error {
 }
 
 // transportError describes a failed round trip without the request URL
-// (which carries the UserSig): net/http's *url.Error prints it whole.
+// (which carries the UserSig): net/http's *url.Error prints it whole, and
+// a custom transport's error may quote it too. Err keeps only the
+// scrubbed text and the sentinels (see causeError).
 func (s *Sink) transportError(api, sig string, err error) error {
 	cause := err
 	var ue *url.Error
-	if errors.As(err, &ue) {
+	if errors.As(err, &ue) && ue.Err != nil {
 		cause = ue.Err
 	}
-	var info string
+	text := outbox.Truncate(s.scrub(cause.Error(), sig), maxInfoBytes)
+	info := text
 	switch {
 	case errors.Is(err, context.DeadlineExceeded):
 		info = "timed out"
 	case errors.Is(err, context.Canceled):
 		info = "canceled"
-	default:
-		info = outbox.Truncate(s.scrub(cause.Error(), sig), maxInfoBytes)
 	}
-	return &Error{API: api, Info: info, Err: cause}
+	return &Error{API: api, Info: info, Err: sanitizeCause(text, err)}
 }
 
 // scrub removes from text that came from outside every form of the
