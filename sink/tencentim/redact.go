@@ -36,17 +36,17 @@ const (
 	maxScrubPasses = 4
 )
 
-// scrub returns text, shortened to maxScrubBytes and made valid UTF-8,
-// with every part that holds a secret or a usersig or query value
-// replaced by secretfmt.Mark. Each pass runs again over its own output,
-// so a mark can never join its neighbours into a secret's run.
+// scrub returns text, made valid UTF-8, with every part that holds a
+// secret or a usersig or query value replaced by secretfmt.Mark, in at
+// most maxScrubBytes. Each pass runs again over its own output, so a
+// mark can never join its neighbours into a secret's run.
 func scrub(text string, secrets []string) string {
 	text = strings.ToValidUTF8(outbox.Truncate(text, maxScrubBytes), "\uFFFD")
 	g := newGrams(secrets)
 	for range maxScrubPasses {
 		out := g.scrubOnce(text)
 		if out == text {
-			return out
+			return outbox.Truncate(out, maxScrubBytes)
 		}
 		text = out
 	}
@@ -194,6 +194,7 @@ func (g *grams) coverRuns(v view, cover []bool) {
 func coverUserSigValues(v view, cover []bool) {
 	name := []byte("usersig")
 	b := v.b
+	done := 0 // b[:done] is marked: scanning it again would make this quadratic
 	for i := 0; i+len(name) <= len(b); i++ {
 		if b[i]|0x20 != 'u' || !bytes.EqualFold(b[i:i+len(name)], name) {
 			continue
@@ -203,12 +204,13 @@ func coverUserSigValues(v view, cover []bool) {
 		if k >= len(b) || (b[k] != '=' && b[k] != ':') {
 			continue
 		}
-		k = skipQuote(b, skipSpaces(b, k+1))
+		k = max(done, skipQuote(b, skipSpaces(b, k+1)))
 		end := k
 		for end < len(b) && isSigByte(b[end]) {
 			end++
 		}
 		mark(cover, v.from[k], v.from[end])
+		done = end
 	}
 }
 
@@ -216,6 +218,7 @@ func coverUserSigValues(v view, cover []bool) {
 // space, quote or angle bracket.
 func coverQueries(v view, cover []bool) {
 	b := v.b
+	done := 0 // b[:done] is marked
 	for i := 0; i < len(b); i++ {
 		if b[i] != '?' {
 			continue
@@ -227,11 +230,12 @@ func coverQueries(v view, cover []bool) {
 		if k == i+1 || k >= len(b) || b[k] != '=' {
 			continue
 		}
-		end := k
-		for end < len(b) && !strings.ContainsRune(" \t\r\n\"'<>`", rune(b[end])) {
+		end := max(done, k)
+		for end < len(b) && strings.IndexByte(" \t\r\n\"'<>`", b[end]) < 0 {
 			end++
 		}
 		mark(cover, v.from[i+1], v.from[end])
+		done = end
 	}
 }
 
