@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -120,4 +121,81 @@ func TestNoSecretInAnyErrorOrLog(t *testing.T) {
 		}
 	}
 	t.Logf("checked %d error texts and %d bytes of logs against %d signatures", len(errs), len(logs.String()), len(sigs))
+}
+
+// TestNoSecretInAnyFormattedValue fails calls in every way, then formats
+// every exported value that holds the key or a UserSig (the config, the
+// sink, the fake's config, server and records, each error returned and
+// every error reachable from it through Unwrap) with every fmt verb and
+// both slog handlers, and checks that none shows the key, a UserSig, the
+// HMAC inside one, or any 16 characters of them.
+func TestNoSecretInAnyFormattedValue(t *testing.T) {
+	fakeCfg := tencentimtest.Config{SDKAppID: appID, SecretKey: secret, AdminIdentifier: admin}
+	f := tencentimtest.NewServer(fakeCfg)
+	t.Cleanup(f.Close)
+	cfg := tencentim.Config{
+		BaseURL: f.URL(), SDKAppID: appID, SecretKey: secret, AdminIdentifier: admin,
+		RateLimit: -1, GroupRateLimit: -1, Logger: outboxtest.Logger(t),
+	}
+	s, err := tencentim.New(cfg)
+	require.NoError(t, err)
+	m := roomMsg("evt-fmt", "room-1", "RoomUserJoined")
+	require.NoError(t, s.Publish(context.Background(), m)) // the sink holds a UserSig now
+
+	var errs []error
+	publish := func(ctx context.Context, s *tencentim.Sink) {
+		t.Helper()
+		err := s.Publish(ctx, m)
+		require.Error(t, err)
+		errs = append(errs, err)
+	}
+	f.FailNextHTTP(1, http.StatusInternalServerError)
+	publish(context.Background(), s)
+	f.MalformNext(1)
+	publish(context.Background(), s)
+	for _, tc := range echoCases {
+		f.FailNextWith(1, 10002, tc.info)
+		publish(context.Background(), s)
+	}
+	f.FailNextWith(2, 70001, func(sig string) string { return "usersig " + sig + " expired" }) // re-signed once
+	publish(context.Background(), s)
+	f.HangNext(1)
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	publish(ctx, s)
+	cancel()
+	publish(context.Background(), newSink(t, f, func(c *tencentim.Config) { c.HTTPClient = &http.Client{Transport: leakyTransport{}} }))
+
+	// Every UserSig the fake saw, and the HMAC inside each.
+	secrets := []string{secret}
+	for _, r := range f.Requests() {
+		if sig := r.Query["usersig"]; !slices.Contains(secrets, sig) {
+			secrets = append(secrets, sig, hmacOf(sig))
+		}
+	}
+	require.GreaterOrEqual(t, len(secrets), 3, "the key and a UserSig")
+	resigned := 0
+	for _, r := range f.Requests() {
+		if r.ErrorCode == 70001 {
+			resigned++
+		}
+	}
+	require.Equal(t, 2, resigned, "refused, re-signed (within the same second, to the same UserSig) and refused again")
+
+	values := map[string]any{
+		"Config": cfg, "*Config": &cfg, "*Sink": s, "Sink": *s,
+		"tencentimtest.Config": fakeCfg, "*tencentimtest.Server": f,
+		"[]tencentimtest.Request": f.Requests(), "[]tencentimtest.Message": f.AllMessages(),
+	}
+	closed := newSink(t, f, nil)
+	f.Close() // connection refused
+	publish(context.Background(), closed)
+	for i, err := range errs {
+		walk(err, func(e error) { values[fmt.Sprintf("error %d: %T %p", i, e, e)] = e })
+	}
+	for name, v := range values {
+		for how, text := range formats(v) {
+			requireNoSecret(t, text, name+" "+how, secrets...)
+		}
+	}
+	t.Logf("checked %d values, %d errors, against the key and %d UserSigs", len(values), len(errs), (len(secrets)-1)/2)
 }
