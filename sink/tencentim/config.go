@@ -111,7 +111,10 @@ type Config struct {
 	GroupRateLimit float64
 	// HTTPClient makes the calls. Defaults to a client with keep-alive,
 	// no overall timeout (the caller's context bounds each call) and no
-	// redirects (a redirected POST would be re-sent elsewhere).
+	// redirects (a redirected POST would be re-sent elsewhere, UserSig
+	// and all, perhaps over http). A client of your own should not
+	// follow redirects either, nor log request URLs, which carry the
+	// UserSig; errors it returns are scrubbed like any text from outside.
 	HTTPClient *http.Client
 	// Logger receives the sink's own logs (signature renewals). Defaults
 	// to slog.Default().

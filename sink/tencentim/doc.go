@@ -37,9 +37,34 @@
 // (9000x, 10004, 10011), and signature, app or account configuration
 // errors (70002–70020, 60002–60006, 60020, 60021 …). A payload over
 // MaxMessageBytes is permanent before any call. Codes not in the table are
-// retryable. Errors carry the API name, the ErrorCode and a shortened
-// ErrorInfo; never the secret key, the UserSig, the URL or a response
-// body.
+// retryable. Errors carry the API name, the HTTP status or ErrorCode,
+// and ErrorInfo (or a transport error's text) scrubbed and cut to 200
+// bytes; never a response body.
+//
+// # Secrets
+//
+// BaseURL must use https, since every call carries the admin's UserSig
+// in its query; http is accepted only for a loopback host (localhost,
+// 127.0.0.0/8, ::1), such as the local fake. A BaseURL with user
+// information is rejected.
+//
+// Config, Sink and *Sink implement fmt.Formatter, String, GoString and
+// slog.LogValuer, and Config implements json.Marshaler, so that no fmt
+// verb, slog handler or json.Marshal shows the secret key, a UserSig or
+// user information of the base URL.
+//
+// Text from outside is scrubbed before it reaches an error: every run of
+// 16 characters (a shorter key: all of it) of the secret key, of the
+// current or previous UserSig, or of the HMAC inside one is cut out,
+// whether raw, percent-encoded in either hex case up to three times,
+// query-escaped or in the standard base64 alphabet; so is the value of
+// any usersig parameter, in any case, and any query string. Error.Err is
+// never the transport's own error, which may quote the request URL: it is
+// a scrubbed description that unwraps only to context.Canceled,
+// context.DeadlineExceeded or os.ErrDeadlineExceeded, so errors.Is still
+// tells a timeout and a cancellation, and nothing reachable through
+// errors.Unwrap or errors.As holds a secret.
 //
 // Package tencentimtest is a faithful local fake of the API for tests.
+// Its values too print without the key or a UserSig.
 package tencentim
