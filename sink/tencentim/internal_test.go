@@ -2,6 +2,7 @@ package tencentim
 
 import (
 	"context"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -156,4 +157,39 @@ func TestClassifyDefaultsToRetryable(t *testing.T) {
 			seen[code] = true
 		}
 	}
+}
+
+func TestScrub(t *testing.T) {
+	const key, sig = "0123456789abcdef0123456789abcdef", "eAEAstaleSig*With-All_Characters0123456789__"
+	secrets := []string{key, sig}
+	cases := []struct{ in, want string }{
+		{"nothing secret", "nothing secret"},
+		{"bad key " + key + "!", "bad key [redacted]!"},
+		{"sig " + sig[3:19] + " here", "sig [redacted] here"},
+		{"sig " + sig[3:18] + " here", "sig " + sig[3:18] + " here"}, // 15 characters are not a leak
+		{"sig eAEAstaleSig%2aWith-All_Characters", "sig [redacted]"},
+		{"sig eAEAstaleSig%252AWith-All_Characters", "sig [redacted]"},
+		{"sig eAEAstaleSig+With/All=Characters", "sig [redacted]"},
+		{"UserSig=abc&random=1", "UserSig=[redacted]&random=1"},
+		{"USERSIG%3Dabc%26x", "USERSIG%3D[redacted]%26x"},
+		{`{"usersig": "abc"}`, `{"usersig": "[redacted]"}`},
+		{"usersig expired", "usersig expired"},
+		{`Post "https://h/v4/a/b?sdkappid=1&identifier=x": EOF`, `Post "https://h/v4/a/b?[redacted]": EOF`},
+		{"what? yes", "what? yes"},
+		{"\xff" + key, "\uFFFD[redacted]"},
+		{"é" + key[:16] + "é", "é[redacted]é"},
+	}
+	for _, tc := range cases {
+		require.Equal(t, tc.want, scrub(tc.in, secrets), tc.in)
+	}
+	long := scrub(strings.Repeat("x", 3*maxScrubBytes)+key, secrets)
+	require.LessOrEqual(t, len(long), maxScrubBytes)
+}
+
+func TestUserSigHMAC(t *testing.T) {
+	sig, err := tencentyun.GenUserSig(1400000001, "k", "admin", 3600)
+	require.NoError(t, err)
+	hmac := userSigHMAC(sig)
+	require.Len(t, hmac, 44, "base64 of a SHA-256")
+	require.Empty(t, userSigHMAC("not a signature"))
 }
