@@ -142,6 +142,35 @@ func TestNoSecretInAnyFormattedValue(t *testing.T) {
 	m := roomMsg("evt-fmt", "room-1", "RoomUserJoined")
 	require.NoError(t, s.Publish(context.Background(), m)) // the sink holds a UserSig now
 
+	errs := failEveryWay(t, f, s, m)
+	secrets := secretsSeen(t, f)
+	values := map[string]any{
+		"Config": cfg, "*Config": &cfg, "*Sink": s, "Sink": *s,
+		"tencentimtest.Config": fakeCfg, "*tencentimtest.Server": f,
+		"[]tencentimtest.Request": f.Requests(), "[]tencentimtest.Message": f.AllMessages(),
+	}
+	closed := newSink(t, f, nil)
+	f.Close()
+	err = closed.Publish(context.Background(), m)
+	require.Error(t, err, "connection refused")
+	errs = append(errs, err)
+	for i, err := range errs {
+		walk(err, func(e error) { values[fmt.Sprintf("error %d: %T %p", i, e, e)] = e })
+	}
+	for name, v := range values {
+		for how, text := range formats(v) {
+			requireNoSecret(t, text, name+" "+how, secrets...)
+		}
+	}
+	t.Logf("checked %d values, %d errors, against the key and %d UserSigs", len(values), len(errs), (len(secrets)-1)/2)
+}
+
+// failEveryWay makes s fail to publish m in every way but a closed port
+// (HTTP 500, a body that is not JSON, each of echoCases, 70001 and a
+// re-sign, a timeout, a transport that quotes the URL) and returns the
+// errors.
+func failEveryWay(t *testing.T, f *tencentimtest.Server, s *tencentim.Sink, m outbox.Message) []error {
+	t.Helper()
 	var errs []error
 	publish := func(ctx context.Context, s *tencentim.Sink) {
 		t.Helper()
@@ -157,7 +186,7 @@ func TestNoSecretInAnyFormattedValue(t *testing.T) {
 		f.FailNextWith(1, 10002, tc.info)
 		publish(context.Background(), s)
 	}
-	f.FailNextWith(2, 70001, func(sig string) string { return "usersig " + sig + " expired" }) // re-signed once
+	f.FailNextWith(2, 70001, func(sig string) string { return "usersig " + sig + " expired" })
 	publish(context.Background(), s)
 	f.HangNext(1)
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
@@ -165,7 +194,20 @@ func TestNoSecretInAnyFormattedValue(t *testing.T) {
 	cancel()
 	publish(context.Background(), newSink(t, f, func(c *tencentim.Config) { c.HTTPClient = &http.Client{Transport: leakyTransport{}} }))
 
-	// Every UserSig the fake saw, and the HMAC inside each.
+	resigned := 0
+	for _, r := range f.Requests() {
+		if r.ErrorCode == 70001 {
+			resigned++
+		}
+	}
+	require.Equal(t, 2, resigned, "refused, re-signed and refused again")
+	return errs
+}
+
+// secretsSeen returns the key, every UserSig the fake saw and the HMAC
+// inside each.
+func secretsSeen(t *testing.T, f *tencentimtest.Server) []string {
+	t.Helper()
 	secrets := []string{secret}
 	for _, r := range f.Requests() {
 		if sig := r.Query["usersig"]; !slices.Contains(secrets, sig) {
@@ -173,29 +215,5 @@ func TestNoSecretInAnyFormattedValue(t *testing.T) {
 		}
 	}
 	require.GreaterOrEqual(t, len(secrets), 3, "the key and a UserSig")
-	resigned := 0
-	for _, r := range f.Requests() {
-		if r.ErrorCode == 70001 {
-			resigned++
-		}
-	}
-	require.Equal(t, 2, resigned, "refused, re-signed (within the same second, to the same UserSig) and refused again")
-
-	values := map[string]any{
-		"Config": cfg, "*Config": &cfg, "*Sink": s, "Sink": *s,
-		"tencentimtest.Config": fakeCfg, "*tencentimtest.Server": f,
-		"[]tencentimtest.Request": f.Requests(), "[]tencentimtest.Message": f.AllMessages(),
-	}
-	closed := newSink(t, f, nil)
-	f.Close() // connection refused
-	publish(context.Background(), closed)
-	for i, err := range errs {
-		walk(err, func(e error) { values[fmt.Sprintf("error %d: %T %p", i, e, e)] = e })
-	}
-	for name, v := range values {
-		for how, text := range formats(v) {
-			requireNoSecret(t, text, name+" "+how, secrets...)
-		}
-	}
-	t.Logf("checked %d values, %d errors, against the key and %d UserSigs", len(values), len(errs), (len(secrets)-1)/2)
+	return secrets
 }
