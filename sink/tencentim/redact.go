@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"os"
+	"slices"
 	"strings"
 	"unicode/utf8"
 
@@ -79,7 +80,7 @@ func newGrams(secrets []string) *grams {
 		}
 		folded := fold([]byte(s))
 		w := min(leakRun, len(folded))
-		if !containsInt(g.sizes, w) {
+		if !slices.Contains(g.sizes, w) {
 			g.sizes = append(g.sizes, w)
 		}
 		for i := 0; i+w <= len(folded); i++ {
@@ -95,15 +96,6 @@ func fold(b []byte) []byte {
 		out[i] = equiv[c]
 	}
 	return out
-}
-
-func containsInt(xs []int, x int) bool {
-	for _, y := range xs {
-		if y == x {
-			return true
-		}
-	}
-	return false
 }
 
 // view is a text decoded some number of times. from[i] is where b[i]
