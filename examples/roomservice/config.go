@@ -28,14 +28,7 @@ type Config struct {
 		// Addr is the listen address. Defaults to ":8080".
 		Addr string `yaml:"addr"`
 	} `yaml:"http"`
-	MySQL struct {
-		// DSN is the go-sql-driver/mysql DSN of the service's database.
-		// Required.
-		DSN string `yaml:"dsn"`
-		// MaxOpenConns caps the connection pool (sql.DB.SetMaxOpenConns);
-		// 0, the default, means no cap.
-		MaxOpenConns int `yaml:"max_open_conns"`
-	} `yaml:"mysql"`
+	MySQL        MySQLConfig        `yaml:"mysql"`
 	TencentIM    TencentIMConfig    `yaml:"tencent_im"`
 	OutboxWorker OutboxWorkerConfig `yaml:"outbox_worker"`
 	// ShutdownTimeout bounds a graceful stop. Defaults to 30s.
@@ -43,6 +36,16 @@ type Config struct {
 	// MetricsStatsInterval is how long one reading of the outbox backlog
 	// serves /metrics scrapes. Defaults to 2s.
 	MetricsStatsInterval time.Duration `yaml:"metrics_stats_interval"`
+}
+
+// MySQLConfig is the mysql block.
+type MySQLConfig struct {
+	// DSN is the go-sql-driver/mysql DSN of the service's database.
+	// Required.
+	DSN string `yaml:"dsn"`
+	// MaxOpenConns caps the connection pool (sql.DB.SetMaxOpenConns);
+	// 0, the default, means no cap.
+	MaxOpenConns int `yaml:"max_open_conns"`
 }
 
 // TencentIMConfig is the tencent_im block.

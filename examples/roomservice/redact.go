@@ -1,0 +1,77 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"log/slog"
+
+	mysqldrv "github.com/go-sql-driver/mysql"
+)
+
+// The configuration holds two secrets: the database password in the DSN
+// and the Tencent IM secret key. Every type that holds one prints, logs
+// (slog.LogValuer) and formats (every fmt verb) with it redacted, so a
+// config that ends up in a log line or an error does not leak it.
+
+const redactedMark = "[redacted]"
+
+// redactDSN returns dsn with its password replaced; a DSN that does not
+// parse is replaced whole, as its password cannot be found.
+func redactDSN(dsn string) string {
+	if dsn == "" {
+		return ""
+	}
+	cfg, err := mysqldrv.ParseDSN(dsn)
+	if err != nil {
+		return "(a DSN that does not parse)"
+	}
+	if cfg.Passwd != "" {
+		cfg.Passwd = redactedMark
+	}
+	return cfg.FormatDSN()
+}
+
+func (c MySQLConfig) redacted() MySQLConfig {
+	c.DSN = redactDSN(c.DSN)
+	return c
+}
+
+func (c TencentIMConfig) redacted() TencentIMConfig {
+	if c.SecretKey != "" {
+		c.SecretKey = redactedMark
+	}
+	return c
+}
+
+func (c Config) redacted() Config {
+	c.MySQL, c.TencentIM = c.MySQL.redacted(), c.TencentIM.redacted()
+	return c
+}
+
+// String prints the block with the password redacted.
+func (c MySQLConfig) String() string {
+	type plain MySQLConfig
+	return fmt.Sprintf("%+v", plain(c.redacted()))
+}
+
+// String prints the block with the secret key redacted.
+func (c TencentIMConfig) String() string {
+	type plain TencentIMConfig
+	return fmt.Sprintf("%+v", plain(c.redacted()))
+}
+
+// String prints the configuration with its secrets redacted.
+func (c Config) String() string {
+	type plain Config
+	return fmt.Sprintf("%+v", plain(c.redacted()))
+}
+
+// Format makes every verb (%v, %+v, %#v, %s, %q, %x …) print String.
+func (c MySQLConfig) Format(f fmt.State, _ rune)     { _, _ = io.WriteString(f, c.String()) }
+func (c TencentIMConfig) Format(f fmt.State, _ rune) { _, _ = io.WriteString(f, c.String()) }
+func (c Config) Format(f fmt.State, _ rune)          { _, _ = io.WriteString(f, c.String()) }
+
+// LogValue makes slog log String.
+func (c MySQLConfig) LogValue() slog.Value     { return slog.StringValue(c.String()) }
+func (c TencentIMConfig) LogValue() slog.Value { return slog.StringValue(c.String()) }
+func (c Config) LogValue() slog.Value          { return slog.StringValue(c.String()) }
