@@ -137,7 +137,7 @@ func (b *bench) produce(ctx context.Context, store *mysql.Store, w *outbox.Worke
 					if err != nil {
 						return err
 					}
-					if err := store.EnqueueWithOptions(ctx, tx, opts, m); err != nil {
+					if err := store.Enqueue(ctx, tx, &opts, m); err != nil {
 						tx.Rollback()
 						return err
 					}
@@ -218,7 +218,7 @@ func (b *bench) enqueueOverhead(ctx context.Context, sz sizes) ([]row, error) {
 		}
 		if extra == outboxInsert {
 			m := outbox.Message{ID: uuid.Must(uuid.NewV7()).String(), Key: "room-1", Type: "RoomUserJoined", Payload: []byte(`{"user":"bob"}`)}
-			if err := store.Enqueue(ctx, tx, m); err != nil {
+			if err := store.Enqueue(ctx, tx, nil, m); err != nil {
 				tx.Rollback()
 				return 0, err
 			}

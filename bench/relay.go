@@ -15,6 +15,7 @@ import (
 	"golang.org/x/time/rate"
 
 	"github.com/outboxrelay/outboxrelay/outbox"
+	"github.com/outboxrelay/outboxrelay/outbox/backend"
 	"github.com/outboxrelay/outboxrelay/store/mysql"
 )
 
@@ -83,7 +84,7 @@ func (b *bench) drainLanes(ctx context.Context, n int, lanes []lane, remaining s
 		if err != nil {
 			return 0, err
 		}
-		var s outbox.Store = store
+		var s backend.Store = store
 		if l.consumer != "" {
 			if s, err = store.Consumer(l.consumer); err != nil {
 				return 0, err

@@ -2,225 +2,166 @@ package outbox
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"runtime/debug"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/outboxrelay/outboxrelay/outbox/backend"
 )
 
-// path tells the two ways a record is delivered apart: they differ in what
-// a failure means and in which context bounds a publish.
-type path int
-
-const (
-	// workerPath: a round of the background worker. A failure is an
-	// attempt (counted, scheduled by the retry policy); cancelling the
-	// round's context does not cut a publish in flight.
-	workerPath path = iota
-	// afterCommitPath: PublishNow. A failure is not counted and the record
-	// is released for the worker; the caller's context bounds the publish.
-	afterCommitPath
-)
-
-func (p path) String() string {
-	if p == afterCommitPath {
-		return "after_commit"
-	}
-	return "worker"
-}
-
-// settlement is a batch's outcomes on their way to the store, with what
-// to report once they are recorded.
-type settlement struct {
-	path     path
-	token    string
-	outcomes []Outcome
-	dead     []deadLetter
-	// errs are the failed publishes, for PublishNow's error.
-	errs []error
-}
-
-// deliver runs one round: it claims a batch (recording carry, the previous
-// batch's outcomes, in the same transaction), publishes it, and settles the
-// outcomes. With deferFull, the outcomes of a full batch that made progress
-// are not settled but returned, for the next claim to record: one commit
-// per batch while there is a backlog.
-func (w *Worker) deliver(ctx context.Context, p path, params ClaimParams, carry *settlement, deferFull bool) (BatchResult, *settlement, error) {
+// round claims a batch and publishes it. With carry, the previous
+// batch's outcomes, it records those first, in the claim's own
+// transaction when the store is a backend.SettleClaimer. It returns the
+// batch's outcomes, not yet recorded, or nil when nothing was claimed (or
+// the claim failed: the error, already logged and observed).
+func (w *Worker) round(ctx context.Context, p Path, params backend.ClaimParams, carry *settlement) (*settlement, error) {
 	start := time.Now()
-	if carry != nil {
-		params.Settle = &Settlement{Token: carry.token, Outcomes: carry.outcomes}
-	}
-	batch, err := w.claim(ctx, params)
-	if carry != nil {
-		if err != nil {
-			// The claim and the outcomes it was to record failed together
-			// (say, one outcome could not be written): record the outcomes
-			// alone (fenced, so harmless if the claim's commit did land),
-			// then claim again without them.
-			_, _ = w.settle(ctx, carry)
-			params.Settle = nil
-			batch, err = w.claim(ctx, params)
-		} else {
-			w.settled(ctx, carry, batch.Settled)
-		}
-	}
+	batch, err := w.claim(ctx, params, carry)
 	if err != nil {
-		w.log.ErrorContext(ctx, "outbox claim failed", slog.String("path", p.String()), slog.Any("error", err))
-		w.observe(ctx, Event{Kind: EventClaimFailed, Path: p.String(), Err: err})
-		return BatchResult{}, nil, fmt.Errorf("outbox: claim: %w", err)
+		w.log.ErrorContext(ctx, "outbox claim failed", slog.String("path", string(p)), slog.Any("error", err))
+		w.observe(ctx, Event{Kind: EventClaimFailed, Path: p, Err: err})
+		return nil, fmt.Errorf("outbox: claim: %w", err)
 	}
-	res := BatchResult{Claimed: batch.Len()}
-	if p == afterCommitPath && res.Claimed < len(params.IDs) {
+	if p == PathAfterCommit && batch.Len() < len(params.IDs) {
 		w.log.DebugContext(ctx, "outbox after-commit publish skipped messages that are not pending or are leased by a worker",
-			slog.Int("requested", len(params.IDs)), slog.Int("claimed", res.Claimed))
+			slog.Int("requested", len(params.IDs)), slog.Int("claimed", batch.Len()))
 	}
-	if res.Claimed == 0 {
-		return res, nil, nil
+	if batch.Len() == 0 {
+		return nil, nil
 	}
-
-	s := w.publishBatch(ctx, p, batch, start)
-	for _, o := range s.outcomes {
-		res.count(o.Kind)
-	}
-	if deferFull && ctx.Err() == nil && w.moreWork(res) {
-		return res, s, nil
-	}
-	settled, err := w.settle(ctx, s)
-	res.Stale, res.Dead = settled.Stale, len(settled.Dead)
-	if err != nil {
-		return res, nil, fmt.Errorf("outbox: settle: %w", err)
-	}
-	if p == afterCommitPath {
-		return res, nil, errors.Join(s.errs...)
-	}
-	return res, nil, nil
+	return w.publishBatch(ctx, p, batch, start), nil
 }
 
-// claim runs one claim, bounded by StoreTimeout.
-func (w *Worker) claim(ctx context.Context, params ClaimParams) (Batch, error) {
+// claim runs one claim, bounded by StoreTimeout, recording carry with it.
+// If the store cannot record carry in the claim's transaction, or that
+// fails (say, one outcome could not be written), carry is recorded alone
+// (fenced, so harmless if a failed claim's commit did land) and the claim
+// runs on its own.
+func (w *Worker) claim(ctx context.Context, params backend.ClaimParams, carry *settlement) (backend.Batch, error) {
+	if carry != nil {
+		if sc, ok := w.store.(backend.SettleClaimer); ok {
+			claimCtx, cancel := context.WithTimeout(ctx, w.opts.StoreTimeout)
+			settled, batch, err := sc.SettleAndClaim(claimCtx, backend.Settlement{Token: carry.token, Outcomes: carry.outcomes}, params)
+			cancel()
+			if err == nil {
+				w.settled(ctx, carry, settled)
+				return batch, nil
+			}
+		}
+		_, _ = w.record(ctx, carry)
+	}
 	claimCtx, cancel := context.WithTimeout(ctx, w.opts.StoreTimeout)
 	defer cancel()
 	return w.store.Claim(claimCtx, params)
 }
 
-// settle records a settlement in the store on its own, and reports what
-// it recorded, even when some of it could not be.
-func (w *Worker) settle(ctx context.Context, s *settlement) (SettleResult, error) {
-	settleCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), w.opts.StoreTimeout)
-	res, err := w.store.Settle(settleCtx, s.token, s.outcomes)
-	cancel()
-	w.settled(ctx, s, res)
-	if err != nil {
-		w.log.ErrorContext(ctx, "outbox settle failed; unrecorded outcomes are retried after the lease expires",
-			slog.String("path", s.path.String()), slog.Int("outcomes", len(s.outcomes)), slog.Int("recorded", res.Applied), slog.Any("error", err))
-		w.observe(ctx, Event{Kind: EventSettleFailed, Path: s.path.String(), Err: err})
-		return res, err
+// publishBatch publishes a claimed batch, up to Concurrency calls at once,
+// and returns its outcomes. The records of one key stay in claim order,
+// one at a time (records with an empty key are independent). A publish
+// starts only if it and the settle after it fit in the lease, so that no
+// other worker can take the record while it is in flight; the batch's
+// first publish always starts (the minimum lease covers a claim, one
+// publish and the settle), so every round makes progress. Records the
+// store could not decode fail as permanent errors.
+func (w *Worker) publishBatch(ctx context.Context, p Path, batch backend.Batch, start time.Time) *settlement {
+	b := &batchRun{
+		w: w, p: p, records: batch.Records,
+		lastStart: start.Add(w.opts.LeaseTimeout - w.opts.PublishTimeout - w.opts.StoreTimeout),
+		s:         &settlement{path: p, token: batch.Token, outcomes: make([]backend.Outcome, len(batch.Records))},
 	}
-	return res, nil
+	w.eachGroup(groupByKey(batch.Records), func(group []int) { b.publishGroup(ctx, group) })
+	for _, inv := range batch.Invalid {
+		b.failed(ctx, inv.Record, Permanent(fmt.Errorf("outbox: undecodable record: %w", inv.Err)), -1)
+	}
+	return b.s
 }
 
-// settled reports what follows from recorded outcomes: a lost lease, and
-// the dead letters the store recorded (and only those).
-func (w *Worker) settled(ctx context.Context, s *settlement, res SettleResult) {
-	if res.Stale > 0 {
-		w.log.WarnContext(ctx, "outbox lease lost before settle; another worker owns those records",
-			slog.String("path", s.path.String()), slog.Int("stale", res.Stale))
-	}
-	if len(res.Dead) == 0 {
+// eachGroup runs fn for every group, on up to Concurrency goroutines, and
+// returns when all are done.
+func (w *Worker) eachGroup(groups [][]int, fn func(group []int)) {
+	n := min(w.opts.Concurrency, len(groups))
+	if n <= 1 {
+		for _, g := range groups {
+			fn(g)
+		}
 		return
 	}
-	recorded := make([]deadLetter, 0, len(res.Dead))
-	for _, d := range s.dead {
-		if _, ok := slices.BinarySearch(res.Dead, d.rec.ID); ok {
-			recorded = append(recorded, d)
-		}
+	jobs := make(chan []int)
+	var wg sync.WaitGroup
+	for range n {
+		wg.Go(func() {
+			for g := range jobs {
+				fn(g)
+			}
+		})
 	}
-	w.notifyDead(ctx, recorded)
+	for _, g := range groups {
+		jobs <- g
+	}
+	close(jobs)
+	wg.Wait()
 }
 
-// publishBatch publishes a claimed batch, up to Concurrency calls at once.
-// The records of one key stay in claim order, one at a time (records with
-// an empty key are independent). A publish starts only if it and the
-// settle after it fit in the lease, so that no other worker can take the
-// record while it is in flight; the batch's first publish always starts
-// (the minimum lease covers a claim, one publish and the settle), so every
-// round makes progress.
-func (w *Worker) publishBatch(ctx context.Context, p path, batch Batch, start time.Time) *settlement {
-	s := &settlement{path: p, token: batch.Token}
-	lastStart := start.Add(w.opts.LeaseTimeout - w.opts.PublishTimeout - w.opts.StoreTimeout)
-	outcomes := make([]Outcome, len(batch.Records))
-	var (
-		mu      sync.Mutex // guards s.dead and s.errs
-		started atomic.Bool
-	)
-	publishGroup := func(group []int) {
-		held := false // in ordering mode, a failure holds back the rest of its key
-		for _, i := range group {
-			rec := batch.Records[i]
-			first := started.CompareAndSwap(false, true)
-			if held || ctx.Err() != nil || (!first && time.Now().After(lastStart)) {
-				outcomes[i] = Outcome{ID: rec.ID, Kind: OutcomeRelease}
-				continue
-			}
-			began := time.Now()
-			err := w.publish(ctx, p, rec.Message)
-			latency := time.Since(began)
-			if err == nil {
-				w.observe(ctx, Event{Kind: EventPublished, Path: p.String(), Record: rec, Latency: latency})
-				outcomes[i] = Outcome{ID: rec.ID, Kind: OutcomePublished}
-				if w.log.Enabled(ctx, slog.LevelDebug) { // spares building the fields of every record
-					w.log.DebugContext(ctx, "outbox message published", w.recordAttrs(p, rec, StatusPublished)...)
-				}
-				continue
-			}
-			w.observe(ctx, Event{Kind: EventPublishFailed, Path: p.String(), Record: rec, Latency: latency, Err: err})
-			outcomes[i] = w.failed(ctx, p, rec, err)
-			held = w.opts.Ordering && rec.Key != ""
-			mu.Lock()
-			s.errs = append(s.errs, fmt.Errorf("outbox: publish %q: %w", rec.ID, err))
-			if outcomes[i].Kind == OutcomeDead {
-				s.dead = append(s.dead, deadLetter{rec: rec, err: err})
-			}
-			mu.Unlock()
+// batchRun is a batch being published: the outcome of record i goes to
+// s.outcomes[i].
+type batchRun struct {
+	w         *Worker
+	p         Path
+	records   []Record
+	lastStart time.Time
+	started   atomic.Bool
+
+	mu sync.Mutex // guards s.dead, s.errs and outcomes appended past the records
+	s  *settlement
+}
+
+// publishGroup publishes the records of one key (or one unkeyed record)
+// in order. In ordering mode a failure holds back the rest of its key: they
+// are released, not attempted.
+func (b *batchRun) publishGroup(ctx context.Context, group []int) {
+	held := false
+	for _, i := range group {
+		rec := b.records[i]
+		first := b.started.CompareAndSwap(false, true)
+		if held || ctx.Err() != nil || (!first && time.Now().After(b.lastStart)) {
+			b.s.outcomes[i] = backend.Outcome{ID: rec.ID, Kind: backend.OutcomeRelease}
+			continue
+		}
+		began := time.Now()
+		err := b.w.publish(ctx, b.p, rec.Message)
+		latency := time.Since(began)
+		if err != nil {
+			b.w.observe(ctx, Event{Kind: EventPublishFailed, Path: b.p, Record: rec, Latency: latency, Err: err})
+			b.failed(ctx, rec, err, i)
+			held = b.w.opts.Ordering && rec.Key != ""
+			continue
+		}
+		b.w.observe(ctx, Event{Kind: EventPublished, Path: b.p, Record: rec, Latency: latency})
+		b.s.outcomes[i] = backend.Outcome{ID: rec.ID, Kind: backend.OutcomePublished}
+		if b.w.log.Enabled(ctx, slog.LevelDebug) { // spares building the fields of every record
+			b.w.log.DebugContext(ctx, "outbox message published", b.w.recordAttrs(b.p, rec, StatusPublished)...)
 		}
 	}
-	groups := groupByKey(batch.Records)
-	if n := min(w.opts.Concurrency, len(groups)); n <= 1 {
-		for _, g := range groups {
-			publishGroup(g)
-		}
+}
+
+// failed records a failed publish of rec, the i-th record of the batch (or
+// -1 for an undecodable one, whose outcome is appended).
+func (b *batchRun) failed(ctx context.Context, rec Record, err error, i int) {
+	o := b.w.failed(ctx, b.p, rec, err)
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if i < 0 {
+		b.s.outcomes = append(b.s.outcomes, o)
 	} else {
-		jobs := make(chan []int)
-		var wg sync.WaitGroup
-		for range n {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				for g := range jobs {
-					publishGroup(g)
-				}
-			}()
-		}
-		for _, g := range groups {
-			jobs <- g
-		}
-		close(jobs)
-		wg.Wait()
+		b.s.outcomes[i] = o
 	}
-	s.outcomes = outcomes
-	for _, inv := range batch.Invalid {
-		err := Permanent(fmt.Errorf("outbox: undecodable record: %w", inv.Err))
-		o := w.failed(ctx, p, inv.Record, err)
-		s.outcomes = append(s.outcomes, o)
-		if o.Kind == OutcomeDead {
-			s.dead = append(s.dead, deadLetter{rec: inv.Record, err: err})
-		}
+	b.s.errs = append(b.s.errs, fmt.Errorf("outbox: publish %q: %w", rec.ID, err))
+	if o.Kind == backend.OutcomeDead {
+		b.s.dead = append(b.s.dead, deadLetter{rec: rec, err: err})
 	}
-	return s
 }
 
 // groupByKey groups record indexes by key, in order of first appearance,
@@ -244,51 +185,11 @@ func groupByKey(recs []Record) [][]int {
 	return groups
 }
 
-type deadLetter struct {
-	rec Record
-	err error
-}
-
-// notifyDead reports each recorded dead letter to the Observer and OnDead.
-func (w *Worker) notifyDead(ctx context.Context, dead []deadLetter) {
-	for _, d := range dead {
-		d.rec.Attempts++
-		d.rec.Status = StatusDead
-		d.rec.LastError = Truncate(d.err.Error(), MaxLastErrorBytes)
-		w.observe(ctx, Event{Kind: EventDead, Path: workerPath.String(), Record: d.rec, Err: d.err})
-		if w.opts.OnDead == nil {
-			continue
-		}
-		func() {
-			defer func() {
-				if r := recover(); r != nil {
-					w.log.ErrorContext(ctx, "outbox OnDead hook panicked", slog.String("event_id", d.rec.ID),
-						slog.String("panic", Truncate(fmt.Sprint(r), MaxLastErrorBytes)))
-				}
-			}()
-			w.opts.OnDead(ctx, d.rec, d.err)
-		}()
-	}
-}
-
-func (r *BatchResult) count(k OutcomeKind) {
-	switch k {
-	case OutcomePublished:
-		r.Published++
-	case OutcomeRetry:
-		r.Retried++
-	case OutcomeDead:
-		r.Dead++
-	case OutcomeRelease:
-		r.Released++
-	}
-}
-
 // publish calls the sink with its own timeout, turning a panic into an
 // error. On the worker path the publish is not cut short by cancelling ctx:
 // a message in flight finishes within PublishTimeout.
-func (w *Worker) publish(ctx context.Context, p path, msg Message) (err error) {
-	if p == workerPath {
+func (w *Worker) publish(ctx context.Context, p Path, msg Message) (err error) {
+	if p == PathWorker {
 		ctx = context.WithoutCancel(ctx)
 	}
 	ctx, cancel := context.WithTimeout(ctx, w.opts.PublishTimeout)
@@ -297,8 +198,8 @@ func (w *Worker) publish(ctx context.Context, p path, msg Message) (err error) {
 		if r := recover(); r != nil {
 			err = fmt.Errorf("outbox: sink panicked: %v", r)
 			w.log.ErrorContext(ctx, "outbox sink panicked",
-				slog.String("event_id", msg.ID), slog.String("panic", Truncate(fmt.Sprint(r), MaxLastErrorBytes)),
-				slog.String("stack", Truncate(string(debug.Stack()), 4096)))
+				slog.String("event_id", msg.ID), slog.String("panic", backend.Truncate(fmt.Sprint(r), backend.MaxLastErrorBytes)),
+				slog.String("stack", backend.Truncate(string(debug.Stack()), 4096)))
 		}
 	}()
 	return w.sink.Publish(ctx, msg)
@@ -307,37 +208,37 @@ func (w *Worker) publish(ctx context.Context, p path, msg Message) (err error) {
 // failed turns a failed publish into an outcome and logs it. On the worker
 // path it is an attempt that the retry policy schedules; on the after-commit
 // path the record is only released.
-func (w *Worker) failed(ctx context.Context, p path, rec Record, err error) Outcome {
-	text := Truncate(err.Error(), MaxLastErrorBytes)
-	if p == afterCommitPath {
+func (w *Worker) failed(ctx context.Context, p Path, rec Record, err error) backend.Outcome {
+	text := backend.Truncate(err.Error(), backend.MaxLastErrorBytes)
+	if p == PathAfterCommit {
 		w.log.WarnContext(ctx, "outbox after-commit publish failed; the worker will deliver it",
 			append(w.recordAttrs(p, rec, StatusPending), slog.String("error", text))...)
-		return Outcome{ID: rec.ID, Kind: OutcomeRelease}
+		return backend.Outcome{ID: rec.ID, Kind: backend.OutcomeRelease}
 	}
 	rec.Attempts++
 	delay, retry := w.opts.Retry.NextRetry(rec.Attempts, err)
 	if !retry {
 		w.log.ErrorContext(ctx, "outbox message dead: the retry policy gave up",
 			append(w.recordAttrs(p, rec, StatusDead), slog.String("error", text))...)
-		return Outcome{ID: rec.ID, Kind: OutcomeDead, Error: text}
+		return backend.Outcome{ID: rec.ID, Kind: backend.OutcomeDead, Error: text}
 	}
 	delay = max(delay, 0)
 	w.log.WarnContext(ctx, "outbox publish failed; will retry",
 		append(w.recordAttrs(p, rec, StatusPending), slog.Duration("retry_in", delay), slog.String("error", text))...)
-	return Outcome{ID: rec.ID, Kind: OutcomeRetry, RetryIn: delay, Error: text}
+	return backend.Outcome{ID: rec.ID, Kind: backend.OutcomeRetry, RetryIn: delay, Error: text}
 }
 
-// recordAttrs are the seed's structured log fields for one record (worker
-// and node_id come from the worker's logger), and the W3C traceparent of
-// the request that wrote it, when it has one.
-func (w *Worker) recordAttrs(p path, rec Record, status Status) []any {
+// recordAttrs are the structured log fields of one record (worker and
+// node_id come from the worker's logger), and the W3C traceparent of the
+// request that wrote it, when it has one.
+func (w *Worker) recordAttrs(p Path, rec Record, status Status) []any {
 	attrs := []any{
 		slog.String("event_id", rec.ID),
 		slog.String("event_type", rec.Type),
 		slog.String(w.opts.KeyAttr, rec.Key),
 		slog.Int("retry_count", rec.Attempts),
 		slog.String("status", string(status)),
-		slog.String("path", p.String()),
+		slog.String("path", string(p)),
 	}
 	if tp := rec.Headers[HeaderTraceParent]; tp != "" {
 		attrs = append(attrs, slog.String(HeaderTraceParent, tp))

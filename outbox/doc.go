@@ -31,7 +31,7 @@
 //
 //	tx, _ := db.BeginTx(ctx, nil)
 //	// … change state through tx …
-//	store.EnqueueWithOptions(ctx, tx, outbox.EnqueueOptions{HeadStart: outbox.DefaultHeadStart}, msg)
+//	store.Enqueue(ctx, tx, &outbox.EnqueueOptions{HeadStart: outbox.DefaultHeadStart}, msg)
 //	tx.Commit()
 //	worker.PublishNow(ctx, msg) // failure only means "the worker will do it"
 //

@@ -2,25 +2,24 @@ package outbox
 
 import (
 	"errors"
-	"strings"
-	"unicode/utf8"
+
+	"github.com/outboxrelay/outboxrelay/outbox/backend"
 )
 
-// Sentinel errors. Test for them with errors.Is; the errors returned wrap
-// them with detail.
+// Errors. Test for them with errors.Is; the errors returned wrap them with
+// detail. The first three come from stores (they are backend's, named
+// here so that writers need import only this package).
 var (
-	// ErrNotFound is returned by Store.Get when no message has the ID.
-	ErrNotFound = errors.New("outbox: message not found")
-	// ErrDuplicateID is returned by Store.Enqueue when a message ID is
-	// already stored, or appears twice in one call. Nothing of that call is
+	// ErrNotFound: Store.Get found no message with the ID.
+	ErrNotFound = backend.ErrNotFound
+	// ErrDuplicateID: Store.Enqueue was given a message ID that is
+	// already stored, or twice in one call. Nothing of that call is
 	// written.
-	ErrDuplicateID = errors.New("outbox: duplicate message ID")
-	// ErrInvalidMessage is returned by Message.Validate and Store.Enqueue
-	// for a message a store cannot keep as it is: an empty or over-long
-	// ID, Type or Key, text that is not valid UTF-8, or a payload or
-	// headers over the store's size limits. Nothing of that call is
-	// written.
-	ErrInvalidMessage = errors.New("outbox: invalid message")
+	ErrDuplicateID = backend.ErrDuplicateID
+	// ErrInvalidMessage: Message.Validate or Store.Enqueue refused a
+	// message a store cannot keep as it is (see Message.Validate and the
+	// store's size limits). Nothing of that call is written.
+	ErrInvalidMessage = backend.ErrInvalidMessage
 	// ErrWorkerRunning is returned by Worker.Run when the worker is already
 	// running.
 	ErrWorkerRunning = errors.New("outbox: worker is already running")
@@ -49,47 +48,3 @@ type permanentError struct{ err error }
 
 func (e *permanentError) Error() string { return e.err.Error() }
 func (e *permanentError) Unwrap() error { return e.err }
-
-// MaxLastErrorBytes bounds Record.LastError. Longer error texts are cut
-// (at a UTF-8 boundary) and end in "…".
-const MaxLastErrorBytes = 512
-
-// Truncate returns s as valid UTF-8 of at most maxBytes bytes: every run
-// of bytes that is not valid UTF-8 becomes U+FFFD, and a longer text is
-// cut at a character boundary and ends in "…". Control characters are
-// kept. Stores use it to fit error texts into their columns, so that no
-// text a sink or a panic produces can fail the write of an outcome. Its
-// work is bounded by maxBytes, not by the length of s.
-func Truncate(s string, maxBytes int) string {
-	if maxBytes <= 0 {
-		return ""
-	}
-	cut := false
-	if limit := 4*maxBytes + utf8.UTFMax; len(s) > limit {
-		s, cut = s[:limit], true
-	}
-	s = strings.ToValidUTF8(s, "\uFFFD")
-	if len(s) <= maxBytes && !cut {
-		return s
-	}
-	const ellipsis = "…"
-	if maxBytes <= len(ellipsis) {
-		return cutRunes(s, maxBytes)
-	}
-	return cutRunes(s, maxBytes-len(ellipsis)) + ellipsis
-}
-
-// cutRunes returns the longest prefix of s of at most n bytes that does not
-// split a UTF-8 character.
-func cutRunes(s string, n int) string {
-	if n >= len(s) {
-		return s
-	}
-	if n <= 0 {
-		return ""
-	}
-	for n > 0 && !utf8.RuneStart(s[n]) {
-		n--
-	}
-	return s[:n]
-}

@@ -54,7 +54,7 @@ func Example() {
 		_ = tx.Rollback()
 		log.Fatal(err)
 	}
-	err = store.EnqueueWithOptions(ctx, tx, outbox.EnqueueOptions{HeadStart: outbox.DefaultHeadStart}, msg)
+	err = store.Enqueue(ctx, tx, &outbox.EnqueueOptions{HeadStart: outbox.DefaultHeadStart}, msg)
 	if errors.Is(err, outbox.ErrDuplicateID) {
 		log.Print("event already written")
 	}

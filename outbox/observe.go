@@ -62,9 +62,9 @@ type Event struct {
 	Kind EventKind
 	// Worker is WorkerOptions.Name.
 	Worker string
-	// Path is "worker" for the background rounds and "after_commit" for
-	// PublishNow.
-	Path string
+	// Path is PathWorker for the background rounds and PathAfterCommit
+	// for PublishNow.
+	Path Path
 	// Record is the record concerned, for publish and dead events.
 	Record Record
 	// Latency is how long the sink call took, for publish events.
@@ -75,34 +75,24 @@ type Event struct {
 	Count int
 }
 
-// Stats is a snapshot of a store's backlog.
-type Stats struct {
-	// Pending counts pending records, Leased those of them a worker holds
-	// right now (a lease that has expired, say of a worker that died, no
-	// longer counts), Dead the dead letters.
-	Pending, Leased, Dead int
-	// OldestPending is the age of the oldest pending record (zero with
-	// none), by the store's clock.
-	OldestPending time.Duration
-	// ByType breaks Pending and Dead down by message type.
-	ByType map[string]TypeStats
-}
+// Path tells the two ways a record is delivered apart, in events and
+// logs.
+type Path string
 
-// TypeStats are the counts of one message type.
-type TypeStats struct {
-	Pending, Dead int
-}
+const (
+	// PathWorker: a round of the background worker (Run, ProcessBatch).
+	// A failure is an attempt, counted and scheduled by the RetryPolicy.
+	PathWorker Path = "worker"
+	// PathAfterCommit: the writer's PublishNow. A failure is not counted;
+	// the record is left for the worker.
+	PathAfterCommit Path = "after_commit"
+)
 
-// StatsReader is a store that reports its backlog; store/mysql is one.
-type StatsReader interface {
-	Stats(ctx context.Context) (Stats, error)
-}
-
-// Purger is a store that can delete published records (retention);
-// store/mysql is one. PurgePublished deletes up to limit records published
-// longer ago than olderThan and returns how many it deleted. It never
-// touches pending records, nor dead letters unless the store is
-// configured to treat them as finished (store/mysql: Options.PurgeDead).
-type Purger interface {
-	PurgePublished(ctx context.Context, olderThan time.Duration, limit int) (int, error)
+// observe hands an event to the Observer, if there is one.
+func (w *Worker) observe(ctx context.Context, e Event) {
+	if w.opts.Observer == nil {
+		return
+	}
+	e.Worker = w.opts.Name
+	w.opts.Observer.Observe(ctx, e)
 }

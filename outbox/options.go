@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"time"
 	"unicode/utf8"
+
+	"github.com/outboxrelay/outboxrelay/outbox/backend"
 )
 
 // Defaults and limits of WorkerOptions. The defaults are the seed's.
@@ -29,11 +31,12 @@ const (
 	// MinPollInterval is the shortest PollInterval accepted: anything
 	// shorter would be a busy loop against the database.
 	MinPollInterval = 10 * time.Millisecond
-	// MaxBatchSize is the largest BatchSize (and ClaimParams.Limit)
-	// accepted, so that a round never amounts to a table scan.
-	MaxBatchSize = 10_000
-	// MaxNodeIDLength is the longest NodeID, in characters.
-	MaxNodeIDLength = 255
+	// MaxBatchSize is the largest BatchSize accepted, so that a round
+	// never amounts to a table scan: a store's largest claim.
+	MaxBatchSize = backend.MaxClaimLimit
+	// MaxNodeIDLength is the longest NodeID, in characters: the longest
+	// lease owner a store keeps.
+	MaxNodeIDLength = backend.MaxOwnerLength
 	// MaxConcurrency bounds Concurrency.
 	MaxConcurrency = 1024
 )
@@ -98,7 +101,7 @@ type WorkerOptions struct {
 	// Retention, when positive, has Run delete published records older
 	// than this (by their publish time) in the background, in batches of
 	// RetentionBatch every RetentionInterval. Pending and dead records are
-	// never deleted. The store must implement Purger. Defaults to 0: keep
+	// never deleted. The store must implement backend.Purger. Defaults to 0: keep
 	// everything.
 	Retention time.Duration
 	// RetentionInterval is the wait between retention passes. Defaults to

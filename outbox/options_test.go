@@ -10,13 +10,15 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/outboxrelay/outboxrelay/outbox/backend"
 )
 
 // nopSink and nopStore only let NewWorker be called; these tests never
 // run the worker.
 var nopSink = SinkFunc(func(context.Context, Message) error { return nil })
 
-type nopStore struct{ Store }
+type nopStore struct{ backend.Store }
 
 func TestWorkerOptionsDefaults(t *testing.T) {
 	host, _ := os.Hostname()
@@ -130,19 +132,4 @@ func TestWorkerOptionsValidation(t *testing.T) {
 		_, err = NewWorker(nopStore{}, nil, WorkerOptions{})
 		require.ErrorContains(t, err, "sink is nil")
 	})
-}
-
-func TestParseRetryStrategy(t *testing.T) {
-	for _, word := range []string{"", "fixed_interval"} {
-		p, err := ParseRetryStrategy(word)
-		require.NoError(t, err, word)
-		require.Equal(t, FixedInterval{}, p)
-	}
-	p, err := ParseRetryStrategy("exponential")
-	require.NoError(t, err)
-	require.Equal(t, Exponential{}, p)
-	for _, word := range []string{"exponential_typo", "FIXED_INTERVAL", " fixed_interval", "none"} {
-		_, err := ParseRetryStrategy(word)
-		require.ErrorContains(t, err, strconv.Quote(word), "the error names the bad value")
-	}
 }

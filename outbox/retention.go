@@ -4,6 +4,8 @@ import (
 	"context"
 	"log/slog"
 	"time"
+
+	"github.com/outboxrelay/outboxrelay/outbox/backend"
 )
 
 // retentionPause separates the DELETEs of one retention pass, so that a
@@ -11,7 +13,7 @@ import (
 const retentionPause = 20 * time.Millisecond
 
 // retain runs retention passes until ctx is done.
-func (w *Worker) retain(ctx context.Context, p Purger) {
+func (w *Worker) retain(ctx context.Context, p backend.Purger) {
 	ticker := time.NewTicker(w.opts.RetentionInterval)
 	defer ticker.Stop()
 	for {
@@ -25,7 +27,7 @@ func (w *Worker) retain(ctx context.Context, p Purger) {
 }
 
 // purgePass deletes batches until there is nothing older than Retention.
-func (w *Worker) purgePass(ctx context.Context, p Purger) {
+func (w *Worker) purgePass(ctx context.Context, p backend.Purger) {
 	total := 0
 	defer func() {
 		if total > 0 {
@@ -55,13 +57,4 @@ func (w *Worker) purgePass(ctx context.Context, p Purger) {
 		case <-time.After(retentionPause):
 		}
 	}
-}
-
-// observe hands an event to the Observer, if there is one.
-func (w *Worker) observe(ctx context.Context, e Event) {
-	if w.opts.Observer == nil {
-		return
-	}
-	e.Worker = w.opts.Name
-	w.opts.Observer.Observe(ctx, e)
 }

@@ -24,10 +24,9 @@ type RetryPolicy interface {
 
 // FixedInterval retries every message Interval after each failure, forever,
 // except a Permanent error, which goes to StatusDead at once. It is the
-// default policy and the seed's V1 behaviour: a room event is the outward
-// face of a committed state change, so it is never given up because of a
-// count; with this policy the only way to a dead letter is an error the
-// sink marks as Permanent.
+// default policy: an event is the outward face of a committed state
+// change, so it is never given up because of a count; with this policy the
+// only way to a dead letter is an error the sink marks as Permanent.
 type FixedInterval struct {
 	// Interval is the wait after each failure. Zero means the worker's
 	// PollInterval (NewWorker fills it in); negative is an error.
@@ -151,65 +150,4 @@ func (m MaxAttempts) NextRetry(attempt int, err error) (time.Duration, bool) {
 		return 0, false
 	}
 	return m.Policy.NextRetry(attempt, err)
-}
-
-// Retry strategy words, as used in configuration files (the seed's
-// outbox_worker.retry_strategy).
-const (
-	RetryStrategyFixedInterval = "fixed_interval"
-	RetryStrategyExponential   = "exponential"
-)
-
-// RetryConfig is a retry policy as a configuration file states it. The
-// zero value is FixedInterval at the worker's PollInterval, forever.
-type RetryConfig struct {
-	// Strategy is "" or "fixed_interval" (FixedInterval), or "exponential"
-	// (Exponential). Any other word is an error naming it.
-	Strategy string
-	// Interval is FixedInterval's wait (0: the worker's PollInterval).
-	Interval time.Duration
-	// InitialInterval, MaxInterval, Multiplier and Jitter configure
-	// Exponential (0: its defaults).
-	InitialInterval time.Duration
-	MaxInterval     time.Duration
-	Multiplier      float64
-	Jitter          float64
-	// MaxAttempts, when positive, wraps the policy in MaxAttempts; 0
-	// retries forever.
-	MaxAttempts int
-}
-
-// Policy builds the policy, or an error naming what is wrong.
-func (c RetryConfig) Policy() (RetryPolicy, error) {
-	var p RetryPolicy
-	switch c.Strategy {
-	case "", RetryStrategyFixedInterval:
-		if c.Interval < 0 {
-			return nil, fmt.Errorf("outbox: retry interval %v: must not be negative", c.Interval)
-		}
-		p = FixedInterval{Interval: c.Interval}
-	case RetryStrategyExponential:
-		e := Exponential{Initial: c.InitialInterval, Max: c.MaxInterval, Multiplier: c.Multiplier, Jitter: c.Jitter}
-		if err := e.validate(); err != nil {
-			return nil, fmt.Errorf("outbox: exponential retry: %w", err)
-		}
-		p = e
-	default:
-		return nil, fmt.Errorf("outbox: retry strategy %q: unknown (supported: %q, %q)", c.Strategy, RetryStrategyFixedInterval, RetryStrategyExponential)
-	}
-	switch {
-	case c.MaxAttempts < 0:
-		return nil, fmt.Errorf("outbox: max attempts %d: must not be negative", c.MaxAttempts)
-	case c.MaxAttempts > 0:
-		p = MaxAttempts{Policy: p, Attempts: c.MaxAttempts}
-	}
-	return p, nil
-}
-
-// ParseRetryStrategy turns a configuration word into a RetryPolicy with
-// that strategy's defaults; see RetryConfig for parameters. An unknown
-// word is an error naming it, so that a typo fails start-up instead of
-// silently changing delivery semantics.
-func ParseRetryStrategy(word string) (RetryPolicy, error) {
-	return RetryConfig{Strategy: word}.Policy()
 }

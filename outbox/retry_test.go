@@ -85,39 +85,3 @@ func TestMaxAttempts(t *testing.T) {
 	_, retry = p.NextRetry(1, Permanent(io.EOF))
 	require.False(t, retry, "the wrapped policy still stops on permanent errors")
 }
-
-func TestRetryConfig(t *testing.T) {
-	valid := []struct {
-		name string
-		in   RetryConfig
-		want RetryPolicy
-	}{
-		{"zero value", RetryConfig{}, FixedInterval{}},
-		{"fixed", RetryConfig{Strategy: "fixed_interval", Interval: 5 * time.Second}, FixedInterval{Interval: 5 * time.Second}},
-		{"fixed, capped", RetryConfig{Strategy: "fixed_interval", MaxAttempts: 10}, MaxAttempts{Policy: FixedInterval{}, Attempts: 10}},
-		{"exponential", RetryConfig{Strategy: "exponential", InitialInterval: time.Second, MaxInterval: time.Minute, Multiplier: 3, Jitter: 0.1},
-			Exponential{Initial: time.Second, Max: time.Minute, Multiplier: 3, Jitter: 0.1}},
-		{"exponential, defaults, capped", RetryConfig{Strategy: "exponential", MaxAttempts: 8}, MaxAttempts{Policy: Exponential{}, Attempts: 8}},
-	}
-	for _, tc := range valid {
-		p, err := tc.in.Policy()
-		require.NoError(t, err, tc.name)
-		require.Equal(t, tc.want, p, tc.name)
-	}
-	invalid := []struct {
-		name string
-		in   RetryConfig
-		want string
-	}{
-		{"unknown word", RetryConfig{Strategy: "linear"}, `retry strategy "linear": unknown`},
-		{"negative interval", RetryConfig{Interval: -time.Second}, "retry interval -1s"},
-		{"negative attempts", RetryConfig{MaxAttempts: -1}, "max attempts -1"},
-		{"multiplier", RetryConfig{Strategy: "exponential", Multiplier: 0.5}, "multiplier 0.5"},
-		{"jitter", RetryConfig{Strategy: "exponential", Jitter: 2}, "jitter 2"},
-		{"cap below start", RetryConfig{Strategy: "exponential", InitialInterval: time.Hour, MaxInterval: time.Minute}, "max interval 1m0s"},
-	}
-	for _, tc := range invalid {
-		_, err := tc.in.Policy()
-		require.ErrorContains(t, err, tc.want, tc.name)
-	}
-}

@@ -7,6 +7,8 @@ import (
 	"log/slog"
 	"sync/atomic"
 	"time"
+
+	"github.com/outboxrelay/outboxrelay/outbox/backend"
 )
 
 // Worker delivers pending messages from a Store to a Sink.
@@ -20,7 +22,7 @@ import (
 // A Worker is safe for concurrent use, but Run runs at most once at a time.
 // The store's database must stay open until Run has returned.
 type Worker struct {
-	store Store
+	store backend.Store
 	sink  Sink
 	opts  WorkerOptions
 	log   *slog.Logger
@@ -32,7 +34,10 @@ type Worker struct {
 // NewWorker returns a worker that delivers from store to sink. It fills in
 // the defaults of opts and returns an error naming the field when an option
 // is invalid.
-func NewWorker(store Store, sink Sink, opts WorkerOptions) (*Worker, error) {
+//
+// store is where the messages are, such as a *mysql.Store
+// (store/mysql); its contract is backend.Store.
+func NewWorker(store backend.Store, sink Sink, opts WorkerOptions) (*Worker, error) {
 	if store == nil {
 		return nil, errors.New("outbox: NewWorker: store is nil")
 	}
@@ -43,8 +48,8 @@ func NewWorker(store Store, sink Sink, opts WorkerOptions) (*Worker, error) {
 	if err := opts.validate(); err != nil {
 		return nil, err
 	}
-	if _, ok := store.(Purger); opts.Retention > 0 && !ok {
-		return nil, fmt.Errorf("outbox: Retention %v: the store (%T) cannot purge: it does not implement outbox.Purger", opts.Retention, store)
+	if _, ok := store.(backend.Purger); opts.Retention > 0 && !ok {
+		return nil, fmt.Errorf("outbox: Retention %v: the store (%T) cannot purge: it does not implement backend.Purger", opts.Retention, store)
 	}
 	return &Worker{
 		store: store,
@@ -82,7 +87,7 @@ func (w *Worker) Run(ctx context.Context) error {
 		slog.Duration("lease_timeout", w.opts.LeaseTimeout))
 	defer w.log.InfoContext(context.WithoutCancel(ctx), "outbox worker stopped")
 
-	if p, ok := w.store.(Purger); ok && w.opts.Retention > 0 {
+	if p, ok := w.store.(backend.Purger); ok && w.opts.Retention > 0 {
 		done := make(chan struct{})
 		defer func() { <-done }() // no goroutine outlives Run
 		go func() {
@@ -91,25 +96,31 @@ func (w *Worker) Run(ctx context.Context) error {
 		}()
 	}
 
-	// carry holds a full batch's outcomes for the next claim to record
-	// in its own transaction; whatever is left is recorded on the way out.
+	// carry holds a full batch's outcomes, for the next claim to record
+	// (with a SettleClaimer, in its own transaction); whatever is left is
+	// recorded on the way out.
 	var carry *settlement
 	defer func() {
 		if carry != nil {
-			_, _ = w.settle(ctx, carry)
+			_, _ = w.record(ctx, carry)
 		}
 	}()
 	timer := time.NewTimer(w.opts.PollInterval)
 	defer timer.Stop()
 	for {
-		res, next, err := w.deliver(ctx, workerPath, w.claimParams(), carry, true)
-		carry = next
+		s, err := w.round(ctx, PathWorker, w.claimParams(), carry)
+		carry = nil
+		if s != nil {
+			if ctx.Err() == nil && w.moreWork(s.result()) {
+				carry = s
+				continue
+			}
+			_, err = w.record(ctx, s)
+		}
 		if ctx.Err() != nil {
 			return nil
 		}
-		if err == nil && w.moreWork(res) {
-			continue
-		}
+		_ = err // logged and observed where it happened; the next round tries again
 		timer.Reset(w.opts.PollInterval)
 		select {
 		case <-ctx.Done():
@@ -132,8 +143,8 @@ func (w *Worker) Notify() {
 	}
 }
 
-func (w *Worker) claimParams() ClaimParams {
-	return ClaimParams{Owner: w.opts.NodeID, Limit: w.opts.BatchSize, LeaseFor: w.opts.LeaseTimeout, Ordered: w.opts.Ordering}
+func (w *Worker) claimParams() backend.ClaimParams {
+	return backend.ClaimParams{Owner: w.opts.NodeID, Limit: w.opts.BatchSize, LeaseFor: w.opts.LeaseTimeout, Ordered: w.opts.Ordering}
 }
 
 // moreWork reports whether the next round should start at once: the batch
@@ -178,8 +189,11 @@ func (w *Worker) ProcessBatch(ctx context.Context) (BatchResult, error) {
 	if err := ctx.Err(); err != nil {
 		return BatchResult{}, err
 	}
-	res, _, err := w.deliver(ctx, workerPath, w.claimParams(), nil, false)
-	return res, err
+	s, err := w.round(ctx, PathWorker, w.claimParams(), nil)
+	if s == nil {
+		return BatchResult{}, err
+	}
+	return w.record(ctx, s)
 }
 
 // PublishNow is the after-commit fast path: call it right after committing
@@ -204,15 +218,22 @@ func (w *Worker) PublishNow(ctx context.Context, msgs ...Message) error {
 	for i, m := range msgs {
 		ids[i] = m.ID
 	}
-	res, _, err := w.deliver(ctx, afterCommitPath, ClaimParams{
+	s, err := w.round(ctx, PathAfterCommit, backend.ClaimParams{
 		Owner:    w.opts.NodeID,
 		Limit:    len(ids),
 		LeaseFor: w.opts.LeaseTimeout,
 		IDs:      ids,
 		Ordered:  w.opts.Ordering,
-	}, nil, false)
+	}, nil)
+	if s == nil {
+		return err
+	}
+	res, err := w.record(ctx, s)
 	if res.Released > 0 {
 		w.Notify() // what the fast path could not do is due at once
 	}
-	return err
+	if err != nil {
+		return err
+	}
+	return errors.Join(s.errs...)
 }

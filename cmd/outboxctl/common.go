@@ -18,6 +18,7 @@ import (
 	mysqldrv "github.com/go-sql-driver/mysql"
 
 	"github.com/outboxrelay/outboxrelay/outbox"
+	"github.com/outboxrelay/outboxrelay/outbox/backend"
 	"github.com/outboxrelay/outboxrelay/store/mysql"
 )
 
@@ -60,7 +61,7 @@ func (c *cli) addConsumerFlag(fs *flag.FlagSet) {
 // (default consumer) or a ConsumerStore.
 type state interface {
 	Get(ctx context.Context, id string) (outbox.Record, error)
-	Stats(ctx context.Context) (outbox.Stats, error)
+	Stats(ctx context.Context) (backend.Stats, error)
 	Requeue(ctx context.Context, id string) error
 	RequeueDead(ctx context.Context, f mysql.DeadFilter, opts mysql.RequeueOptions) (int, error)
 	CountDead(ctx context.Context, f mysql.DeadFilter) (int, error)

@@ -17,6 +17,7 @@ import (
 
 	"github.com/outboxrelay/outboxrelay/internal/testutil"
 	"github.com/outboxrelay/outboxrelay/outbox"
+	"github.com/outboxrelay/outboxrelay/outbox/backend"
 	"github.com/outboxrelay/outboxrelay/store/mysql"
 )
 
@@ -71,26 +72,26 @@ func newFixture(t *testing.T) fixture {
 	s, err := mysql.New(d.DB, mysql.Options{Table: "room_outbox"})
 	require.NoError(t, err)
 	require.NoError(t, s.Migrate(ctx))
-	require.NoError(t, s.Enqueue(ctx, d.DB,
+	require.NoError(t, s.Enqueue(ctx, d.DB, nil,
 		outbox.Message{ID: "p-1", Key: "room-1", Type: "RoomUserJoined", Payload: []byte(`{"user":"bob"}`), Headers: map[string]string{"request_id": "r-1"}},
 		outbox.Message{ID: "p-2", Key: "room-1", Type: "RoomGiftSent", Payload: []byte("evil \x1b[31mred\x1b[0m text\x07")},
 		outbox.Message{ID: "d-1", Key: "room-2", Type: "RoomGiftSent", Payload: []byte{0xff, 0x00, 0x01}},
 		outbox.Message{ID: "d-2", Key: "room-2", Type: "RoomUserLeft"},
 		outbox.Message{ID: "old-1", Type: "RoomCreated"}, outbox.Message{ID: "old-2", Type: "RoomCreated"},
 		outbox.Message{ID: "new-1", Type: "RoomCreated"}))
-	settleAs := func(kind outbox.OutcomeKind, errText string, ids ...string) {
-		b, err := s.Claim(ctx, outbox.ClaimParams{Owner: "fixture", Limit: 10, LeaseFor: time.Minute, IDs: ids})
+	settleAs := func(kind backend.OutcomeKind, errText string, ids ...string) {
+		b, err := s.Claim(ctx, backend.ClaimParams{Owner: "fixture", Limit: 10, LeaseFor: time.Minute, IDs: ids})
 		require.NoError(t, err)
-		var os []outbox.Outcome
+		var os []backend.Outcome
 		for _, id := range ids {
-			os = append(os, outbox.Outcome{ID: id, Kind: kind, Error: errText})
+			os = append(os, backend.Outcome{ID: id, Kind: kind, Error: errText})
 		}
 		_, err = s.Settle(ctx, b.Token, os)
 		require.NoError(t, err)
 	}
-	settleAs(outbox.OutcomeDead, "ErrorCode 10010: group not found", "d-1")
-	settleAs(outbox.OutcomeDead, "ErrorCode 80001: filtered", "d-2")
-	settleAs(outbox.OutcomePublished, "", "old-1", "old-2", "new-1")
+	settleAs(backend.OutcomeDead, "ErrorCode 10010: group not found", "d-1")
+	settleAs(backend.OutcomeDead, "ErrorCode 80001: filtered", "d-2")
+	settleAs(backend.OutcomePublished, "", "old-1", "old-2", "new-1")
 	_, err = d.DB.Exec("UPDATE room_outbox SET next_attempt_at = UTC_TIMESTAMP(6) - INTERVAL 40 DAY WHERE event_id LIKE 'old-%'")
 	require.NoError(t, err)
 	return fixture{db: d, store: s, env: []string{"OUTBOXCTL_DSN=" + d.DSN}}
@@ -117,12 +118,12 @@ func TestStatsAndList(t *testing.T) {
 	require.Equal(t, 0, r.code, r.stderr)
 	var st struct {
 		Pending, Dead int
-		ByType        map[string]outbox.TypeStats `json:"by_type"`
+		ByType        map[string]backend.TypeStats `json:"by_type"`
 	}
 	require.NoError(t, json.Unmarshal([]byte(r.stdout), &st))
 	require.Equal(t, 2, st.Pending)
 	require.Equal(t, 2, st.Dead)
-	require.Equal(t, outbox.TypeStats{Pending: 1, Dead: 1}, st.ByType["RoomGiftSent"])
+	require.Equal(t, backend.TypeStats{Pending: 1, Dead: 1}, st.ByType["RoomGiftSent"])
 
 	r = ctl(t, f.env, "list", "--table", "room_outbox", "--status", "dead")
 	require.Equal(t, 0, r.code, r.stderr)
@@ -294,12 +295,12 @@ func TestConsumers(t *testing.T) {
 	// activity gives up on p-1; it is activity's dead letter only.
 	activity, err := f.store.Consumer("activity")
 	require.NoError(t, err)
-	b, err := activity.Claim(ctx, outbox.ClaimParams{Owner: "t", Limit: 10, LeaseFor: time.Minute})
+	b, err := activity.Claim(ctx, backend.ClaimParams{Owner: "t", Limit: 10, LeaseFor: time.Minute})
 	require.NoError(t, err)
 	require.Equal(t, 7, b.Len(), "backfilled")
-	outcomes := []outbox.Outcome{{ID: "p-1", Kind: outbox.OutcomeDead, Error: "activity rejects"}}
+	outcomes := []backend.Outcome{{ID: "p-1", Kind: backend.OutcomeDead, Error: "activity rejects"}}
 	for _, rec := range b.Records[1:] {
-		outcomes = append(outcomes, outbox.Outcome{ID: rec.ID, Kind: outbox.OutcomeRelease})
+		outcomes = append(outcomes, backend.Outcome{ID: rec.ID, Kind: backend.OutcomeRelease})
 	}
 	_, err = activity.Settle(ctx, b.Token, outcomes)
 	require.NoError(t, err)

@@ -12,20 +12,21 @@ import (
 	"unicode/utf8"
 
 	"github.com/outboxrelay/outboxrelay/outbox"
+	"github.com/outboxrelay/outboxrelay/outbox/backend"
 	"github.com/outboxrelay/outboxrelay/store/mysql"
 )
 
 // consumerStats is one named consumer's line of stats.
 type consumerStats struct {
-	Name            string                      `json:"name"`
-	StartSeq        int64                       `json:"start_seq"`
-	Backfilling     bool                        `json:"backfilling"`
-	BackfillAt      int64                       `json:"backfill_at,omitempty"`
-	Pending         int                         `json:"pending"`
-	Leased          int                         `json:"leased"`
-	Dead            int                         `json:"dead"`
-	OldestPendingMS int64                       `json:"oldest_pending_ms"`
-	ByType          map[string]outbox.TypeStats `json:"by_type"`
+	Name            string                       `json:"name"`
+	StartSeq        int64                        `json:"start_seq"`
+	Backfilling     bool                         `json:"backfilling"`
+	BackfillAt      int64                        `json:"backfill_at,omitempty"`
+	Pending         int                          `json:"pending"`
+	Leased          int                          `json:"leased"`
+	Dead            int                          `json:"dead"`
+	OldestPendingMS int64                        `json:"oldest_pending_ms"`
+	ByType          map[string]backend.TypeStats `json:"by_type"`
 }
 
 func runStats(c *cli, args []string) int {

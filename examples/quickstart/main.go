@@ -88,7 +88,7 @@ func run(ctx context.Context, serverDSN string) error {
 		_ = tx.Rollback()
 		return err
 	}
-	if err := store.EnqueueWithOptions(ctx, tx, outbox.EnqueueOptions{HeadStart: outbox.DefaultHeadStart}, msg); err != nil {
+	if err := store.Enqueue(ctx, tx, &outbox.EnqueueOptions{HeadStart: outbox.DefaultHeadStart}, msg); err != nil {
 		_ = tx.Rollback()
 		return err
 	}

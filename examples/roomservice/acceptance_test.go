@@ -7,8 +7,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/outboxrelay/outboxrelay/internal/testutil"
 	"github.com/outboxrelay/outboxrelay/outbox"
+	"github.com/outboxrelay/outboxrelay/outbox/outboxtest"
 )
 
 // TestSeedAcceptanceTable walks the seed's acceptance table through the
@@ -73,7 +73,7 @@ func TestSeedAcceptanceTable(t *testing.T) {
 			require.Contains(t, r.LastError, "ErrorCode 10002")
 
 			// Fail, then succeed: the worker republishes the same event_id.
-			testutil.Eventually(t, "the worker publishes", func() bool { return a.processBatch().Published == 1 })
+			outboxtest.Eventually(t, "the worker publishes", func() bool { return a.processBatch().Published == 1 })
 			r = a.record(imEvent)
 			require.Equal(t, outbox.StatusPublished, r.Status)
 			require.Equal(t, 1, r.Attempts)

@@ -97,15 +97,11 @@ func (c OutboxWorkerConfig) WorkerEnabled() bool { return c.Enabled == nil || *c
 // WorkerOptions turns the block into outbox.WorkerOptions; an unknown
 // retry strategy is an error that names it.
 func (c OutboxWorkerConfig) WorkerOptions() (outbox.WorkerOptions, error) {
-	retry, err := outbox.RetryConfig{
-		Strategy: c.RetryStrategy, Interval: c.RetryInterval,
-		InitialInterval: c.RetryInitialInterval, MaxInterval: c.RetryMaxInterval,
-		Multiplier: c.RetryMultiplier, Jitter: c.RetryJitter, MaxAttempts: c.RetryMaxAttempts,
-	}.Policy()
+	retry, err := c.retryPolicy()
 	if err != nil {
 		return outbox.WorkerOptions{}, fmt.Errorf("config: outbox_worker: %w", err)
 	}
-	return outbox.WorkerOptions{
+	opts := outbox.WorkerOptions{
 		Name:           "room_outbox",
 		PollInterval:   c.PollInterval,
 		BatchSize:      c.BatchSize,
@@ -114,7 +110,43 @@ func (c OutboxWorkerConfig) WorkerOptions() (outbox.WorkerOptions, error) {
 		KeyAttr:        "room_id",
 		Ordering:       c.Ordering,
 		Retention:      c.Retention,
-	}, nil
+	}
+	if err := opts.Validate(); err != nil {
+		return outbox.WorkerOptions{}, fmt.Errorf("config: outbox_worker: %w", err)
+	}
+	return opts, nil
+}
+
+// Retry strategy words of outbox_worker.retry_strategy.
+const (
+	retryFixedInterval = "fixed_interval"
+	retryExponential   = "exponential"
+)
+
+// retryPolicy builds the block's retry policy: "" or fixed_interval
+// (outbox.FixedInterval, retry_interval), or exponential
+// (outbox.Exponential, retry_initial_interval, retry_max_interval,
+// retry_multiplier, retry_jitter), wrapped in outbox.MaxAttempts when
+// retry_max_attempts is positive. Any other word is an error naming it,
+// so that a typo fails start-up instead of changing delivery silently.
+// The worker's options check the policy's values (WorkerOptions.Validate).
+func (c OutboxWorkerConfig) retryPolicy() (outbox.RetryPolicy, error) {
+	var p outbox.RetryPolicy
+	switch c.RetryStrategy {
+	case "", retryFixedInterval:
+		p = outbox.FixedInterval{Interval: c.RetryInterval}
+	case retryExponential:
+		p = outbox.Exponential{Initial: c.RetryInitialInterval, Max: c.RetryMaxInterval, Multiplier: c.RetryMultiplier, Jitter: c.RetryJitter}
+	default:
+		return nil, fmt.Errorf("retry_strategy %q: unknown (supported: %q, %q)", c.RetryStrategy, retryFixedInterval, retryExponential)
+	}
+	switch {
+	case c.RetryMaxAttempts < 0:
+		return nil, fmt.Errorf("retry_max_attempts %d: must not be negative", c.RetryMaxAttempts)
+	case c.RetryMaxAttempts > 0:
+		p = outbox.MaxAttempts{Policy: p, Attempts: c.RetryMaxAttempts}
+	}
+	return p, nil
 }
 
 // LoadConfig reads a YAML file, fills defaults, applies the environment

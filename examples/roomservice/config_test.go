@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/outboxrelay/outboxrelay/outbox"
+	"github.com/outboxrelay/outboxrelay/outbox/backend"
 )
 
 func TestShippedConfigFilesParse(t *testing.T) {
@@ -76,10 +77,10 @@ func TestConfigRejectsMistakes(t *testing.T) {
 	cases := []struct {
 		name, yaml, want string
 	}{
-		{"unknown retry strategy", base + "tencent_im:\n  fake: true\noutbox_worker:\n  retry_strategy: exponential_backof\n", `retry strategy "exponential_backof": unknown`},
+		{"unknown retry strategy", base + "tencent_im:\n  fake: true\noutbox_worker:\n  retry_strategy: exponential_backof\n", `retry_strategy "exponential_backof": unknown`},
 		{"typo in a key", base + "tencent_im:\n  fake: true\noutbox_worker:\n  pol_interval: 1s\n", "field pol_interval not found"},
 		{"bad exponential parameters", base + "tencent_im:\n  fake: true\noutbox_worker:\n  retry_strategy: exponential\n  retry_multiplier: 0.5\n", "multiplier 0.5: must be at least 1"},
-		{"negative max attempts", base + "tencent_im:\n  fake: true\noutbox_worker:\n  retry_max_attempts: -1\n", "max attempts -1"},
+		{"negative max attempts", base + "tencent_im:\n  fake: true\noutbox_worker:\n  retry_max_attempts: -1\n", "retry_max_attempts -1"},
 		{"busy loop", base + "tencent_im:\n  fake: true\noutbox_worker:\n  poll_interval: 1ms\n", "config: outbox_worker: outbox: PollInterval 1ms: must be at least 10ms"},
 		{"batch too big", base + "tencent_im:\n  fake: true\noutbox_worker:\n  batch_size: 50000\n", "BatchSize 50000: must be at most 10000"},
 		{"bad duration", base + "tencent_im:\n  fake: true\noutbox_worker:\n  poll_interval: soon\n", "poll_interval"},
@@ -105,4 +106,41 @@ func TestConfigSecretNeverInErrors(t *testing.T) {
 }
 
 // nopStore lets NewWorker check options; it is never used.
-type nopStore struct{ outbox.Store }
+type nopStore struct{ backend.Store }
+
+func TestRetryPolicy(t *testing.T) {
+	valid := []struct {
+		name string
+		in   OutboxWorkerConfig
+		want outbox.RetryPolicy
+	}{
+		{"zero value", OutboxWorkerConfig{}, outbox.FixedInterval{}},
+		{"fixed", OutboxWorkerConfig{RetryStrategy: "fixed_interval", RetryInterval: 5 * time.Second}, outbox.FixedInterval{Interval: 5 * time.Second}},
+		{"fixed, capped", OutboxWorkerConfig{RetryStrategy: "fixed_interval", RetryMaxAttempts: 10}, outbox.MaxAttempts{Policy: outbox.FixedInterval{}, Attempts: 10}},
+		{"exponential", OutboxWorkerConfig{RetryStrategy: "exponential", RetryInitialInterval: time.Second, RetryMaxInterval: time.Minute, RetryMultiplier: 3, RetryJitter: 0.1},
+			outbox.Exponential{Initial: time.Second, Max: time.Minute, Multiplier: 3, Jitter: 0.1}},
+		{"exponential, defaults, capped", OutboxWorkerConfig{RetryStrategy: "exponential", RetryMaxAttempts: 8}, outbox.MaxAttempts{Policy: outbox.Exponential{}, Attempts: 8}},
+	}
+	for _, tc := range valid {
+		p, err := tc.in.retryPolicy()
+		require.NoError(t, err, tc.name)
+		require.Equal(t, tc.want, p, tc.name)
+	}
+	invalid := []struct {
+		name string
+		in   OutboxWorkerConfig
+		want string
+	}{
+		{"unknown word", OutboxWorkerConfig{RetryStrategy: "linear"}, `retry_strategy "linear": unknown`},
+		{"upper case", OutboxWorkerConfig{RetryStrategy: "FIXED_INTERVAL"}, `retry_strategy "FIXED_INTERVAL": unknown`},
+		{"negative interval", OutboxWorkerConfig{RetryInterval: -time.Second}, "FixedInterval{-1s}"},
+		{"negative attempts", OutboxWorkerConfig{RetryMaxAttempts: -1}, "retry_max_attempts -1"},
+		{"multiplier", OutboxWorkerConfig{RetryStrategy: "exponential", RetryMultiplier: 0.5}, "multiplier 0.5"},
+		{"jitter", OutboxWorkerConfig{RetryStrategy: "exponential", RetryJitter: 2}, "jitter 2"},
+		{"cap below start", OutboxWorkerConfig{RetryStrategy: "exponential", RetryInitialInterval: time.Hour, RetryMaxInterval: time.Minute}, "max interval 1m0s"},
+	}
+	for _, tc := range invalid {
+		_, err := tc.in.WorkerOptions()
+		require.ErrorContains(t, err, tc.want, tc.name)
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"strings"
@@ -71,12 +72,24 @@ func (a *testApp) do(method, path, body string) (int, []byte) {
 // command posts a JSON body, requires 200 and decodes the result.
 func (a *testApp) command(path string, body map[string]any) Result {
 	a.t.Helper()
+	res, err := a.tryCommand(path, body)
+	require.NoError(a.t, err)
+	return res
+}
+
+// tryCommand is command that returns what went wrong instead of failing
+// the test, for goroutines (which must not call t.FailNow).
+func (a *testApp) tryCommand(path string, body map[string]any) (Result, error) {
 	b, _ := json.Marshal(body)
 	status, resp := a.do(http.MethodPost, path, string(b))
-	require.Equal(a.t, http.StatusOK, status, "POST %s: %s", path, resp)
+	if status != http.StatusOK {
+		return Result{}, fmt.Errorf("POST %s: %d %s", path, status, resp)
+	}
 	var res Result
-	require.NoError(a.t, json.Unmarshal(resp, &res))
-	return res
+	if err := json.Unmarshal(resp, &res); err != nil {
+		return Result{}, fmt.Errorf("POST %s: %w", path, err)
+	}
+	return res, nil
 }
 
 func (a *testApp) snapshot(room string) Snapshot {

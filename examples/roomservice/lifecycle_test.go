@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/outboxrelay/outboxrelay/internal/testutil"
 	"github.com/outboxrelay/outboxrelay/outbox"
+	"github.com/outboxrelay/outboxrelay/outbox/outboxtest"
 )
 
 // TestShutdownOrder proves the seed's order with real work in flight: a
@@ -39,8 +41,8 @@ func TestShutdownOrder(t *testing.T) {
 
 	// 1. A worker publish in flight: IM does not answer.
 	a.fakeIM.HangNext(1)
-	require.NoError(t, a.store.Enqueue(ctx, a.db.DB, outbox.Message{ID: "hung-1", Key: "room-1", Type: RoomUserJoined, Payload: []byte(`{}`)}))
-	testutil.Eventually(t, "the worker's publish hangs at IM", func() bool { return a.fakeIM.InFlight() == 1 })
+	require.NoError(t, a.store.Enqueue(ctx, a.db.DB, nil, outbox.Message{ID: "hung-1", Key: "room-1", Type: RoomUserJoined, Payload: []byte(`{}`)}))
+	outboxtest.Eventually(t, "the worker's publish hangs at IM", func() bool { return a.fakeIM.InFlight() == 1 })
 
 	// 2. A command in flight: the test holds room-1's row lock.
 	lock, err := a.db.DB.BeginTx(ctx, nil)
@@ -57,7 +59,7 @@ func TestShutdownOrder(t *testing.T) {
 		status, body := a.do(http.MethodPost, "/v1/rooms/room-1/join", `{"user_id":"bob","command_id":"c-bob"}`)
 		replied <- reply{status, body}
 	}()
-	testutil.Eventually(t, "the command waits for the room lock", func() bool {
+	outboxtest.Eventually(t, "the command waits for the room lock", func() bool {
 		// Not counting this query itself, whose text matches the pattern too.
 		return a.count("SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE DB = ? AND ID <> CONNECTION_ID()"+
 			" AND INFO LIKE '%FROM rooms WHERE room_id%FOR UPDATE%'", a.db.Name) == 1
@@ -70,9 +72,9 @@ func TestShutdownOrder(t *testing.T) {
 		defer cancel()
 		stopped <- a.Shutdown(sctx)
 	}()
-	testutil.Eventually(t, "draining", func() bool { return a.State() == stateDraining })
+	outboxtest.Eventually(t, "draining", func() bool { return a.State() == stateDraining })
 	require.Equal(t, http.StatusServiceUnavailable, readyz(), "/readyz answers 503 while draining")
-	testutil.Eventually(t, "the worker stops", func() bool { return contains(a.Lifecycle(), "outbox worker stopped") })
+	outboxtest.Eventually(t, "the worker stops", func() bool { return contains(a.Lifecycle(), "outbox worker stopped") })
 	require.NotContains(t, a.Lifecycle(), "http server stopped", "HTTP waits for the command in flight")
 
 	// 4. Let the command go on; it commits and answers, then MySQL closes.
@@ -118,9 +120,10 @@ func TestTwoInstancesShareRoomsSafely(t *testing.T) {
 
 	const users = 30
 	var (
-		wg     sync.WaitGroup
-		mu     sync.Mutex
-		events = map[string]bool{}
+		wg       sync.WaitGroup
+		mu       sync.Mutex
+		events   = map[string]bool{}
+		failures []error
 	)
 	for i := range users {
 		wg.Add(1)
@@ -128,24 +131,28 @@ func TestTwoInstancesShareRoomsSafely(t *testing.T) {
 			defer wg.Done()
 			a := apps[i%2]
 			user := fmt.Sprintf("u%d", i)
-			res := a.command("/v1/rooms/room-1/join", map[string]any{"user_id": user, "command_id": "join-" + user})
-			res2 := a.command("/v1/rooms/room-1/gifts", map[string]any{"user_id": user, "gift_id": "heart", "count": 1, "command_id": "gift-" + user})
+			res, err := a.tryCommand("/v1/rooms/room-1/join", map[string]any{"user_id": user, "command_id": "join-" + user})
+			res2, err2 := a.tryCommand("/v1/rooms/room-1/gifts", map[string]any{"user_id": user, "gift_id": "heart", "count": 1, "command_id": "gift-" + user})
 			mu.Lock()
 			defer mu.Unlock()
+			failures = append(failures, errors.Join(err, err2))
 			for _, id := range append(res.EventIDs, res2.EventIDs...) {
-				require.False(t, events[id], "event ID %s issued twice", id)
+				if events[id] {
+					failures = append(failures, fmt.Errorf("event ID %s issued twice", id))
+				}
 				events[id] = true
 			}
 		}()
 	}
 	wg.Wait()
+	require.NoError(t, errors.Join(failures...))
 	s := apps[1].snapshot("room-1")
 	require.Len(t, s.Members, users)
 	require.Equal(t, int64(users*heatPerMember+users*1), s.Heat, "no lost update under concurrency")
 	require.Equal(t, int64(1+2*users), s.Version)
 	require.Len(t, events, users*5)
 
-	testutil.Eventually(t, "every event is published", func() bool {
+	outboxtest.Eventually(t, "every event is published", func() bool {
 		return apps[0].count("SELECT COUNT(*) FROM room_outbox WHERE status <> 'published'") == 0
 	})
 	delivered := map[string]int{}

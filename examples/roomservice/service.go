@@ -195,7 +195,7 @@ func (s *Service) apply(ctx context.Context, tx *sql.Tx, cmd Command, nowMs int6
 		msgs = append(msgs, m)
 		res.EventIDs = append(res.EventIDs, m.ID)
 	}
-	if err := s.store.EnqueueWithOptions(ctx, tx, outbox.EnqueueOptions{HeadStart: s.headStart}, msgs...); err != nil {
+	if err := s.store.Enqueue(ctx, tx, &outbox.EnqueueOptions{HeadStart: s.headStart}, msgs...); err != nil {
 		return Result{}, nil, err
 	}
 	res.Room, err = loadSnapshot(ctx, tx, r.id)

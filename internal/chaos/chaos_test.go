@@ -30,6 +30,7 @@ import (
 
 	"github.com/outboxrelay/outboxrelay/internal/testutil"
 	"github.com/outboxrelay/outboxrelay/outbox"
+	"github.com/outboxrelay/outboxrelay/outbox/outboxtest"
 	"github.com/outboxrelay/outboxrelay/store/mysql"
 )
 
@@ -111,11 +112,11 @@ func (r *rig) restartDB() {
 	began := time.Now()
 	out, err := exec.Command("bash", "-c", stop).CombinedOutput()
 	require.NoError(r.t, err, "stop the database: %s", out)
-	waitFor(r.t, "the database to be down", 60*time.Second, func() bool { return r.db.DB.Ping() != nil })
+	outboxtest.EventuallyWithin(r.t, 60*time.Second, "the database to be down", func() bool { return r.db.DB.Ping() != nil })
 	time.Sleep(1500 * time.Millisecond) // an outage, not a blip
 	out, err = exec.Command("bash", "-c", start).CombinedOutput()
 	require.NoError(r.t, err, "start the database: %s", out)
-	waitFor(r.t, "the database to answer again", 2*time.Minute, func() bool { return r.db.DB.Ping() == nil })
+	outboxtest.EventuallyWithin(r.t, 2*time.Minute, "the database to answer again", func() bool { return r.db.DB.Ping() == nil })
 	r.dbDownTime = time.Since(began)
 }
 
@@ -124,17 +125,6 @@ func envOr(name, fallback string) string {
 		return v
 	}
 	return fallback
-}
-
-func waitFor(t *testing.T, what string, limit time.Duration, cond func() bool) {
-	t.Helper()
-	end := time.Now().Add(limit)
-	for !cond() {
-		if time.Now().After(end) {
-			t.Fatalf("timed out after %v waiting for %s", limit, what)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
 }
 
 // produce writes the events, one transaction per round of one event per
@@ -149,7 +139,7 @@ func produce(ctx context.Context, s *mysql.Store, db *sql.DB) error {
 				Payload: fmt.Appendf(nil, `{"key":%d,"seq":%d}`, k, seq)}
 		}
 		for try := 0; ; try++ {
-			err := s.Enqueue(ctx, db, ms...) // one INSERT: all or nothing
+			err := s.Enqueue(ctx, db, nil, ms...) // one INSERT: all or nothing
 			if err == nil || errors.Is(err, outbox.ErrDuplicateID) {
 				break
 			}
@@ -224,13 +214,13 @@ func TestChaos(t *testing.T) {
 	faultsOver := time.Since(began)
 
 	// No fault any more: nothing may stay pending or leased.
-	waitFor(t, "no record pending or leased", 2*time.Minute, func() bool {
+	outboxtest.EventuallyWithin(t, 2*time.Minute, "no record pending or leased", func() bool {
 		n, err := count(d.DB, "status <> 'published' OR lease_token IS NOT NULL")
 		return err == nil && n == 0
 	})
 	for i, p := range r.procs {
 		// A worker started by the last kill may not handle SIGTERM yet.
-		waitFor(t, fmt.Sprintf("worker %d to handle SIGTERM", i), 30*time.Second, func() bool {
+		outboxtest.EventuallyWithin(t, 30*time.Second, fmt.Sprintf("worker %d to handle SIGTERM", i), func() bool {
 			_, err := os.Stat(readyFile(p.log))
 			return err == nil
 		})

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/outboxrelay/outboxrelay/outbox"
+	"github.com/outboxrelay/outboxrelay/outbox/backend"
 	"github.com/outboxrelay/outboxrelay/store/mysql"
 )
 
@@ -139,11 +140,11 @@ func (s *chaosSink) Publish(ctx context.Context, m outbox.Message) error {
 // settle (its token, whether it was written, how many outcomes were stale,
 // and which records it published).
 type loggedStore struct {
-	outbox.Store
+	backend.Store
 	log *eventLog
 }
 
-func (s *loggedStore) Claim(ctx context.Context, p outbox.ClaimParams) (outbox.Batch, error) {
+func (s *loggedStore) Claim(ctx context.Context, p backend.ClaimParams) (backend.Batch, error) {
 	b, err := s.Store.Claim(ctx, p)
 	if err == nil && b.Len() > 0 {
 		fields := []string{b.Token}
@@ -155,7 +156,7 @@ func (s *loggedStore) Claim(ctx context.Context, p outbox.ClaimParams) (outbox.B
 	return b, err
 }
 
-func (s *loggedStore) Settle(ctx context.Context, token string, outcomes []outbox.Outcome) (outbox.SettleResult, error) {
+func (s *loggedStore) Settle(ctx context.Context, token string, outcomes []backend.Outcome) (backend.SettleResult, error) {
 	res, err := s.Store.Settle(ctx, token, outcomes)
 	status := "ok"
 	if err != nil {
@@ -163,7 +164,7 @@ func (s *loggedStore) Settle(ctx context.Context, token string, outcomes []outbo
 	}
 	fields := []string{token, status, strconv.Itoa(res.Stale)}
 	for _, o := range outcomes {
-		if o.Kind == outbox.OutcomePublished {
+		if o.Kind == backend.OutcomePublished {
 			fields = append(fields, o.ID)
 		}
 	}

@@ -2,7 +2,7 @@
 //
 // Metrics is an outbox.Observer (set it as WorkerOptions.Observer) that
 // counts publishes, failures, dead letters and errors, and a collector that
-// reads the store's backlog (outbox.StatsReader) when scraped. With Name
+// reads the store's backlog (backend.StatsReader) when scraped. With Name
 // "room_outbox" it exports the seed's set:
 //
 //	room_outbox_pending_total               gauge    pending records
@@ -27,6 +27,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/outboxrelay/outboxrelay/outbox"
+	"github.com/outboxrelay/outboxrelay/outbox/backend"
 )
 
 // Defaults of Options.
@@ -46,7 +47,7 @@ type Options struct {
 	Name string
 	// Stats, if set, is read when the registry is scraped (at most once
 	// per StatsInterval) for the backlog gauges.
-	Stats outbox.StatsReader
+	Stats backend.StatsReader
 	// StatsInterval is how long one Stats reading serves scrapes. Defaults
 	// to DefaultStatsInterval; negative means every scrape reads.
 	StatsInterval time.Duration
@@ -116,11 +117,11 @@ func New(reg prometheus.Registerer, opts Options) (*Metrics, error) {
 func (m *Metrics) Observe(_ context.Context, e outbox.Event) {
 	switch e.Kind {
 	case outbox.EventPublished:
-		m.success.WithLabelValues(e.Path, e.Record.Type).Inc()
-		m.latency.WithLabelValues(e.Path).Observe(float64(e.Latency) / float64(time.Millisecond))
+		m.success.WithLabelValues(string(e.Path), e.Record.Type).Inc()
+		m.latency.WithLabelValues(string(e.Path)).Observe(float64(e.Latency) / float64(time.Millisecond))
 	case outbox.EventPublishFailed:
-		m.failure.WithLabelValues(e.Path, e.Record.Type).Inc()
-		m.latency.WithLabelValues(e.Path).Observe(float64(e.Latency) / float64(time.Millisecond))
+		m.failure.WithLabelValues(string(e.Path), e.Record.Type).Inc()
+		m.latency.WithLabelValues(string(e.Path)).Observe(float64(e.Latency) / float64(time.Millisecond))
 	case outbox.EventDead:
 		m.dead.WithLabelValues(e.Record.Type).Inc()
 	case outbox.EventClaimFailed:
@@ -134,7 +135,7 @@ func (m *Metrics) Observe(_ context.Context, e outbox.Event) {
 
 // backlog is a collector that reads the store's Stats when scraped.
 type backlog struct {
-	stats           outbox.StatsReader
+	stats           backend.StatsReader
 	interval        time.Duration
 	timeout         time.Duration
 	pending, leased *prometheus.Desc
@@ -143,7 +144,7 @@ type backlog struct {
 	errors          prometheus.Counter
 
 	mu     sync.Mutex
-	last   outbox.Stats
+	last   backend.Stats
 	readAt time.Time
 }
 
@@ -188,7 +189,7 @@ func (b *backlog) Collect(ch chan<- prometheus.Metric) {
 
 // read returns the cached reading, or a fresh one when it is older than
 // the interval.
-func (b *backlog) read() (outbox.Stats, bool) {
+func (b *backlog) read() (backend.Stats, bool) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.interval > 0 && !b.readAt.IsZero() && time.Since(b.readAt) < b.interval {
@@ -199,7 +200,7 @@ func (b *backlog) read() (outbox.Stats, bool) {
 	st, err := b.stats.Stats(ctx)
 	if err != nil {
 		b.errors.Inc()
-		return outbox.Stats{}, false
+		return backend.Stats{}, false
 	}
 	b.last, b.readAt = st, time.Now()
 	return st, true

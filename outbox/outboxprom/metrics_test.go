@@ -11,16 +11,17 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/outboxrelay/outboxrelay/outbox"
+	"github.com/outboxrelay/outboxrelay/outbox/backend"
 )
 
 // scriptedStats returns what the test sets, as a store would.
 type scriptedStats struct {
-	stats outbox.Stats
+	stats backend.Stats
 	err   error
 	reads int
 }
 
-func (s *scriptedStats) Stats(context.Context) (outbox.Stats, error) {
+func (s *scriptedStats) Stats(context.Context) (backend.Stats, error) {
 	s.reads++
 	return s.stats, s.err
 }
@@ -53,8 +54,8 @@ func TestObserverCounts(t *testing.T) {
 
 func TestBacklogGaugesReadStatsOnScrape(t *testing.T) {
 	reg := prometheus.NewRegistry()
-	stats := &scriptedStats{stats: outbox.Stats{Pending: 7, Leased: 2, Dead: 1, OldestPending: 1500 * time.Millisecond,
-		ByType: map[string]outbox.TypeStats{"RoomGiftSent": {Pending: 7, Dead: 1}}}}
+	stats := &scriptedStats{stats: backend.Stats{Pending: 7, Leased: 2, Dead: 1, OldestPending: 1500 * time.Millisecond,
+		ByType: map[string]backend.TypeStats{"RoomGiftSent": {Pending: 7, Dead: 1}}}}
 	_, err := New(reg, Options{Name: "room_outbox", Stats: stats, StatsInterval: time.Hour})
 	require.NoError(t, err)
 

@@ -131,7 +131,7 @@ func TestWorkerThroughJetStream(t *testing.T) {
 	for i := range n {
 		ms = append(ms, message(fmt.Sprintf("w-%03d", i), fmt.Sprintf("room-%d", i%7)))
 	}
-	require.NoError(t, store.Enqueue(ctx, d.DB, ms...))
+	require.NoError(t, store.Enqueue(ctx, d.DB, nil, ms...))
 	// Every first attempt reaches the stream but is reported failed.
 	var (
 		mu        sync.Mutex

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/outboxrelay/outboxrelay/outbox"
+	"github.com/outboxrelay/outboxrelay/outbox/backend"
 )
 
 // Sentinel errors, wrapped by the errors Publish returns.
@@ -158,7 +159,7 @@ func apiError(api string, code int, info string) error {
 	if info == "" {
 		info = meaning
 	}
-	err := &Error{API: api, HTTPStatus: 200, Code: code, Info: outbox.Truncate(info, maxInfoBytes)}
+	err := &Error{API: api, HTTPStatus: 200, Code: code, Info: backend.Truncate(info, maxInfoBytes)}
 	if c == permanent {
 		return outbox.Permanent(err)
 	}

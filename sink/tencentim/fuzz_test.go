@@ -7,7 +7,7 @@ import (
 	"testing"
 	"unicode/utf8"
 
-	"github.com/outboxrelay/outboxrelay/outbox"
+	"github.com/outboxrelay/outboxrelay/outbox/backend"
 )
 
 // FuzzResponse: any answer from Tencent (or from a proxy in front of it)
@@ -143,7 +143,7 @@ func FuzzScrub(f *testing.F) {
 	f.Fuzz(func(t *testing.T, prefix, suffix string, which, form, param uint8, off, n, caseMask uint16) {
 		// Text beyond maxScrubBytes is cut before scrubbing: longer
 		// fuzz text would only slow the search.
-		prefix, suffix = outbox.Truncate(prefix, 2*maxScrubBytes), outbox.Truncate(suffix, maxScrubBytes)
+		prefix, suffix = backend.Truncate(prefix, 2*maxScrubBytes), backend.Truncate(suffix, maxScrubBytes)
 		text, echo := fuzzEcho(secrets, prefix, suffix, which, form, param, off, n, caseMask)
 		if _, ok := findRun(echo, secrets); !ok {
 			t.Fatalf("the harness wrote no secret into %q", echo)

@@ -10,6 +10,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/outboxrelay/outboxrelay/outbox"
+	"github.com/outboxrelay/outboxrelay/outbox/backend"
 )
 
 // REST APIs the sink calls.
@@ -75,7 +76,7 @@ func (s *Sink) Publish(ctx context.Context, msg outbox.Message) error {
 		return outbox.Permanent(err)
 	}
 	if err := s.limiter.wait(ctx, group); err != nil {
-		text := outbox.Truncate(s.scrub(err.Error(), ""), maxInfoBytes)
+		text := backend.Truncate(s.scrub(err.Error(), ""), maxInfoBytes)
 		return &Error{API: api, Info: "waiting for the rate limiter: " + text, Err: sanitizeCause(text, err)}
 	}
 	trace := msg.Headers[outbox.HeaderTraceParent]

@@ -10,7 +10,7 @@ import (
 	"slices"
 	"unicode/utf8"
 
-	"github.com/outboxrelay/outboxrelay/outbox"
+	"github.com/outboxrelay/outboxrelay/outbox/backend"
 )
 
 // Claim leases up to p.Limit due pending records (or the pending records
@@ -22,39 +22,63 @@ import (
 // the lease's end), then COMMIT, before the caller publishes anything.
 // READ COMMITTED takes no gap locks, so a claim never blocks a writer's
 // Enqueue. Records are returned in due order (p.IDs: in insert order).
-// With p.Ordered, see claimOrdered.
-func (s *channel) Claim(ctx context.Context, p outbox.ClaimParams) (outbox.Batch, error) {
+// With p.Ordered, see lockOrdered.
+func (s *channel) Claim(ctx context.Context, p backend.ClaimParams) (backend.Batch, error) {
+	_, batch, err := s.claim(ctx, nil, p)
+	return batch, err
+}
+
+// SettleAndClaim records st as Settle does and claims as Claim does, in
+// one transaction: one commit per batch. It settles first, so that in
+// ordered mode the keys those outcomes free are claimable at once. If it
+// fails, nothing of it is recorded.
+func (s *channel) SettleAndClaim(ctx context.Context, st backend.Settlement, p backend.ClaimParams) (backend.SettleResult, backend.Batch, error) {
+	return s.claim(ctx, &st, p)
+}
+
+// claim runs a claim's transaction, recording st first when it is given.
+func (s *channel) claim(ctx context.Context, st *backend.Settlement, p backend.ClaimParams) (backend.SettleResult, backend.Batch, error) {
+	var settled backend.SettleResult
 	if err := validateClaim(p); err != nil {
-		return outbox.Batch{}, err
+		return settled, backend.Batch{}, err
 	}
 	token, err := newToken()
 	if err != nil {
-		return outbox.Batch{}, fmt.Errorf("mysql store: claim: lease token: %w", err)
+		return settled, backend.Batch{}, fmt.Errorf("mysql store: claim: lease token: %w", err)
 	}
 	tx, err := s.db.BeginTx(ctx, claimTxOptions)
 	if err != nil {
-		return outbox.Batch{}, s.wrap("claim", err)
+		return settled, backend.Batch{}, s.wrap("claim", err)
 	}
 	defer func() { _ = tx.Rollback() }()
-
-	// The previous batch's outcomes first, in this same transaction: one
-	// commit per batch, and in ordered mode the keys they free are
-	// claimable below.
-	var settled outbox.SettleResult
-	if p.Settle != nil {
-		settled, err = s.applySettle(p.Settle.Token, p.Settle.Outcomes, func(query string, args ...any) (int64, error) {
-			res, err := tx.ExecContext(ctx, query, args...)
-			if err != nil {
-				return 0, err
-			}
-			return res.RowsAffected()
-		})
-		if err != nil {
-			return outbox.Batch{}, s.wrap("claim: settle", err)
+	if st != nil {
+		if settled, err = s.applySettle(st.Token, st.Outcomes, txExec(ctx, tx)); err != nil {
+			return backend.SettleResult{}, backend.Batch{}, s.wrap("claim: settle", err)
 		}
 	}
+	rows, changed, err := s.lockClaimable(ctx, tx, p)
+	if err != nil {
+		return backend.SettleResult{}, backend.Batch{}, s.wrap("claim", err)
+	}
+	if len(rows) == 0 && st == nil && !changed {
+		return settled, backend.Batch{}, nil
+	}
+	if len(rows) > 0 {
+		args := append([]any{token, p.Owner, p.LeaseFor.Microseconds()}, seqsOf(rows)...)
+		if _, err := tx.ExecContext(ctx, s.q.leasePrefix+placeholders(len(rows))+")", args...); err != nil {
+			return backend.SettleResult{}, backend.Batch{}, s.wrap("claim", err)
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		return backend.SettleResult{}, backend.Batch{}, s.wrap("claim", err)
+	}
+	return settled, toBatch(token, rows), nil
+}
 
-	var rows []scannedRecord
+// lockClaimable locks the records p asks for, reads their payloads within
+// the claim's byte budget, and drops the records of messages purged since
+// they were handed over to a named consumer (changed reports that it did).
+func (s *channel) lockClaimable(ctx context.Context, tx *sql.Tx, p backend.ClaimParams) (rows []scannedRecord, changed bool, err error) {
 	budget := newBudget(s.maxClaimBytes)
 	switch {
 	case p.Ordered && len(p.IDs) > 0:
@@ -67,45 +91,52 @@ func (s *channel) Claim(ctx context.Context, p outbox.ClaimParams) (outbox.Batch
 		rows, err = readRowsWithin(ctx, tx, budget, s.q.claimDue, p.Limit)
 	}
 	if err != nil {
-		return outbox.Batch{}, s.wrap("claim", err)
+		return nil, false, err
 	}
 	rows, orphans, err := s.fill(ctx, tx, budget, rows)
-	if err != nil {
-		return outbox.Batch{}, s.wrap("claim", err)
+	if err != nil || len(orphans) == 0 {
+		return rows, false, err
 	}
-	if len(orphans) > 0 {
-		if _, err := tx.ExecContext(ctx, s.q.dropPrefix+placeholders(len(orphans))+")", anyArgs(orphans)...); err != nil {
-			return outbox.Batch{}, s.wrap("claim: drop records of purged messages", err)
+	if _, err := tx.ExecContext(ctx, s.q.dropPrefix+placeholders(len(orphans))+")", anyArgs(orphans)...); err != nil {
+		return nil, false, fmt.Errorf("drop records of purged messages: %w", err)
+	}
+	return rows, true, nil
+}
+
+// txExec runs the statements of a settle in tx.
+func txExec(ctx context.Context, tx *sql.Tx) func(query string, args ...any) (int64, error) {
+	return func(query string, args ...any) (int64, error) {
+		res, err := tx.ExecContext(ctx, query, args...)
+		if err != nil {
+			return 0, err
 		}
+		return res.RowsAffected()
 	}
+}
+
+func seqsOf(rows []scannedRecord) []any {
+	out := make([]any, len(rows))
+	for i, r := range rows {
+		out[i] = r.seq
+	}
+	return out
+}
+
+// toBatch is the claimed rows as a batch under token: the undecodable
+// apart.
+func toBatch(token string, rows []scannedRecord) backend.Batch {
 	if len(rows) == 0 {
-		if p.Settle == nil && len(orphans) == 0 {
-			return outbox.Batch{}, nil
-		}
-		if err := tx.Commit(); err != nil {
-			return outbox.Batch{}, s.wrap("claim", err)
-		}
-		return outbox.Batch{Settled: settled}, nil
+		return backend.Batch{}
 	}
-	args := []any{token, p.Owner, p.LeaseFor.Microseconds()}
-	for _, r := range rows {
-		args = append(args, r.seq)
-	}
-	if _, err := tx.ExecContext(ctx, s.q.leasePrefix+placeholders(len(rows))+")", args...); err != nil {
-		return outbox.Batch{}, s.wrap("claim", err)
-	}
-	if err := tx.Commit(); err != nil {
-		return outbox.Batch{}, s.wrap("claim", err)
-	}
-	batch := outbox.Batch{Token: token, Settled: settled}
+	batch := backend.Batch{Token: token}
 	for _, r := range rows {
 		if r.decodeErr != nil {
-			batch.Invalid = append(batch.Invalid, outbox.InvalidRecord{Record: r.rec, Err: r.decodeErr})
+			batch.Invalid = append(batch.Invalid, backend.InvalidRecord{Record: r.rec, Err: r.decodeErr})
 		} else {
 			batch.Records = append(batch.Records, r.rec)
 		}
 	}
-	return batch, nil
+	return batch
 }
 
 // claimTxOptions: READ COMMITTED, because under REPEATABLE READ the
@@ -243,7 +274,7 @@ func (s *channel) headWindow(ctx context.Context, tx *sql.Tx, cursor string, win
 // the named records are claimed only if they are the key's oldest pending
 // records (none older waits, and none is leased), so the writer may
 // publish them in order; otherwise the worker will, later.
-func (s *channel) lockOrderedIDs(ctx context.Context, tx *sql.Tx, budget *byteBudget, p outbox.ClaimParams) ([]scannedRecord, error) {
+func (s *channel) lockOrderedIDs(ctx context.Context, tx *sql.Tx, budget *byteBudget, p backend.ClaimParams) ([]scannedRecord, error) {
 	rows, err := readRowsWithin(ctx, tx, budget, s.q.claimIDsPrefix+placeholders(len(p.IDs))+s.q.claimIDsSuffix, append(anyArgs(p.IDs), p.Limit)...)
 	if err != nil {
 		return nil, err
@@ -287,13 +318,13 @@ func anyArgs[T any](vs []T) []any {
 	return out
 }
 
-func validateClaim(p outbox.ClaimParams) error {
+func validateClaim(p backend.ClaimParams) error {
 	var errs []error
-	if p.Owner == "" || utf8.RuneCountInString(p.Owner) > outbox.MaxNodeIDLength {
-		errs = append(errs, fmt.Errorf("mysql store: claim: Owner %q: must be 1 to %d characters", p.Owner, outbox.MaxNodeIDLength))
+	if p.Owner == "" || utf8.RuneCountInString(p.Owner) > backend.MaxOwnerLength {
+		errs = append(errs, fmt.Errorf("mysql store: claim: Owner %q: must be 1 to %d characters", p.Owner, backend.MaxOwnerLength))
 	}
-	if p.Limit < 1 || p.Limit > outbox.MaxBatchSize {
-		errs = append(errs, fmt.Errorf("mysql store: claim: Limit %d: must be 1 to %d", p.Limit, outbox.MaxBatchSize))
+	if p.Limit < 1 || p.Limit > backend.MaxClaimLimit {
+		errs = append(errs, fmt.Errorf("mysql store: claim: Limit %d: must be 1 to %d", p.Limit, backend.MaxClaimLimit))
 	}
 	if p.LeaseFor.Microseconds() < 1 {
 		errs = append(errs, fmt.Errorf("mysql store: claim: LeaseFor %v: must be at least 1µs", p.LeaseFor))

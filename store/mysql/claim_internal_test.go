@@ -9,6 +9,7 @@ import (
 
 	"github.com/outboxrelay/outboxrelay/internal/testutil"
 	"github.com/outboxrelay/outboxrelay/outbox"
+	"github.com/outboxrelay/outboxrelay/outbox/backend"
 )
 
 // TestClaimHeadsRechecksTheHead: an ordered claim reads the key heads
@@ -22,10 +23,10 @@ func TestClaimHeadsRechecksTheHead(t *testing.T) {
 	s, err := New(d.DB, Options{})
 	require.NoError(t, err)
 	require.NoError(t, s.Migrate(ctx))
-	require.NoError(t, s.Enqueue(ctx, d.DB, outbox.Message{ID: "k1", Key: "K", Type: "T"}, outbox.Message{ID: "k2", Key: "K", Type: "T"}))
-	b, err := s.Claim(ctx, outbox.ClaimParams{Owner: "t", Limit: 1, LeaseFor: time.Minute, Ordered: true})
+	require.NoError(t, s.Enqueue(ctx, d.DB, nil, outbox.Message{ID: "k1", Key: "K", Type: "T"}, outbox.Message{ID: "k2", Key: "K", Type: "T"}))
+	b, err := s.Claim(ctx, backend.ClaimParams{Owner: "t", Limit: 1, LeaseFor: time.Minute, Ordered: true})
 	require.NoError(t, err)
-	_, err = s.Settle(ctx, b.Token, []outbox.Outcome{{ID: "k1", Kind: outbox.OutcomeDead, Error: "x"}})
+	_, err = s.Settle(ctx, b.Token, []backend.Outcome{{ID: "k1", Kind: backend.OutcomeDead, Error: "x"}})
 	require.NoError(t, err)
 
 	tx, err := d.DB.BeginTx(ctx, claimTxOptions)

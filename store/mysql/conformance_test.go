@@ -8,8 +8,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/outboxrelay/outboxrelay/internal/testutil"
-	"github.com/outboxrelay/outboxrelay/outbox"
-	"github.com/outboxrelay/outboxrelay/outbox/outboxtest"
+	"github.com/outboxrelay/outboxrelay/outbox/backend"
+	"github.com/outboxrelay/outboxrelay/outbox/backend/backendtest"
 	"github.com/outboxrelay/outboxrelay/store/mysql"
 )
 
@@ -25,63 +25,63 @@ func newStore(t *testing.T, db *sql.DB) *mysql.Store {
 	return s
 }
 
-func newHarness(t *testing.T) outboxtest.Harness {
+func newHarness(t *testing.T) backendtest.Harness {
 	d := testutil.NewDatabase(t)
-	return outboxtest.Harness{
+	return backendtest.Harness{
 		Store: newStore(t, d.DB),
-		Begin: func(ctx context.Context) (outboxtest.Tx, error) { return d.DB.BeginTx(ctx, nil) },
-		OpenStore: func(t *testing.T) outbox.Store {
+		Begin: func(ctx context.Context) (backendtest.Tx, error) { return d.DB.BeginTx(ctx, nil) },
+		OpenStore: func(t *testing.T) backend.Store {
 			return newStore(t, d.Open(t))
 		},
 	}
 }
 
 func TestStoreConformance(t *testing.T) {
-	outboxtest.RunStoreTests(t, newHarness)
+	backendtest.RunStoreTests(t, newHarness)
 }
 
 func TestWorkerConformance(t *testing.T) {
-	outboxtest.RunWorkerTests(t, newHarness)
+	backendtest.RunWorkerTests(t, newHarness)
 }
 
 // newConsumerHarness runs the suites against a named consumer, next to a
 // second one that never claims: every promise of the Store contract holds
 // for each consumer of a table.
-func newConsumerHarness(t *testing.T) outboxtest.Harness {
+func newConsumerHarness(t *testing.T) backendtest.Harness {
 	d := testutil.NewDatabase(t)
 	ctx := context.Background()
 	s := newStore(t, d.DB)
 	require.NoError(t, s.AddConsumer(ctx, "activity", mysql.StartNow))
 	require.NoError(t, s.AddConsumer(ctx, "audit", mysql.StartBeginning))
-	consumer := func(s *mysql.Store) outbox.Store {
+	consumer := func(s *mysql.Store) backend.Store {
 		c, err := s.Consumer("activity")
 		require.NoError(t, err)
 		return c
 	}
-	return outboxtest.Harness{
+	return backendtest.Harness{
 		Store: consumer(s),
-		Begin: func(ctx context.Context) (outboxtest.Tx, error) { return d.DB.BeginTx(ctx, nil) },
-		OpenStore: func(t *testing.T) outbox.Store {
+		Begin: func(ctx context.Context) (backendtest.Tx, error) { return d.DB.BeginTx(ctx, nil) },
+		OpenStore: func(t *testing.T) backend.Store {
 			return consumer(newStore(t, d.Open(t)))
 		},
 	}
 }
 
 func TestConsumerStoreConformance(t *testing.T) {
-	outboxtest.RunStoreTests(t, newConsumerHarness)
+	backendtest.RunStoreTests(t, newConsumerHarness)
 }
 
 func TestConsumerWorkerConformance(t *testing.T) {
-	outboxtest.RunWorkerTests(t, newConsumerHarness)
+	backendtest.RunWorkerTests(t, newConsumerHarness)
 }
 
 func TestConsumerContract(t *testing.T) {
-	outboxtest.RunConsumerTests(t, func(t *testing.T) outboxtest.ConsumerHarness {
+	backendtest.RunConsumerTests(t, func(t *testing.T) backendtest.ConsumerHarness {
 		h := newHarness(t)
 		s := h.Store.(*mysql.Store)
-		return outboxtest.ConsumerHarness{
+		return backendtest.ConsumerHarness{
 			Harness: h,
-			Consumer: func(t *testing.T, name string) outbox.Store {
+			Consumer: func(t *testing.T, name string) backend.Store {
 				require.NoError(t, s.AddConsumer(context.Background(), name, mysql.StartNow))
 				c, err := s.Consumer(name)
 				require.NoError(t, err)
@@ -92,9 +92,9 @@ func TestConsumerContract(t *testing.T) {
 }
 
 func TestAdversarial(t *testing.T) {
-	outboxtest.RunAdversarialTests(t, newHarness)
+	backendtest.RunAdversarialTests(t, newHarness)
 }
 
 func TestConsumerAdversarial(t *testing.T) {
-	outboxtest.RunAdversarialTests(t, newConsumerHarness)
+	backendtest.RunAdversarialTests(t, newConsumerHarness)
 }

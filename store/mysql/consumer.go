@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/outboxrelay/outboxrelay/outbox"
+	"github.com/outboxrelay/outboxrelay/outbox/backend"
 )
 
 // Named consumers.
@@ -313,7 +314,7 @@ func (s *Store) Consumer(name string) (*ConsumerStore, error) {
 	}, nil
 }
 
-// ConsumerStore is the outbox.Store of one named consumer of a table. It
+// ConsumerStore is the backend.Store of one named consumer of a table. It
 // shares the messages with every other consumer and keeps its own
 // delivery state: Claim, Settle, Requeue, RequeueDead, CountDead and
 // Stats see only this consumer's records. Enqueue writes messages for
@@ -326,23 +327,19 @@ type ConsumerStore struct {
 }
 
 var (
-	_ outbox.Store       = (*ConsumerStore)(nil)
-	_ outbox.StatsReader = (*ConsumerStore)(nil)
+	_ backend.Store         = (*ConsumerStore)(nil)
+	_ backend.SettleClaimer = (*ConsumerStore)(nil)
+	_ backend.StatsReader   = (*ConsumerStore)(nil)
 )
 
 // Name returns the consumer's name.
 func (c *ConsumerStore) Name() string { return c.name }
 
-// Enqueue is Store.Enqueue: the messages are for every consumer.
-func (c *ConsumerStore) Enqueue(ctx context.Context, tx outbox.Execer, msgs ...outbox.Message) error {
-	return c.parent.Enqueue(ctx, tx, msgs...)
-}
-
-// EnqueueWithOptions is Store.EnqueueWithOptions. A named consumer
-// inherits a message's head start if the message is handed over to it
-// before the default consumer has tried it.
-func (c *ConsumerStore) EnqueueWithOptions(ctx context.Context, tx outbox.Execer, opts outbox.EnqueueOptions, msgs ...outbox.Message) error {
-	return c.parent.EnqueueWithOptions(ctx, tx, opts, msgs...)
+// Enqueue is Store.Enqueue: the messages are for every consumer. A named
+// consumer inherits a message's head start if the message is handed over
+// to it before the default consumer has tried it.
+func (c *ConsumerStore) Enqueue(ctx context.Context, tx backend.Execer, opts *backend.EnqueueOptions, msgs ...backend.Message) error {
+	return c.parent.Enqueue(ctx, tx, opts, msgs...)
 }
 
 // Get returns the message with ID id as this consumer sees it: its own
@@ -380,29 +377,47 @@ func (c *ConsumerStore) Get(ctx context.Context, id string) (outbox.Record, erro
 // them), and, while this consumer is backfilling, the next p.Limit
 // retained messages; each in a short transaction of its own. It fails
 // with ErrUnknownConsumer if the consumer is not registered.
-func (c *ConsumerStore) Claim(ctx context.Context, p outbox.ClaimParams) (outbox.Batch, error) {
+func (c *ConsumerStore) Claim(ctx context.Context, p backend.ClaimParams) (backend.Batch, error) {
+	if err := c.prepareClaim(ctx, p); err != nil {
+		return backend.Batch{}, err
+	}
+	return c.channel.Claim(ctx, p)
+}
+
+// SettleAndClaim is Store.SettleAndClaim for this consumer, with the
+// hand-over of Claim before it.
+func (c *ConsumerStore) SettleAndClaim(ctx context.Context, st backend.Settlement, p backend.ClaimParams) (backend.SettleResult, backend.Batch, error) {
+	if err := c.prepareClaim(ctx, p); err != nil {
+		return backend.SettleResult{}, backend.Batch{}, err
+	}
+	return c.channel.SettleAndClaim(ctx, st, p)
+}
+
+// prepareClaim hands messages over to the named consumers, and the next
+// ones of a backfill to this one, before a claim.
+func (c *ConsumerStore) prepareClaim(ctx context.Context, p backend.ClaimParams) error {
 	if err := validateClaim(p); err != nil {
-		return outbox.Batch{}, err
+		return err
 	}
 	backfilling, err := c.parent.handOver(ctx, c.name, max(p.Limit, handOverBatch))
 	if err != nil {
 		if errors.Is(err, ErrUnknownConsumer) {
-			return outbox.Batch{}, fmt.Errorf("%s: claim: %w", c.what, err)
+			return fmt.Errorf("%s: claim: %w", c.what, err)
 		}
-		return outbox.Batch{}, c.wrap("claim: hand over", err)
+		return c.wrap("claim: hand over", err)
 	}
 	if backfilling && len(p.IDs) == 0 {
 		if err := c.parent.backfill(ctx, c.name, p.Limit); err != nil {
-			return outbox.Batch{}, c.wrap("claim: backfill", err)
+			return c.wrap("claim: backfill", err)
 		}
 	}
-	return c.channel.Claim(ctx, p)
+	return nil
 }
 
 // Stats reports this consumer's backlog as Store.Stats does the default
 // consumer's. Messages that are to reach it but have not been handed over
 // yet count as pending (up to maxWaitingCounted of them are counted).
-func (c *ConsumerStore) Stats(ctx context.Context) (outbox.Stats, error) {
+func (c *ConsumerStore) Stats(ctx context.Context) (backend.Stats, error) {
 	st, err := c.stats(ctx)
 	if err != nil {
 		return st, err

@@ -13,13 +13,14 @@ import (
 
 	"github.com/outboxrelay/outboxrelay/internal/testutil"
 	"github.com/outboxrelay/outboxrelay/outbox"
+	"github.com/outboxrelay/outboxrelay/outbox/backend"
 	"github.com/outboxrelay/outboxrelay/outbox/outboxtest"
 	"github.com/outboxrelay/outboxrelay/store/mysql"
 )
 
 // startWorker runs a worker until the test ends (or stop is called) and
 // waits for it to return.
-func startWorker(t *testing.T, store outbox.Store, sink outbox.Sink, opts outbox.WorkerOptions) (stop func()) {
+func startWorker(t *testing.T, store backend.Store, sink outbox.Sink, opts outbox.WorkerOptions) (stop func()) {
 	t.Helper()
 	if opts.PollInterval == 0 {
 		opts.PollInterval = 10 * time.Millisecond
@@ -56,7 +57,7 @@ func roomMessages(prefix string, n, keys int) []outbox.Message {
 	return ms
 }
 
-func statsOf(t *testing.T, r outbox.StatsReader) outbox.Stats {
+func statsOf(t *testing.T, r backend.StatsReader) backend.Stats {
 	t.Helper()
 	st, err := r.Stats(context.Background())
 	require.NoError(t, err)
@@ -74,7 +75,7 @@ func TestConsumersAreIndependent(t *testing.T) {
 	require.NoError(t, s.AddConsumer(ctx, "audit", mysql.StartNow))
 	require.NoError(t, s.AddConsumer(ctx, "activity", mysql.StartNow))
 	const n = 300
-	require.NoError(t, s.Enqueue(ctx, d.DB, roomMessages("m", n, 10)...))
+	require.NoError(t, s.Enqueue(ctx, d.DB, nil, roomMessages("m", n, 10)...))
 
 	// audit: every call fails; the third attempt of each is permanent.
 	var auditCalls atomic.Int64
@@ -90,10 +91,10 @@ func TestConsumersAreIndependent(t *testing.T) {
 	activity := outboxtest.NewRecorder()
 	startWorker(t, consumer(t, s, "activity"), activity, outbox.WorkerOptions{Name: "activity", Ordering: true})
 
-	testutil.Eventually(t, "activity has every message, settled", func() bool {
+	outboxtest.Eventually(t, "activity has every message, settled", func() bool {
 		return activity.Distinct() == n && statsOf(t, consumer(t, s, "activity")).Pending == 0
 	})
-	testutil.Eventually(t, "audit has given up on every message", func() bool { return statsOf(t, consumer(t, s, "audit")).Dead == n })
+	outboxtest.Eventually(t, "audit has given up on every message", func() bool { return statsOf(t, consumer(t, s, "audit")).Dead == n })
 
 	require.Empty(t, activity.Duplicates())
 	act, audit := statsOf(t, consumer(t, s, "activity")), statsOf(t, consumer(t, s, "audit"))
@@ -123,8 +124,8 @@ func TestConsumersAreIndependent(t *testing.T) {
 	// And when it runs, it delivers everything, still unaffected.
 	imSink := outboxtest.NewRecorder()
 	startWorker(t, s, imSink, outbox.WorkerOptions{Name: "im"})
-	testutil.Eventually(t, "the IM consumer has every message", func() bool { return imSink.Distinct() == n })
-	testutil.Eventually(t, "the IM consumer has settled everything", func() bool { return statsOf(t, s).Pending == 0 })
+	outboxtest.Eventually(t, "the IM consumer has every message", func() bool { return imSink.Distinct() == n })
+	outboxtest.Eventually(t, "the IM consumer has settled everything", func() bool { return statsOf(t, s).Pending == 0 })
 	require.Equal(t, n, statsOf(t, consumer(t, s, "audit")).Dead, "audit's dead letters stay its own")
 
 	// Requeueing audit's dead letters touches audit only.
@@ -149,11 +150,11 @@ func TestConsumerAddedLater(t *testing.T) {
 	require.NoError(t, s.AddConsumer(ctx, "early", mysql.StartNow))
 	old := roomMessages("old", 1000, 100)
 	for i := 0; i < len(old); i += 100 {
-		require.NoError(t, s.Enqueue(ctx, d.DB, old[i:i+100]...))
+		require.NoError(t, s.Enqueue(ctx, d.DB, nil, old[i:i+100]...))
 	}
 	early := outboxtest.NewRecorder()
 	stopEarly := startWorker(t, consumer(t, s, "early"), early, outbox.WorkerOptions{Name: "early"})
-	testutil.Eventually(t, "early has the old messages", func() bool { return early.Distinct() == len(old) })
+	outboxtest.Eventually(t, "early has the old messages", func() bool { return early.Distinct() == len(old) })
 	stopEarly()
 
 	require.NoError(t, s.AddConsumer(ctx, "fromnow", mysql.StartNow))
@@ -178,16 +179,16 @@ func TestConsumerAddedLater(t *testing.T) {
 	// New messages: half before the workers start (so that they wait for
 	// the backfill to reach them), half while they run.
 	fresh := roomMessages("new", 200, 100)
-	require.NoError(t, s.Enqueue(ctx, d.DB, fresh[:100]...))
+	require.NoError(t, s.Enqueue(ctx, d.DB, nil, fresh[:100]...))
 	fromNow, backfill := outboxtest.NewRecorder(), outboxtest.NewRecorder()
 	startWorker(t, consumer(t, s, "fromnow"), fromNow, outbox.WorkerOptions{Name: "fromnow"})
 	startWorker(t, consumer(t, s, "backfill"), backfill, outbox.WorkerOptions{Name: "backfill", Ordering: true, BatchSize: 50})
 	for i := 100; i < len(fresh); i += 20 {
-		require.NoError(t, s.Enqueue(ctx, d.DB, fresh[i:i+20]...))
+		require.NoError(t, s.Enqueue(ctx, d.DB, nil, fresh[i:i+20]...))
 	}
 
-	testutil.Eventually(t, "fromnow has the new messages", func() bool { return fromNow.Distinct() == len(fresh) })
-	testutil.Eventually(t, "backfill has old and new", func() bool { return backfill.Distinct() == len(old)+len(fresh) })
+	outboxtest.Eventually(t, "fromnow has the new messages", func() bool { return fromNow.Distinct() == len(fresh) })
+	outboxtest.Eventually(t, "backfill has old and new", func() bool { return backfill.Distinct() == len(old)+len(fresh) })
 	require.Equal(t, len(fresh), fromNow.Len(), "only the new ones, once each")
 	require.Empty(t, backfill.Duplicates())
 	require.Equal(t, len(old)+len(fresh), backfill.Len())
@@ -205,7 +206,7 @@ func TestConsumerAddedLater(t *testing.T) {
 		last[m.Key] = written[m.ID]
 	}
 	// The backfill ends at the first claim that finds nothing more.
-	testutil.Eventually(t, "the backfill is done", func() bool {
+	outboxtest.Eventually(t, "the backfill is done", func() bool {
 		infos, err = s.Consumers(ctx)
 		require.NoError(t, err)
 		return !infos[0].Backfilling
@@ -218,13 +219,13 @@ func TestConsumerFromNowOnATableWithoutConsumers(t *testing.T) {
 	d := testutil.NewDatabase(t)
 	ctx := context.Background()
 	s := newStore(t, d.DB)
-	require.NoError(t, s.Enqueue(ctx, d.DB, roomMessages("old", 1000, 10)...))
+	require.NoError(t, s.Enqueue(ctx, d.DB, nil, roomMessages("old", 1000, 10)...))
 	require.NoError(t, s.AddConsumer(ctx, "fromnow", mysql.StartNow))
-	require.NoError(t, s.Enqueue(ctx, d.DB, roomMessages("new", 10, 10)...))
+	require.NoError(t, s.Enqueue(ctx, d.DB, nil, roomMessages("new", 10, 10)...))
 	rec := outboxtest.NewRecorder()
 	startWorker(t, consumer(t, s, "fromnow"), rec, outbox.WorkerOptions{})
-	testutil.Eventually(t, "the new messages arrive", func() bool { return rec.Distinct() == 10 })
-	testutil.Eventually(t, "nothing is pending", func() bool { return statsOf(t, consumer(t, s, "fromnow")).Pending == 0 })
+	outboxtest.Eventually(t, "the new messages arrive", func() bool { return rec.Distinct() == 10 })
+	outboxtest.Eventually(t, "nothing is pending", func() bool { return statsOf(t, consumer(t, s, "fromnow")).Pending == 0 })
 	require.Equal(t, 10, rec.Len())
 }
 
@@ -240,7 +241,7 @@ func TestRetentionWaitsForTheSlowestConsumer(t *testing.T) {
 		require.NoError(t, s.AddConsumer(ctx, name, mysql.StartNow))
 	}
 	const n = 40
-	require.NoError(t, s.Enqueue(ctx, d.DB, roomMessages("m", n, 4)...))
+	require.NoError(t, s.Enqueue(ctx, d.DB, nil, roomMessages("m", n, 4)...))
 	purge := func(s *mysql.Store) int {
 		t.Helper()
 		total := 0
@@ -265,7 +266,7 @@ func TestRetentionWaitsForTheSlowestConsumer(t *testing.T) {
 	im, fast := outboxtest.NewRecorder(), outboxtest.NewRecorder()
 	startWorker(t, s, im, outbox.WorkerOptions{Name: "im"})
 	startWorker(t, consumer(t, s, "fast"), fast, outbox.WorkerOptions{Name: "fast"})
-	testutil.Eventually(t, "im and fast are done", func() bool {
+	outboxtest.Eventually(t, "im and fast are done", func() bool {
 		return statsOf(t, s).Pending == 0 && statsOf(t, consumer(t, s, "fast")).Pending == 0
 	})
 	require.Zero(t, purge(s), "slow has nothing yet")
@@ -281,7 +282,7 @@ func TestRetentionWaitsForTheSlowestConsumer(t *testing.T) {
 		return nil
 	})
 	stopSlow := startWorker(t, consumer(t, s, "slow"), slow, outbox.WorkerOptions{Name: "slow", Retry: outbox.FixedInterval{Interval: time.Hour}})
-	testutil.Eventually(t, "slow has tried everything once", func() bool {
+	outboxtest.Eventually(t, "slow has tried everything once", func() bool {
 		st := statsOf(t, consumer(t, s, "slow"))
 		return st.Dead == 1 && st.Leased == 0 && count("SELECT COUNT(*) FROM room_outbox_consumption WHERE consumer = 'slow' AND retry_count > 0") == n/2+1
 	})
@@ -312,7 +313,7 @@ func TestRetentionWaitsForTheSlowestConsumer(t *testing.T) {
 	require.Zero(t, count("SELECT COUNT(*) FROM room_outbox_consumption"))
 	_, err = s.RemoveConsumer(ctx, "slow")
 	require.ErrorIs(t, err, mysql.ErrUnknownConsumer)
-	_, err = consumer(t, s, "slow").Claim(ctx, outbox.ClaimParams{Owner: "w", Limit: 1, LeaseFor: time.Second})
+	_, err = consumer(t, s, "slow").Claim(ctx, backend.ClaimParams{Owner: "w", Limit: 1, LeaseFor: time.Second})
 	require.ErrorIs(t, err, mysql.ErrUnknownConsumer, "a worker left running for a removed consumer fails its claims")
 }
 
@@ -322,10 +323,10 @@ func TestRetentionWaitsForABackfill(t *testing.T) {
 	d := testutil.NewDatabase(t)
 	ctx := context.Background()
 	s := newStore(t, d.DB)
-	require.NoError(t, s.Enqueue(ctx, d.DB, roomMessages("m", 30, 3)...))
+	require.NoError(t, s.Enqueue(ctx, d.DB, nil, roomMessages("m", 30, 3)...))
 	im := outboxtest.NewRecorder()
 	stopIM := startWorker(t, s, im, outbox.WorkerOptions{})
-	testutil.Eventually(t, "im is done", func() bool { return statsOf(t, s).Pending == 0 })
+	outboxtest.Eventually(t, "im is done", func() bool { return statsOf(t, s).Pending == 0 })
 	stopIM()
 	require.NoError(t, s.AddConsumer(ctx, "late", mysql.StartBeginning))
 	deleted, err := s.PurgePublished(ctx, time.Microsecond, 100)
@@ -333,7 +334,7 @@ func TestRetentionWaitsForABackfill(t *testing.T) {
 	require.Zero(t, deleted, "late has not had them yet")
 	late := outboxtest.NewRecorder()
 	startWorker(t, consumer(t, s, "late"), late, outbox.WorkerOptions{BatchSize: 7})
-	testutil.Eventually(t, "late is done", func() bool { return late.Distinct() == 30 && statsOf(t, consumer(t, s, "late")).Pending == 0 })
+	outboxtest.Eventually(t, "late is done", func() bool { return late.Distinct() == 30 && statsOf(t, consumer(t, s, "late")).Pending == 0 })
 	deleted, err = s.PurgePublished(ctx, time.Microsecond, 100)
 	require.NoError(t, err)
 	require.Equal(t, 30, deleted)

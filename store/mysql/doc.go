@@ -1,4 +1,4 @@
-// Package mysql is the outbox.Store for MySQL 8.0+ and MariaDB 10.6+, on
+// Package mysql is the backend.Store for MySQL 8.0+ and MariaDB 10.6+, on
 // database/sql with github.com/go-sql-driver/mysql.
 //
 // # Table
@@ -37,7 +37,7 @@
 //     with outbox.ErrInvalidMessage. A claim holds at most
 //     Options.MaxClaimBytes (16 MiB) of payloads and headers, plus one
 //     message.
-//   - last_error holds at most outbox.MaxLastErrorBytes of valid UTF-8,
+//   - last_error holds at most backend.MaxLastErrorBytes of valid UTF-8,
 //     whatever text a sink returned.
 //   - Every time that decides something (due times, leases, retention
 //     ages, the oldest pending age, age filters) is the database's UTC

@@ -8,10 +8,12 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"time"
 
 	mysqldrv "github.com/go-sql-driver/mysql"
 
 	"github.com/outboxrelay/outboxrelay/outbox"
+	"github.com/outboxrelay/outboxrelay/outbox/backend"
 )
 
 // One INSERT statement carries at most this many rows and (roughly) bytes,
@@ -22,39 +24,39 @@ const (
 	maxInsertBytes = 4 << 20
 )
 
-// Enqueue stores msgs as pending and due at once through tx, normally the
-// caller's *sql.Tx, so that they commit or roll back with the state change
-// they announce. *sql.DB and *sql.Conn are accepted too.
-//
-// Every message is validated first (outbox.Message.Validate); an invalid
-// message, or an ID given twice or already stored, fails the call with an
-// error wrapping outbox.ErrInvalidMessage or outbox.ErrDuplicateID, and
-// nothing of the call is written. (A call of more than 1,000 messages
-// through a *sql.Conn outside a transaction is written in several
-// statements and is not all-or-nothing.)
-func (s *Store) Enqueue(ctx context.Context, tx outbox.Execer, msgs ...outbox.Message) error {
-	return s.EnqueueWithOptions(ctx, tx, outbox.EnqueueOptions{}, msgs...)
-}
-
-// EnqueueWithOptions is Enqueue with options: with opts.HeadStart the
-// messages become due for workers only that long after the insert, by the
+// Enqueue stores msgs as pending through tx, normally the caller's
+// *sql.Tx, so that they commit or roll back with the state change they
+// announce. *sql.DB and *sql.Conn are accepted too. The messages are due
+// at once, or, with opts.HeadStart, that long after the insert by the
 // database clock, leaving the writer time to publish them itself with
-// Worker.PublishNow right after commit.
-func (s *Store) EnqueueWithOptions(ctx context.Context, tx outbox.Execer, opts outbox.EnqueueOptions, msgs ...outbox.Message) error {
+// Worker.PublishNow right after commit. nil opts means the defaults.
+//
+// Every message is validated first (backend.Message.Validate, and the
+// size limits of Options); an invalid message, or an ID given twice or
+// already stored, fails the call with an error wrapping
+// outbox.ErrInvalidMessage or outbox.ErrDuplicateID, and nothing of the
+// call is written. (A call of more than 1,000 messages through a
+// *sql.Conn outside a transaction is written in several statements and is
+// not all-or-nothing.)
+func (s *Store) Enqueue(ctx context.Context, tx backend.Execer, opts *backend.EnqueueOptions, msgs ...backend.Message) error {
 	if len(msgs) == 0 {
 		return nil
 	}
 	if tx == nil {
 		return errors.New("mysql store: enqueue: tx is nil")
 	}
-	if opts.HeadStart < 0 {
-		return fmt.Errorf("mysql store: enqueue: HeadStart %v: must not be negative", opts.HeadStart)
+	var headStart time.Duration
+	if opts != nil {
+		headStart = opts.HeadStart
+	}
+	if headStart < 0 {
+		return fmt.Errorf("mysql store: enqueue: HeadStart %v: must not be negative", headStart)
 	}
 	rows, err := s.encodeRows(msgs)
 	if err != nil {
 		return err
 	}
-	due := "UTC_TIMESTAMP(6) + INTERVAL " + strconv.FormatInt(opts.HeadStart.Microseconds(), 10) + " MICROSECOND"
+	due := "UTC_TIMESTAMP(6) + INTERVAL " + strconv.FormatInt(headStart.Microseconds(), 10) + " MICROSECOND"
 	rowSQL := "(?, ?, ?, ?, ?, ?, UTC_TIMESTAMP(6), " + due + ")"
 	chunks := chunkRows(rows)
 

@@ -10,6 +10,7 @@ import (
 
 	"github.com/outboxrelay/outboxrelay/internal/testutil"
 	"github.com/outboxrelay/outboxrelay/outbox"
+	"github.com/outboxrelay/outboxrelay/outbox/backend"
 	"github.com/outboxrelay/outboxrelay/store/mysql"
 )
 
@@ -44,7 +45,7 @@ func FuzzEnqueueRoundTrip(f *testing.F) {
 	f.Fuzz(func(t *testing.T, id, key, typ, name, value string, payload []byte) {
 		m := outbox.Message{ID: id, Key: key, Type: typ, Payload: payload, Headers: map[string]string{name: value},
 			CreatedAt: time.Date(2026, 1, 2, 3, 4, 5, 123456000, time.UTC)}
-		err := s.Enqueue(ctx, d.DB, m)
+		err := s.Enqueue(ctx, d.DB, nil, m)
 		if err != nil {
 			if !errors.Is(err, outbox.ErrInvalidMessage) {
 				t.Fatalf("Enqueue(%+q): %v, want nil or ErrInvalidMessage", m, err)
@@ -64,7 +65,7 @@ func FuzzEnqueueRoundTrip(f *testing.F) {
 			t.Fatalf("Get(%q) after Enqueue: %v", id, err)
 		}
 		requireSame(t, m, got.Message)
-		b, err := s.Claim(ctx, outbox.ClaimParams{Owner: "fuzz", Limit: 1, LeaseFor: time.Minute, IDs: []string{id}, Ordered: key != ""})
+		b, err := s.Claim(ctx, backend.ClaimParams{Owner: "fuzz", Limit: 1, LeaseFor: time.Minute, IDs: []string{id}, Ordered: key != ""})
 		if err != nil || len(b.Records) != 1 {
 			t.Fatalf("claim of %q: %v, %d records", id, err, len(b.Records))
 		}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/outboxrelay/outboxrelay/internal/testutil"
 	"github.com/outboxrelay/outboxrelay/outbox"
+	"github.com/outboxrelay/outboxrelay/outbox/backend"
 	"github.com/outboxrelay/outboxrelay/outbox/outboxtest"
 	"github.com/outboxrelay/outboxrelay/store/mysql"
 )
@@ -67,7 +68,7 @@ func TestSettleFailureOfOneGroupKeepsTheOthers(t *testing.T) {
 		" IF NEW.status = 'published' AND NEW.event_id = 'poison' THEN SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'refused'; END IF")
 	require.NoError(t, err)
 	ms := []outbox.Message{{ID: "dead-1", Type: "T"}, {ID: "poison", Type: "T"}, {ID: "retry-1", Type: "T"}, {ID: "dead-2", Type: "T"}}
-	require.NoError(t, s.Enqueue(ctx, d.DB, ms...))
+	require.NoError(t, s.Enqueue(ctx, d.DB, nil, ms...))
 
 	onDead := make(chan string, 10)
 	sink := outbox.SinkFunc(func(_ context.Context, m outbox.Message) error {
@@ -111,15 +112,15 @@ func TestPurgeWaitsForARequeueOfANamedConsumersDeadLetter(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, s.Migrate(ctx))
 	require.NoError(t, s.AddConsumer(ctx, "activity", mysql.StartNow))
-	require.NoError(t, s.Enqueue(ctx, d.DB, outbox.Message{ID: "m", Type: "T"}))
-	b, err := s.Claim(ctx, outbox.ClaimParams{Owner: "t", Limit: 1, LeaseFor: time.Minute})
+	require.NoError(t, s.Enqueue(ctx, d.DB, nil, outbox.Message{ID: "m", Type: "T"}))
+	b, err := s.Claim(ctx, backend.ClaimParams{Owner: "t", Limit: 1, LeaseFor: time.Minute})
 	require.NoError(t, err)
-	_, err = s.Settle(ctx, b.Token, []outbox.Outcome{{ID: "m", Kind: outbox.OutcomePublished}})
+	_, err = s.Settle(ctx, b.Token, []backend.Outcome{{ID: "m", Kind: backend.OutcomePublished}})
 	require.NoError(t, err)
 	activity := consumer(t, s, "activity")
-	b, err = activity.Claim(ctx, outbox.ClaimParams{Owner: "t", Limit: 1, LeaseFor: time.Minute})
+	b, err = activity.Claim(ctx, backend.ClaimParams{Owner: "t", Limit: 1, LeaseFor: time.Minute})
 	require.NoError(t, err)
-	_, err = activity.Settle(ctx, b.Token, []outbox.Outcome{{ID: "m", Kind: outbox.OutcomeDead, Error: "x"}})
+	_, err = activity.Settle(ctx, b.Token, []backend.Outcome{{ID: "m", Kind: backend.OutcomeDead, Error: "x"}})
 	require.NoError(t, err)
 	age(t, d, "m", time.Hour)
 
@@ -156,17 +157,17 @@ func TestNamedConsumersFinishTimeAgesItsRecord(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, s.Migrate(ctx))
 	require.NoError(t, s.AddConsumer(ctx, "activity", mysql.StartNow))
-	require.NoError(t, s.Enqueue(ctx, d.DB, outbox.Message{ID: "m", Type: "T"}))
-	b, err := s.Claim(ctx, outbox.ClaimParams{Owner: "t", Limit: 1, LeaseFor: time.Minute})
+	require.NoError(t, s.Enqueue(ctx, d.DB, nil, outbox.Message{ID: "m", Type: "T"}))
+	b, err := s.Claim(ctx, backend.ClaimParams{Owner: "t", Limit: 1, LeaseFor: time.Minute})
 	require.NoError(t, err)
-	_, err = s.Settle(ctx, b.Token, []outbox.Outcome{{ID: "m", Kind: outbox.OutcomePublished}})
+	_, err = s.Settle(ctx, b.Token, []backend.Outcome{{ID: "m", Kind: backend.OutcomePublished}})
 	require.NoError(t, err)
 	_, err = d.DB.ExecContext(ctx, "UPDATE "+testTable+" SET next_attempt_at = next_attempt_at - INTERVAL 1 HOUR")
 	require.NoError(t, err)
 	activity := consumer(t, s, "activity")
-	b, err = activity.Claim(ctx, outbox.ClaimParams{Owner: "t", Limit: 1, LeaseFor: time.Minute})
+	b, err = activity.Claim(ctx, backend.ClaimParams{Owner: "t", Limit: 1, LeaseFor: time.Minute})
 	require.NoError(t, err)
-	_, err = activity.Settle(ctx, b.Token, []outbox.Outcome{{ID: "m", Kind: outbox.OutcomeDead, Error: "x"}})
+	_, err = activity.Settle(ctx, b.Token, []backend.Outcome{{ID: "m", Kind: backend.OutcomeDead, Error: "x"}})
 	require.NoError(t, err)
 
 	n, err := s.PurgePublished(ctx, 10*time.Minute, 10)
@@ -199,12 +200,12 @@ func TestPurgeDoesNotPassOverALockedRecord(t *testing.T) {
 	ctx := context.Background()
 	s := newStore(t, d.DB)
 	ms := roomMessages("m", 10, 2)
-	require.NoError(t, s.Enqueue(ctx, d.DB, ms...))
-	b, err := s.Claim(ctx, outbox.ClaimParams{Owner: "t", Limit: 10, LeaseFor: time.Minute})
+	require.NoError(t, s.Enqueue(ctx, d.DB, nil, ms...))
+	b, err := s.Claim(ctx, backend.ClaimParams{Owner: "t", Limit: 10, LeaseFor: time.Minute})
 	require.NoError(t, err)
-	var outcomes []outbox.Outcome
+	var outcomes []backend.Outcome
 	for _, r := range b.Records {
-		outcomes = append(outcomes, outbox.Outcome{ID: r.ID, Kind: outbox.OutcomePublished})
+		outcomes = append(outcomes, backend.Outcome{ID: r.ID, Kind: backend.OutcomePublished})
 	}
 	_, err = s.Settle(ctx, b.Token, outcomes)
 	require.NoError(t, err)
@@ -242,14 +243,14 @@ func TestRequeueNeverPutsTwoRecordsOfAKeyInFlight(t *testing.T) {
 			d := testutil.NewDatabase(t)
 			ctx := context.Background()
 			s := newStore(t, d.DB)
-			require.NoError(t, s.Enqueue(ctx, d.DB, outbox.Message{ID: "k1", Key: "K", Type: "T"}, outbox.Message{ID: "k2", Key: "K", Type: "T"}))
-			claimOrdered := func() outbox.Batch {
-				b, err := s.Claim(ctx, outbox.ClaimParams{Owner: "t", Limit: 10, LeaseFor: time.Minute, Ordered: true})
+			require.NoError(t, s.Enqueue(ctx, d.DB, nil, outbox.Message{ID: "k1", Key: "K", Type: "T"}, outbox.Message{ID: "k2", Key: "K", Type: "T"}))
+			claimOrdered := func() backend.Batch {
+				b, err := s.Claim(ctx, backend.ClaimParams{Owner: "t", Limit: 10, LeaseFor: time.Minute, Ordered: true})
 				require.NoError(t, err)
 				return b
 			}
 			b := claimOrdered()
-			_, err := s.Settle(ctx, b.Token, []outbox.Outcome{{ID: "k1", Kind: outbox.OutcomeDead, Error: "x"}})
+			_, err := s.Settle(ctx, b.Token, []backend.Outcome{{ID: "k1", Kind: backend.OutcomeDead, Error: "x"}})
 			require.NoError(t, err)
 			inFlight := claimOrdered()
 			require.Equal(t, "k2", inFlight.Records[0].ID)
@@ -312,8 +313,8 @@ func TestReAddingAConsumerWhoseRemovalDidNotFinish(t *testing.T) {
 	ctx := context.Background()
 	s := newStore(t, d.DB)
 	require.NoError(t, s.AddConsumer(ctx, "activity", mysql.StartNow))
-	require.NoError(t, s.Enqueue(ctx, d.DB, roomMessages("old", 5, 1)...))
-	b, err := consumer(t, s, "activity").Claim(ctx, outbox.ClaimParams{Owner: "t", Limit: 1, LeaseFor: time.Minute})
+	require.NoError(t, s.Enqueue(ctx, d.DB, nil, roomMessages("old", 5, 1)...))
+	b, err := consumer(t, s, "activity").Claim(ctx, backend.ClaimParams{Owner: "t", Limit: 1, LeaseFor: time.Minute})
 	require.NoError(t, err)
 	require.Equal(t, 1, b.Len(), "the old consumer has rows")
 
@@ -324,14 +325,14 @@ func TestReAddingAConsumerWhoseRemovalDidNotFinish(t *testing.T) {
 	err = s.AddConsumer(ctx, "activity", mysql.StartNow)
 	require.ErrorIs(t, err, mysql.ErrConsumerExists)
 	require.ErrorContains(t, err, "being removed")
-	_, err = consumer(t, s, "activity").Claim(ctx, outbox.ClaimParams{Owner: "t", Limit: 10, LeaseFor: time.Minute})
+	_, err = consumer(t, s, "activity").Claim(ctx, backend.ClaimParams{Owner: "t", Limit: 10, LeaseFor: time.Minute})
 	require.ErrorIs(t, err, mysql.ErrUnknownConsumer, "a consumer being removed claims nothing")
 
 	_, err = s.RemoveConsumer(ctx, "activity")
 	require.NoError(t, err, "running it again finishes the removal")
 	require.NoError(t, s.AddConsumer(ctx, "activity", mysql.StartNow))
-	require.NoError(t, s.Enqueue(ctx, d.DB, outbox.Message{ID: "new", Type: "T"}))
-	b, err = consumer(t, s, "activity").Claim(ctx, outbox.ClaimParams{Owner: "t", Limit: 10, LeaseFor: time.Minute})
+	require.NoError(t, s.Enqueue(ctx, d.DB, nil, outbox.Message{ID: "new", Type: "T"}))
+	b, err = consumer(t, s, "activity").Claim(ctx, backend.ClaimParams{Owner: "t", Limit: 10, LeaseFor: time.Minute})
 	require.NoError(t, err)
 	require.Equal(t, []string{"new"}, recordIDs(b.Records))
 }
@@ -372,14 +373,14 @@ func TestEnqueueBoundsPayloadAndHeaders(t *testing.T) {
 		{"header name not UTF-8", outbox.Message{ID: "n", Type: "T", Headers: map[string]string{"\xc3": "v"}}, "not valid UTF-8"},
 	}
 	for _, tc := range cases {
-		err := s.Enqueue(ctx, d.DB, outbox.Message{ID: "fine-" + tc.m.ID, Type: "T"}, tc.m)
+		err := s.Enqueue(ctx, d.DB, nil, outbox.Message{ID: "fine-" + tc.m.ID, Type: "T"}, tc.m)
 		require.ErrorIs(t, err, outbox.ErrInvalidMessage, tc.name)
 		require.ErrorContains(t, err, tc.want, tc.name)
 		require.Zero(t, countRows(t, d, ""), "%s: nothing of the call is written", tc.name)
 	}
 	atLimit := outbox.Message{ID: "max", Type: "T", Payload: make([]byte, mysql.DefaultMaxPayloadBytes),
 		Headers: map[string]string{"h": big[:mysql.DefaultMaxHeaderBytes-len(`{"h":""}`)]}}
-	require.NoError(t, s.Enqueue(ctx, d.DB, atLimit))
+	require.NoError(t, s.Enqueue(ctx, d.DB, nil, atLimit))
 	r, err := s.Get(ctx, "max")
 	require.NoError(t, err)
 	require.Len(t, r.Payload, mysql.DefaultMaxPayloadBytes)

@@ -10,6 +10,7 @@ import (
 
 	"github.com/outboxrelay/outboxrelay/internal/testutil"
 	"github.com/outboxrelay/outboxrelay/outbox"
+	"github.com/outboxrelay/outboxrelay/outbox/backend"
 	"github.com/outboxrelay/outboxrelay/store/mysql"
 )
 
@@ -18,9 +19,9 @@ func TestSizeOptions(t *testing.T) {
 	s, err := mysql.New(d.DB, mysql.Options{MaxPayloadBytes: 10, MaxHeaderBytes: 20})
 	require.NoError(t, err)
 	require.NoError(t, s.Migrate(context.Background()))
-	err = s.Enqueue(context.Background(), d.DB, outbox.Message{ID: "x", Type: "T", Payload: make([]byte, 11)})
+	err = s.Enqueue(context.Background(), d.DB, nil, outbox.Message{ID: "x", Type: "T", Payload: make([]byte, 11)})
 	require.ErrorContains(t, err, "Payload of 11 bytes exceeds MaxPayloadBytes (10)")
-	err = s.Enqueue(context.Background(), d.DB, outbox.Message{ID: "x", Type: "T", Headers: map[string]string{"abc": "0123456789abcdef"}})
+	err = s.Enqueue(context.Background(), d.DB, nil, outbox.Message{ID: "x", Type: "T", Headers: map[string]string{"abc": "0123456789abcdef"}})
 	require.ErrorContains(t, err, "exceed MaxHeaderBytes (20)")
 
 	for _, tc := range []struct {
@@ -52,7 +53,7 @@ func TestClaimIsBoundedByBytes(t *testing.T) {
 				s, err := mysql.New(d.DB, mysql.Options{Table: testTable, MaxClaimBytes: 1000})
 				require.NoError(t, err)
 				require.NoError(t, s.Migrate(ctx))
-				var store outbox.Store = s
+				var store backend.Store = s
 				if named {
 					require.NoError(t, s.AddConsumer(ctx, "activity", mysql.StartNow))
 					store = consumer(t, s, "activity")
@@ -63,11 +64,11 @@ func TestClaimIsBoundedByBytes(t *testing.T) {
 						Payload: make([]byte, 390), Headers: map[string]string{"h": "0123456789"}})
 				}
 				ms = append(ms, outbox.Message{ID: "m9", Key: "k9", Type: "T", Payload: make([]byte, 5000)})
-				require.NoError(t, s.Enqueue(ctx, d.DB, ms...))
+				require.NoError(t, s.Enqueue(ctx, d.DB, nil, ms...))
 				var sizes []int
 				var got []string
 				for len(got) < len(ms) {
-					b, err := store.Claim(ctx, outbox.ClaimParams{Owner: "t", Limit: 100, LeaseFor: time.Minute, Ordered: ordered})
+					b, err := store.Claim(ctx, backend.ClaimParams{Owner: "t", Limit: 100, LeaseFor: time.Minute, Ordered: ordered})
 					require.NoError(t, err)
 					require.NotZero(t, b.Len(), "every claim makes progress (so far %v: %v)", sizes, got)
 					sizes = append(sizes, b.Len())

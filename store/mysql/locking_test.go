@@ -20,7 +20,7 @@ func TestClaimDoesNotBlockWriters(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, s.Migrate(ctx))
 	for _, id := range []string{"a", "b", "c"} {
-		require.NoError(t, s.Enqueue(ctx, d.DB, outbox.Message{ID: id, Type: "T"}))
+		require.NoError(t, s.Enqueue(ctx, d.DB, nil, outbox.Message{ID: id, Type: "T"}))
 	}
 
 	// Hold a claim's transaction open after its locking read.
@@ -42,7 +42,7 @@ func TestClaimDoesNotBlockWriters(t *testing.T) {
 	wtx, err := d.DB.BeginTx(wctx, nil)
 	require.NoError(t, err)
 	defer func() { _ = wtx.Rollback() }()
-	require.NoError(t, s.Enqueue(wctx, wtx, outbox.Message{ID: "new", Type: "T"}),
+	require.NoError(t, s.Enqueue(wctx, wtx, nil, outbox.Message{ID: "new", Type: "T"}),
 		"Enqueue waited for an open claim (gap lock)")
 	require.NoError(t, wtx.Commit())
 }

@@ -8,11 +8,12 @@ import (
 	"time"
 
 	"github.com/outboxrelay/outboxrelay/outbox"
+	"github.com/outboxrelay/outboxrelay/outbox/backend"
 )
 
 var (
-	_ outbox.StatsReader = (*Store)(nil)
-	_ outbox.Purger      = (*Store)(nil)
+	_ backend.StatsReader = (*Store)(nil)
+	_ backend.Purger      = (*Store)(nil)
 )
 
 // Stats reports the default consumer's backlog: pending (and leased)
@@ -21,18 +22,18 @@ var (
 // idx_key, never the published history (TestStatsPlan keeps that), so it
 // is cheap to call every few seconds on a table with millions of
 // published rows. ConsumerStore.Stats reports a named consumer's.
-func (s *Store) Stats(ctx context.Context) (outbox.Stats, error) {
+func (s *Store) Stats(ctx context.Context) (backend.Stats, error) {
 	return s.stats(ctx)
 }
 
 // stats reads the channel's pending and dead records by status and type.
-func (s *channel) stats(ctx context.Context) (outbox.Stats, error) {
+func (s *channel) stats(ctx context.Context) (backend.Stats, error) {
 	rows, err := s.db.QueryContext(ctx, s.q.stats)
 	if err != nil {
-		return outbox.Stats{}, s.wrap("stats", err)
+		return backend.Stats{}, s.wrap("stats", err)
 	}
 	defer rows.Close()
-	st := outbox.Stats{ByType: map[string]outbox.TypeStats{}}
+	st := backend.Stats{ByType: map[string]backend.TypeStats{}}
 	for rows.Next() {
 		var (
 			status, typ string
@@ -40,7 +41,7 @@ func (s *channel) stats(ctx context.Context) (outbox.Stats, error) {
 			oldestMicro int64
 		)
 		if err := rows.Scan(&status, &typ, &n, &leased, &oldestMicro); err != nil {
-			return outbox.Stats{}, s.wrap("stats", err)
+			return backend.Stats{}, s.wrap("stats", err)
 		}
 		ts := st.ByType[typ]
 		if status == string(outbox.StatusPending) {
@@ -55,7 +56,7 @@ func (s *channel) stats(ctx context.Context) (outbox.Stats, error) {
 		st.ByType[typ] = ts
 	}
 	if err := rows.Err(); err != nil {
-		return outbox.Stats{}, s.wrap("stats", err)
+		return backend.Stats{}, s.wrap("stats", err)
 	}
 	return st, nil
 }

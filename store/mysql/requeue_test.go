@@ -10,18 +10,19 @@ import (
 
 	"github.com/outboxrelay/outboxrelay/internal/testutil"
 	"github.com/outboxrelay/outboxrelay/outbox"
+	"github.com/outboxrelay/outboxrelay/outbox/backend"
 	"github.com/outboxrelay/outboxrelay/store/mysql"
 )
 
 // kill makes records dead the way a worker does: claim, then settle dead.
 func kill(t *testing.T, s *mysql.Store, errText string, ids ...string) {
 	t.Helper()
-	b, err := s.Claim(context.Background(), outbox.ClaimParams{Owner: "t", Limit: len(ids), LeaseFor: time.Minute, IDs: ids})
+	b, err := s.Claim(context.Background(), backend.ClaimParams{Owner: "t", Limit: len(ids), LeaseFor: time.Minute, IDs: ids})
 	require.NoError(t, err)
 	require.Len(t, b.Records, len(ids))
-	var outcomes []outbox.Outcome
+	var outcomes []backend.Outcome
 	for _, id := range ids {
-		outcomes = append(outcomes, outbox.Outcome{ID: id, Kind: outbox.OutcomeDead, Error: errText})
+		outcomes = append(outcomes, backend.Outcome{ID: id, Kind: backend.OutcomeDead, Error: errText})
 	}
 	res, err := s.Settle(context.Background(), b.Token, outcomes)
 	require.NoError(t, err)
@@ -32,7 +33,7 @@ func TestRequeueOne(t *testing.T) {
 	d := testutil.NewDatabase(t)
 	ctx := context.Background()
 	s := newStore(t, d.DB)
-	require.NoError(t, s.Enqueue(ctx, d.DB, outbox.Message{ID: "dead-1", Type: "T"}, outbox.Message{ID: "live-1", Type: "T"}))
+	require.NoError(t, s.Enqueue(ctx, d.DB, nil, outbox.Message{ID: "dead-1", Type: "T"}, outbox.Message{ID: "live-1", Type: "T"}))
 	kill(t, s, "group gone", "dead-1")
 
 	require.NoError(t, s.Requeue(ctx, "dead-1"))
@@ -41,7 +42,7 @@ func TestRequeueOne(t *testing.T) {
 	require.Equal(t, outbox.StatusPending, r.Status)
 	require.Zero(t, r.Attempts, "a fresh schedule")
 	require.Equal(t, "group gone", r.LastError, "the last error stays for the record")
-	b, err := s.Claim(ctx, outbox.ClaimParams{Owner: "t", Limit: 10, LeaseFor: time.Minute})
+	b, err := s.Claim(ctx, backend.ClaimParams{Owner: "t", Limit: 10, LeaseFor: time.Minute})
 	require.NoError(t, err)
 	require.ElementsMatch(t, []string{"dead-1", "live-1"}, []string{b.Records[0].ID, b.Records[1].ID}, "due at once")
 
@@ -66,7 +67,7 @@ func TestRequeueDeadByFilterInBoundedBatches(t *testing.T) {
 		ms = append(ms, outbox.Message{ID: fmt.Sprintf("d-%02d", i), Key: fmt.Sprintf("room-%d", i%2), Type: typ, CreatedAt: time.Now().Add(-48 * time.Hour)})
 	}
 	ms = append(ms, outbox.Message{ID: "old", Type: "RoomGiftSent"}, outbox.Message{ID: "pending", Type: "RoomGiftSent"})
-	require.NoError(t, s.Enqueue(ctx, d.DB, ms...))
+	require.NoError(t, s.Enqueue(ctx, d.DB, nil, ms...))
 	_, err := d.DB.ExecContext(ctx, "UPDATE "+testTable+" SET created_at = created_at - INTERVAL 48 HOUR WHERE event_id = 'old'")
 	require.NoError(t, err)
 	var deadIDs []string
@@ -121,7 +122,7 @@ func TestMigrateUpgradesAnOlderTable(t *testing.T) {
 	d := testutil.NewDatabase(t)
 	ctx := context.Background()
 	s := newStore(t, d.DB)
-	require.NoError(t, s.Enqueue(ctx, d.DB, outbox.Message{ID: "kept", Type: "T"}))
+	require.NoError(t, s.Enqueue(ctx, d.DB, nil, outbox.Message{ID: "kept", Type: "T"}))
 	// The first released schema had no idx_key, and no fanout column
 	// (with idx_fanout) or consumer tables before named consumers came.
 	for _, ddl := range []string{
@@ -151,11 +152,11 @@ func TestTrailingSpacesInIDsAreRejected(t *testing.T) {
 	d := testutil.NewDatabase(t)
 	s := newStore(t, d.DB)
 	ctx := context.Background()
-	err := s.Enqueue(ctx, d.DB, outbox.Message{ID: "a ", Type: "T"})
+	err := s.Enqueue(ctx, d.DB, nil, outbox.Message{ID: "a ", Type: "T"})
 	require.ErrorIs(t, err, outbox.ErrInvalidMessage)
 	require.ErrorContains(t, err, "ends in a space")
 
-	require.NoError(t, s.Enqueue(ctx, d.DB, outbox.Message{ID: "b", Type: "T", Key: "room "}, outbox.Message{ID: "c", Type: "T", Key: "room"}))
+	require.NoError(t, s.Enqueue(ctx, d.DB, nil, outbox.Message{ID: "b", Type: "T", Key: "room "}, outbox.Message{ID: "c", Type: "T", Key: "room"}))
 	n, err := s.CountDead(ctx, mysql.DeadFilter{Key: "room"})
 	require.NoError(t, err)
 	require.Zero(t, n)

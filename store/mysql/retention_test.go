@@ -22,7 +22,7 @@ func TestRetentionConcurrentWithClaimsAndSettles(t *testing.T) {
 	d := testutil.NewDatabase(t)
 	ctx := context.Background()
 	s := newStore(t, d.DB)
-	require.NoError(t, s.Enqueue(ctx, d.DB, outbox.Message{ID: "dead-1", Type: "T"}, outbox.Message{ID: "dead-2", Type: "T"}))
+	require.NoError(t, s.Enqueue(ctx, d.DB, nil, outbox.Message{ID: "dead-1", Type: "T"}, outbox.Message{ID: "dead-2", Type: "T"}))
 	kill(t, s, "poison", "dead-1", "dead-2")
 
 	rec := outboxtest.NewRecorder()
@@ -72,7 +72,7 @@ func TestRetentionConcurrentWithClaimsAndSettles(t *testing.T) {
 		for j := range 100 {
 			ms = append(ms, outbox.Message{ID: fmt.Sprintf("m-%d-%d", i, j), Key: fmt.Sprintf("k%d", j%7), Type: "T"})
 		}
-		require.NoError(t, s.Enqueue(ctx, d.DB, ms...))
+		require.NoError(t, s.Enqueue(ctx, d.DB, nil, ms...))
 	}
 	waitCtx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()

@@ -9,7 +9,7 @@ import (
 
 	"github.com/cenkalti/backoff/v4"
 
-	"github.com/outboxrelay/outboxrelay/outbox"
+	"github.com/outboxrelay/outboxrelay/outbox/backend"
 )
 
 // Settle records outcomes of records claimed under token. Outcomes of one
@@ -24,9 +24,9 @@ import (
 //
 // A statement that fails does not stop the others: Settle writes what it
 // can and returns what it wrote together with an error naming what it
-// could not. Error texts are stored as outbox.Truncate makes them: valid
-// UTF-8 of at most outbox.MaxLastErrorBytes, whatever the outcome holds.
-func (s *channel) Settle(ctx context.Context, token string, outcomes []outbox.Outcome) (outbox.SettleResult, error) {
+// could not. Error texts are stored as backend.Truncate makes them: valid
+// UTF-8 of at most backend.MaxLastErrorBytes, whatever the outcome holds.
+func (s *channel) Settle(ctx context.Context, token string, outcomes []backend.Outcome) (backend.SettleResult, error) {
 	res, err := s.applySettle(token, outcomes, func(query string, args ...any) (int64, error) {
 		return s.execRetrying(ctx, query, args...)
 	})
@@ -38,16 +38,16 @@ func (s *channel) Settle(ctx context.Context, token string, outcomes []outbox.Ou
 
 // applySettle writes outcomes with exec: one fenced UPDATE per group,
 // each on its own, so that one that fails leaves the others written.
-func (s *channel) applySettle(token string, outcomes []outbox.Outcome, exec func(query string, args ...any) (int64, error)) (outbox.SettleResult, error) {
+func (s *channel) applySettle(token string, outcomes []backend.Outcome, exec func(query string, args ...any) (int64, error)) (backend.SettleResult, error) {
 	if token == "" {
-		return outbox.SettleResult{}, errors.New("mysql store: settle: empty token")
+		return backend.SettleResult{}, errors.New("mysql store: settle: empty token")
 	}
 	groups, err := groupOutcomes(outcomes)
 	if err != nil {
-		return outbox.SettleResult{}, err
+		return backend.SettleResult{}, err
 	}
 	var (
-		res    outbox.SettleResult
+		res    backend.SettleResult
 		errs   []error
 		failed int
 	)
@@ -60,7 +60,7 @@ func (s *channel) applySettle(token string, outcomes []outbox.Outcome, exec func
 			continue
 		}
 		res.Applied += int(n)
-		if g.kind == outbox.OutcomeDead && n == 1 {
+		if g.kind == backend.OutcomeDead && n == 1 {
 			res.Dead = append(res.Dead, g.ids[0])
 		}
 	}
@@ -71,7 +71,7 @@ func (s *channel) applySettle(token string, outcomes []outbox.Outcome, exec func
 
 // outcomeGroup is a set of outcomes one statement writes.
 type outcomeGroup struct {
-	kind    outbox.OutcomeKind
+	kind    backend.OutcomeKind
 	errText string
 	retryIn time.Duration
 	ids     []string
@@ -82,13 +82,13 @@ func (g *outcomeGroup) statement(q queries, token string) (string, []any) {
 	args := make([]any, 0, len(g.ids)+3)
 	query := q.settlePublished
 	switch g.kind {
-	case outbox.OutcomeRetry:
+	case backend.OutcomeRetry:
 		query = q.settleRetry
 		args = append(args, g.errText, g.retryIn.Microseconds())
-	case outbox.OutcomeDead:
+	case backend.OutcomeDead:
 		query = q.settleDead
 		args = append(args, g.errText)
-	case outbox.OutcomeRelease:
+	case backend.OutcomeRelease:
 		query = q.settleRelease
 	}
 	args = append(args, token)
@@ -100,9 +100,9 @@ func (g *outcomeGroup) statement(q queries, token string) (string, []any) {
 
 // groupOutcomes groups outcomes by what their statement writes; each dead
 // letter is a group of its own.
-func groupOutcomes(outcomes []outbox.Outcome) ([]*outcomeGroup, error) {
+func groupOutcomes(outcomes []backend.Outcome) ([]*outcomeGroup, error) {
 	type groupKey struct {
-		kind    outbox.OutcomeKind
+		kind    backend.OutcomeKind
 		errText string
 		retryIn time.Duration
 		deadID  string
@@ -114,14 +114,14 @@ func groupOutcomes(outcomes []outbox.Outcome) ([]*outcomeGroup, error) {
 	for _, o := range outcomes {
 		k := groupKey{kind: o.Kind}
 		switch o.Kind {
-		case outbox.OutcomePublished, outbox.OutcomeRelease:
-		case outbox.OutcomeRetry:
+		case backend.OutcomePublished, backend.OutcomeRelease:
+		case backend.OutcomeRetry:
 			if o.RetryIn < 0 {
 				return nil, fmt.Errorf("mysql store: settle: outcome for %q: RetryIn %v is negative", o.ID, o.RetryIn)
 			}
-			k.errText, k.retryIn = outbox.Truncate(o.Error, outbox.MaxLastErrorBytes), o.RetryIn
-		case outbox.OutcomeDead:
-			k.errText, k.deadID = outbox.Truncate(o.Error, outbox.MaxLastErrorBytes), o.ID
+			k.errText, k.retryIn = backend.Truncate(o.Error, backend.MaxLastErrorBytes), o.RetryIn
+		case backend.OutcomeDead:
+			k.errText, k.deadID = backend.Truncate(o.Error, backend.MaxLastErrorBytes), o.ID
 		default:
 			return nil, fmt.Errorf("mysql store: settle: outcome for %q: unknown kind %d", o.ID, o.Kind)
 		}

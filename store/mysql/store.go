@@ -9,6 +9,7 @@ import (
 	"sync"
 
 	"github.com/outboxrelay/outboxrelay/outbox"
+	"github.com/outboxrelay/outboxrelay/outbox/backend"
 )
 
 // DefaultTable is the table name when Options.Table is empty.
@@ -98,7 +99,7 @@ func (o Options) validate() error {
 	return errors.Join(errs...)
 }
 
-// Store is the outbox.Store for MySQL 8.0+ and MariaDB 10.6+ (both have
+// Store is the backend.Store for MySQL 8.0+ and MariaDB 10.6+ (both have
 // FOR UPDATE SKIP LOCKED). It is safe for concurrent use, by many
 // goroutines and by many processes on one database.
 //
@@ -143,7 +144,10 @@ type channel struct {
 	keyCursor string
 }
 
-var _ outbox.Store = (*Store)(nil)
+var (
+	_ backend.Store         = (*Store)(nil)
+	_ backend.SettleClaimer = (*Store)(nil)
+)
 
 // New returns a store on db. It does not touch the database; call Migrate
 // once (say, at start-up) to create or upgrade the table. db may use any

@@ -12,6 +12,7 @@ import (
 
 	"github.com/outboxrelay/outboxrelay/internal/testutil"
 	"github.com/outboxrelay/outboxrelay/outbox"
+	"github.com/outboxrelay/outboxrelay/outbox/backend"
 	"github.com/outboxrelay/outboxrelay/outbox/outboxtest"
 	"github.com/outboxrelay/outboxrelay/store/mysql"
 )
@@ -61,14 +62,14 @@ func TestEnqueueAcceptsTxDBAndConn(t *testing.T) {
 	ctx := context.Background()
 	s := newStore(t, d.DB)
 
-	require.NoError(t, s.Enqueue(ctx, d.DB, outbox.Message{ID: "via-db", Type: "T"}))
+	require.NoError(t, s.Enqueue(ctx, d.DB, nil, outbox.Message{ID: "via-db", Type: "T"}))
 	conn, err := d.DB.Conn(ctx)
 	require.NoError(t, err)
 	defer conn.Close()
-	require.NoError(t, s.Enqueue(ctx, conn, outbox.Message{ID: "via-conn", Type: "T"}))
+	require.NoError(t, s.Enqueue(ctx, conn, nil, outbox.Message{ID: "via-conn", Type: "T"}))
 	tx, err := d.DB.BeginTx(ctx, nil)
 	require.NoError(t, err)
-	require.NoError(t, s.Enqueue(ctx, tx, outbox.Message{ID: "via-tx", Type: "T"}))
+	require.NoError(t, s.Enqueue(ctx, tx, nil, outbox.Message{ID: "via-tx", Type: "T"}))
 	require.NoError(t, tx.Commit())
 	for _, id := range []string{"via-db", "via-conn", "via-tx"} {
 		_, err := s.Get(ctx, id)
@@ -85,16 +86,16 @@ func TestEnqueueManyMessagesIsAllOrNothing(t *testing.T) {
 	for i := range ms {
 		ms[i] = outbox.Message{ID: fmt.Sprintf("big-%d", i), Type: "T", Payload: []byte("p")}
 	}
-	require.NoError(t, s.Enqueue(ctx, d.DB, outbox.Message{ID: "taken", Type: "T"}))
+	require.NoError(t, s.Enqueue(ctx, d.DB, nil, outbox.Message{ID: "taken", Type: "T"}))
 
 	// Through *sql.DB the store wraps the statements in a transaction of its
 	// own, so the duplicate in the last statement undoes the first ones.
-	err := s.Enqueue(ctx, d.DB, append(ms, outbox.Message{ID: "taken", Type: "T"})...)
+	err := s.Enqueue(ctx, d.DB, nil, append(ms, outbox.Message{ID: "taken", Type: "T"})...)
 	require.ErrorIs(t, err, outbox.ErrDuplicateID)
 	require.Contains(t, err.Error(), `"taken"`)
 	require.Equal(t, 1, countRows(t, d, ""), "nothing of the failed call is written")
 
-	require.NoError(t, s.Enqueue(ctx, d.DB, ms...))
+	require.NoError(t, s.Enqueue(ctx, d.DB, nil, ms...))
 	require.Equal(t, n+1, countRows(t, d, ""))
 }
 
@@ -117,7 +118,7 @@ func TestUndecodableRecordFailsAlone(t *testing.T) {
 	ctx := context.Background()
 	s := newStore(t, d.DB)
 	for _, id := range []string{"u-0", "u-1", "u-2"} {
-		require.NoError(t, s.Enqueue(ctx, d.DB, outbox.Message{ID: id, Type: "T", Headers: map[string]string{"a": "b"}}))
+		require.NoError(t, s.Enqueue(ctx, d.DB, nil, outbox.Message{ID: id, Type: "T", Headers: map[string]string{"a": "b"}}))
 	}
 	_, err := d.DB.ExecContext(ctx, "UPDATE "+testTable+" SET headers = '{broken' WHERE event_id = 'u-1'")
 	require.NoError(t, err)
@@ -147,16 +148,16 @@ func TestDSNTimeSettingsDoNotMatter(t *testing.T) {
 		"parseTime": "true", "loc": "Asia/Shanghai", "time_zone": "'-07:00'", "interpolateParams": "true",
 	})))
 	created := time.Date(2026, 3, 4, 5, 6, 7, 891011000, time.UTC)
-	require.NoError(t, odd.Enqueue(ctx, d.DB, outbox.Message{ID: "tz", Type: "T", CreatedAt: created}))
+	require.NoError(t, odd.Enqueue(ctx, d.DB, nil, outbox.Message{ID: "tz", Type: "T", CreatedAt: created}))
 	for _, s := range []*mysql.Store{plain, odd} {
 		r, err := s.Get(ctx, "tz")
 		require.NoError(t, err)
 		require.True(t, created.Equal(r.CreatedAt), "got %v want %v", r.CreatedAt, created)
 	}
-	b, err := odd.Claim(ctx, outbox.ClaimParams{Owner: "n", Limit: 1, LeaseFor: time.Minute})
+	b, err := odd.Claim(ctx, backend.ClaimParams{Owner: "n", Limit: 1, LeaseFor: time.Minute})
 	require.NoError(t, err)
 	require.Len(t, b.Records, 1, "due-ness is judged on the database's UTC clock in any session time zone")
-	_, err = odd.Settle(ctx, b.Token, []outbox.Outcome{{ID: "tz", Kind: outbox.OutcomePublished}})
+	_, err = odd.Settle(ctx, b.Token, []backend.Outcome{{ID: "tz", Kind: backend.OutcomePublished}})
 	require.NoError(t, err)
 	r, err := plain.Get(ctx, "tz")
 	require.NoError(t, err)
@@ -187,7 +188,7 @@ func TestWorkerSurvivesKilledConnections(t *testing.T) {
 	for i := range ms {
 		ms[i] = outbox.Message{ID: fmt.Sprintf("k-%d", i), Key: "room", Type: "T"}
 	}
-	require.NoError(t, s.Enqueue(ctx, d.DB, ms...))
+	require.NoError(t, s.Enqueue(ctx, d.DB, nil, ms...))
 
 	rec := outboxtest.NewRecorder()
 	w, err := outbox.NewWorker(s, rec, outbox.WorkerOptions{

@@ -10,6 +10,7 @@ import (
 
 	"github.com/outboxrelay/outboxrelay/internal/testutil"
 	"github.com/outboxrelay/outboxrelay/outbox"
+	"github.com/outboxrelay/outboxrelay/outbox/backend"
 	"github.com/outboxrelay/outboxrelay/store/mysql"
 )
 
@@ -92,10 +93,10 @@ func TestMigrateUpgradesThePreviousRelease(t *testing.T) {
 	r, err := s.Get(ctx, "old-1")
 	require.NoError(t, err)
 	require.Equal(t, "room-\té", r.Key, "keys keep their bytes")
-	b, err := consumer(t, s, "activity").Claim(ctx, outbox.ClaimParams{Owner: "t", Limit: 10, LeaseFor: time.Minute, Ordered: true})
+	b, err := consumer(t, s, "activity").Claim(ctx, backend.ClaimParams{Owner: "t", Limit: 10, LeaseFor: time.Minute, Ordered: true})
 	require.NoError(t, err)
 	require.Equal(t, []string{"old-1"}, recordIDs(b.Records))
-	require.NoError(t, s.Enqueue(ctx, d.DB, outbox.Message{ID: "new", Key: "room-\té ", Type: "T"}), "a trailing space is a key of its own now")
+	require.NoError(t, s.Enqueue(ctx, d.DB, nil, outbox.Message{ID: "new", Key: "room-\té ", Type: "T"}), "a trailing space is a key of its own now")
 	_, err = s.RemoveConsumer(ctx, "activity")
 	require.NoError(t, err)
 }

@@ -1,4 +1,4 @@
-package outboxtest
+package backendtest
 
 import (
 	"context"
@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/outboxrelay/outboxrelay/outbox"
+	"github.com/outboxrelay/outboxrelay/outbox/outboxtest"
 )
 
 // deliveryWorkerTests cover dead letters and per-key ordering.
@@ -49,7 +50,7 @@ func deadRecorder() (func(context.Context, outbox.Record, error), func() []deadC
 func testPermanentIsDead(t *testing.T, h Harness) {
 	enqueue(t, h, outbox.EnqueueOptions{}, msg("ok"), msg("poison"))
 	groupGone := errors.New("tencent im: ErrorCode 10010: group does not exist")
-	sink := NewFlakySink(NewRecorder(), 1)
+	sink := outboxtest.NewFlakySink(outboxtest.NewRecorder(), 1)
 	sink.FailIf(func(m outbox.Message) error {
 		if m.ID == "poison" {
 			return outbox.Permanent(groupGone)
@@ -80,7 +81,7 @@ func testPermanentIsDead(t *testing.T, h Harness) {
 
 func testMaxAttemptsDead(t *testing.T, h Harness) {
 	enqueue(t, h, outbox.EnqueueOptions{}, msg("flaky"))
-	sink := NewFlakySink(NewRecorder(), 1)
+	sink := outboxtest.NewFlakySink(outboxtest.NewRecorder(), 1)
 	sink.FailIf(func(outbox.Message) error { return errors.New("still down") })
 	hook, calls := deadRecorder()
 	w := newWorker(t, h.Store, sink, outbox.WorkerOptions{
@@ -88,7 +89,7 @@ func testMaxAttemptsDead(t *testing.T, h Harness) {
 		OnDead: hook,
 	})
 	for attempt := 1; attempt <= 3; attempt++ {
-		eventually(t, fmt.Sprintf("attempt %d", attempt), func() bool { return processBatch(t, w).Claimed == 1 })
+		outboxtest.Eventually(t, fmt.Sprintf("attempt %d", attempt), func() bool { return processBatch(t, w).Claimed == 1 })
 		r := get(t, h.Store, "flaky")
 		require.Equal(t, attempt, r.Attempts)
 		if attempt < 3 {
@@ -103,7 +104,7 @@ func testMaxAttemptsDead(t *testing.T, h Harness) {
 
 func testDeadHookPanics(t *testing.T, h Harness) {
 	enqueue(t, h, outbox.EnqueueOptions{}, msg("p1"), msg("p2"))
-	sink := NewFlakySink(NewRecorder(), 1)
+	sink := outboxtest.NewFlakySink(outboxtest.NewRecorder(), 1)
 	sink.FailIf(func(outbox.Message) error { return outbox.Permanent(errors.New("bad")) })
 	w := newWorker(t, h.Store, sink, outbox.WorkerOptions{
 		OnDead: func(context.Context, outbox.Record, error) { panic("alerting is down") },
@@ -174,9 +175,9 @@ func testOrderingThreeWorkers(t *testing.T, h Harness) {
 		}
 		enqueue(t, h, outbox.EnqueueOptions{}, round...)
 	}
-	rec := NewRecorder()
+	rec := outboxtest.NewRecorder()
 	var mu sync.Mutex
-	flaky := NewFlakySink(rec, 7)
+	flaky := outboxtest.NewFlakySink(rec, 7)
 	flaky.SetFailRate(0.2)
 	flaky.FailIf(func(m outbox.Message) error {
 		mu.Lock()
@@ -209,14 +210,14 @@ func testOrderingThreeWorkers(t *testing.T, h Harness) {
 }
 
 func testOrderingPublishNow(t *testing.T, h Harness) {
-	rec := NewRecorder()
-	sink := NewFlakySink(rec, 1)
+	rec := outboxtest.NewRecorder()
+	sink := outboxtest.NewFlakySink(rec, 1)
 	w := newWorker(t, h.Store, sink, outbox.WorkerOptions{Ordering: true})
 	cmd := []outbox.Message{keyedSeq("room", 0), keyedSeq("room", 1), keyedSeq("room", 2)}
 	ctx := context.Background()
 	tx, err := h.Begin(ctx)
 	require.NoError(t, err)
-	require.NoError(t, h.Store.EnqueueWithOptions(ctx, tx, outbox.EnqueueOptions{HeadStart: time.Hour}, cmd...))
+	require.NoError(t, h.Store.Enqueue(ctx, tx, &outbox.EnqueueOptions{HeadStart: time.Hour}, cmd...))
 	require.NoError(t, tx.Commit())
 
 	sink.FailIf(func(m outbox.Message) error {
@@ -230,6 +231,6 @@ func testOrderingPublishNow(t *testing.T, h Harness) {
 	require.Equal(t, outbox.StatusPending, get(t, h.Store, "room-002").Status)
 
 	sink.FailIf(nil)
-	eventually(t, "the worker delivers the rest in order", func() bool { return processBatch(t, w).Published == 0 && rec.Len() == 3 })
+	outboxtest.Eventually(t, "the worker delivers the rest in order", func() bool { return processBatch(t, w).Published == 0 && rec.Len() == 3 })
 	requireKeyOrder(t, rec.Messages())
 }

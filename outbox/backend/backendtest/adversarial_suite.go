@@ -1,4 +1,4 @@
-package outboxtest
+package backendtest
 
 import (
 	"context"
@@ -13,6 +13,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/outboxrelay/outboxrelay/outbox"
+	"github.com/outboxrelay/outboxrelay/outbox/backend"
+	"github.com/outboxrelay/outboxrelay/outbox/outboxtest"
 )
 
 // RunAdversarialTests checks the store and the worker with hostile but
@@ -45,40 +47,40 @@ func RunAdversarialTests(t *testing.T, newHarness Factory) {
 }
 
 // requireStoredText checks what a store keeps as a last error: valid
-// UTF-8 within outbox.MaxLastErrorBytes.
+// UTF-8 within backend.MaxLastErrorBytes.
 func requireStoredText(t *testing.T, rec outbox.Record) {
 	t.Helper()
 	require.True(t, utf8.ValidString(rec.LastError), "%s: last error %q is not valid UTF-8", rec.ID, rec.LastError)
-	require.LessOrEqual(t, len(rec.LastError), outbox.MaxLastErrorBytes, "%s: last error too long", rec.ID)
+	require.LessOrEqual(t, len(rec.LastError), backend.MaxLastErrorBytes, "%s: last error too long", rec.ID)
 }
 
 // hostileOutcomes fails every record of b with a hostile text, retry and
 // dead in turn, and publishes the one named published.
-func hostileOutcomes(b outbox.Batch, published string) []outbox.Outcome {
+func hostileOutcomes(b backend.Batch, published string) []backend.Outcome {
 	texts := HostileTexts()
-	var out []outbox.Outcome
+	var out []backend.Outcome
 	for i, r := range b.Records {
-		o := outbox.Outcome{ID: r.ID, Kind: outbox.OutcomeRetry, RetryIn: time.Hour, Error: texts[i%len(texts)]}
+		o := backend.Outcome{ID: r.ID, Kind: backend.OutcomeRetry, RetryIn: time.Hour, Error: texts[i%len(texts)]}
 		switch {
 		case r.ID == published:
-			o = outbox.Outcome{ID: r.ID, Kind: outbox.OutcomePublished}
+			o = backend.Outcome{ID: r.ID, Kind: backend.OutcomePublished}
 		case i%2 == 1:
-			o.Kind, o.RetryIn = outbox.OutcomeDead, 0
+			o.Kind, o.RetryIn = backend.OutcomeDead, 0
 		}
 		out = append(out, o)
 	}
 	return out
 }
 
-func requireHostileOutcomes(t *testing.T, s outbox.Store, outcomes []outbox.Outcome) {
+func requireHostileOutcomes(t *testing.T, s backend.Store, outcomes []backend.Outcome) {
 	t.Helper()
 	for _, o := range outcomes {
 		rec := get(t, s, o.ID)
 		requireStoredText(t, rec)
 		switch o.Kind {
-		case outbox.OutcomePublished:
+		case backend.OutcomePublished:
 			require.Equal(t, outbox.StatusPublished, rec.Status, o.ID)
-		case outbox.OutcomeDead:
+		case backend.OutcomeDead:
 			require.Equal(t, outbox.StatusDead, rec.Status, o.ID)
 			require.Equal(t, 1, rec.Attempts, o.ID)
 		default:
@@ -97,15 +99,15 @@ func testSettleHostileTexts(t *testing.T, h Harness) {
 	require.Len(t, b.Records, n)
 	outcomes := hostileOutcomes(b, "h-3")
 	res := settle(t, h.Store, b.Token, outcomes...)
-	require.Equal(t, outbox.SettleResult{Applied: n, Dead: deadIDs(outcomes)}, res)
+	require.Equal(t, backend.SettleResult{Applied: n, Dead: deadIDs(outcomes)}, res)
 	requireHostileOutcomes(t, h.Store, outcomes)
 }
 
 // deadIDs lists the IDs of the dead outcomes, sorted.
-func deadIDs(outcomes []outbox.Outcome) []string {
+func deadIDs(outcomes []backend.Outcome) []string {
 	var out []string
 	for _, o := range outcomes {
-		if o.Kind == outbox.OutcomeDead {
+		if o.Kind == backend.OutcomeDead {
 			out = append(out, o.ID)
 		}
 	}
@@ -121,13 +123,9 @@ func testCarriedHostileSettle(t *testing.T, h Harness) {
 	b := claim(t, h.Store, n, time.Minute)
 	outcomes := hostileOutcomes(b, "")
 	enqueue(t, h, outbox.EnqueueOptions{}, msg("next"))
-	next, err := h.Store.Claim(context.Background(), outbox.ClaimParams{
-		Owner: "test-node", Limit: 10, LeaseFor: time.Minute,
-		Settle: &outbox.Settlement{Token: b.Token, Outcomes: outcomes},
-	})
-	require.NoError(t, err)
+	settled, next := settleAndClaim(t, h.Store, b.Token, backend.ClaimParams{Limit: 10}, outcomes...)
 	require.Equal(t, []string{"next"}, ids(next.Records))
-	require.Equal(t, outbox.SettleResult{Applied: n, Dead: deadIDs(outcomes)}, next.Settled)
+	require.Equal(t, backend.SettleResult{Applied: n, Dead: deadIDs(outcomes)}, settled)
 	requireHostileOutcomes(t, h.Store, outcomes)
 }
 
@@ -141,7 +139,7 @@ func testHostileErrorsNeverStall(t *testing.T, h Harness) {
 		ms = append(ms, outbox.Message{ID: fmt.Sprintf("s-%03d", i), Type: "T"})
 	}
 	enqueue(t, h, outbox.EnqueueOptions{}, ms...)
-	rec := NewRecorder()
+	rec := outboxtest.NewRecorder()
 	var mu sync.Mutex
 	tries := map[string]int{}
 	sink := outbox.SinkFunc(func(ctx context.Context, m outbox.Message) error {
@@ -163,7 +161,7 @@ func testHostileErrorsNeverStall(t *testing.T, h Harness) {
 	})
 	w := newWorker(t, h.Store, sink, outbox.WorkerOptions{BatchSize: 4})
 	runWorker(t, w)
-	eventually(t, "every record is published or dead", func() bool {
+	outboxtest.Eventually(t, "every record is published or dead", func() bool {
 		for _, m := range ms {
 			if get(t, h.Store, m.ID).Status == outbox.StatusPending {
 				return false
@@ -200,7 +198,7 @@ func testOrderedHostileKeys(t *testing.T, h Harness) {
 	done := 0
 	for round := 0; done < total && round < 4*total; round++ {
 		b := orderedClaim(t, h.Store, 2, time.Minute)
-		var outcomes []outbox.Outcome
+		var outcomes []backend.Outcome
 		inBatch := map[string]bool{}
 		for _, r := range b.Records {
 			if r.Key != "" {
@@ -215,7 +213,7 @@ func testOrderedHostileKeys(t *testing.T, h Harness) {
 				require.Equal(t, next[r.Key], seq, "key %q: %s before its predecessor", r.Key, r.ID)
 				next[r.Key]++
 			}
-			outcomes = append(outcomes, outbox.Outcome{ID: r.ID, Kind: outbox.OutcomePublished})
+			outcomes = append(outcomes, backend.Outcome{ID: r.ID, Kind: backend.OutcomePublished})
 			done++
 		}
 		if b.Len() > 0 {
@@ -245,7 +243,7 @@ func acceptedKeys(t *testing.T, h Harness) []string {
 	for k, key := range HostileKeys() {
 		tx, err := h.Begin(ctx)
 		require.NoError(t, err)
-		err = h.Store.Enqueue(ctx, tx, keyedMsg(len(keys), key, 0))
+		err = h.Store.Enqueue(ctx, tx, nil, keyedMsg(len(keys), key, 0))
 		if err != nil {
 			_ = tx.Rollback()
 			require.ErrorIs(t, err, outbox.ErrInvalidMessage, "key %d %q", k, key)
@@ -288,12 +286,12 @@ func testDeadOnlyWhenRecorded(t *testing.T, h Harness) {
 	}()
 	<-entered
 	other := h.OpenStore(t)
-	var stolen outbox.Batch
-	eventually(t, "the lease expires and another claim takes the record", func() bool {
+	var stolen backend.Batch
+	outboxtest.Eventually(t, "the lease expires and another claim takes the record", func() bool {
 		stolen = claim(t, other, 1, time.Minute)
 		return stolen.Len() == 1
 	})
-	settle(t, other, stolen.Token, outbox.Outcome{ID: "slow", Kind: outbox.OutcomePublished})
+	settle(t, other, stolen.Token, backend.Outcome{ID: "slow", Kind: backend.OutcomePublished})
 	close(release)
 	r := <-done
 	require.NoError(t, r.err)
@@ -310,7 +308,7 @@ func testStatsExpiredLeases(t *testing.T, h Harness) {
 	enqueue(t, h, outbox.EnqueueOptions{}, msg("e1"), msg("e2"))
 	claim(t, h.Store, 1, time.Millisecond)
 	claim(t, h.Store, 1, time.Hour)
-	eventually(t, "the short lease has expired", func() bool {
+	outboxtest.Eventually(t, "the short lease has expired", func() bool {
 		st := statsOf(t, h.Store)
 		require.Equal(t, 2, st.Pending)
 		return st.Leased == 1

@@ -1,4 +1,4 @@
-package outboxtest
+package backendtest
 
 import (
 	"context"
@@ -11,9 +11,11 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/outboxrelay/outboxrelay/outbox"
+	"github.com/outboxrelay/outboxrelay/outbox/backend"
+	"github.com/outboxrelay/outboxrelay/outbox/outboxtest"
 )
 
-// RunStoreTests checks every promise of the outbox.Store contract against
+// RunStoreTests checks every promise of the backend.Store contract against
 // the store newHarness makes. Each subtest gets its own harness and runs in
 // parallel with the others.
 func RunStoreTests(t *testing.T, newHarness Factory) {
@@ -71,16 +73,16 @@ func enqueue(t *testing.T, h Harness, opts outbox.EnqueueOptions, ms ...outbox.M
 	ctx := context.Background()
 	tx, err := h.Begin(ctx)
 	require.NoError(t, err)
-	if err := h.Store.EnqueueWithOptions(ctx, tx, opts, ms...); err != nil {
+	if err := h.Store.Enqueue(ctx, tx, &opts, ms...); err != nil {
 		_ = tx.Rollback()
 		t.Fatalf("enqueue: %v", err)
 	}
 	require.NoError(t, tx.Commit())
 }
 
-func claim(t *testing.T, s outbox.Store, limit int, lease time.Duration) outbox.Batch {
+func claim(t *testing.T, s backend.Store, limit int, lease time.Duration) backend.Batch {
 	t.Helper()
-	b, err := s.Claim(context.Background(), outbox.ClaimParams{Owner: "test-node", Limit: limit, LeaseFor: lease})
+	b, err := s.Claim(context.Background(), backend.ClaimParams{Owner: "test-node", Limit: limit, LeaseFor: lease})
 	require.NoError(t, err)
 	return b
 }
@@ -93,14 +95,14 @@ func ids(rs []outbox.Record) []string {
 	return out
 }
 
-func get(t *testing.T, s outbox.Store, id string) outbox.Record {
+func get(t *testing.T, s backend.Store, id string) outbox.Record {
 	t.Helper()
 	r, err := s.Get(context.Background(), id)
 	require.NoError(t, err)
 	return r
 }
 
-func settle(t *testing.T, s outbox.Store, token string, outcomes ...outbox.Outcome) outbox.SettleResult {
+func settle(t *testing.T, s backend.Store, token string, outcomes ...backend.Outcome) backend.SettleResult {
 	t.Helper()
 	res, err := s.Settle(context.Background(), token, outcomes)
 	require.NoError(t, err)
@@ -142,7 +144,7 @@ func testEnqueueRollback(t *testing.T, h Harness) {
 	ctx := context.Background()
 	tx, err := h.Begin(ctx)
 	require.NoError(t, err)
-	require.NoError(t, h.Store.Enqueue(ctx, tx, msg("rolled-back")))
+	require.NoError(t, h.Store.Enqueue(ctx, tx, nil, msg("rolled-back")))
 	require.NoError(t, tx.Rollback())
 
 	_, err = h.Store.Get(ctx, "rolled-back")
@@ -155,7 +157,7 @@ func testUncommittedNotClaimable(t *testing.T, h Harness) {
 	tx, err := h.Begin(ctx)
 	require.NoError(t, err)
 	defer func() { _ = tx.Rollback() }()
-	require.NoError(t, h.Store.Enqueue(ctx, tx, msg("open")))
+	require.NoError(t, h.Store.Enqueue(ctx, tx, nil, msg("open")))
 
 	require.Zero(t, claim(t, h.Store, 10, time.Minute).Len(), "a record of an open transaction must not be claimed")
 	require.NoError(t, tx.Commit())
@@ -169,7 +171,7 @@ func testDuplicateID(t *testing.T, h Harness) {
 	// Already stored: the call fails and writes nothing, the first stays.
 	tx, err := h.Begin(ctx)
 	require.NoError(t, err)
-	err = h.Store.Enqueue(ctx, tx, msg("fresh"), msg("dup"))
+	err = h.Store.Enqueue(ctx, tx, nil, msg("fresh"), msg("dup"))
 	require.ErrorIs(t, err, outbox.ErrDuplicateID)
 	require.Contains(t, err.Error(), "dup")
 	require.NoError(t, tx.Commit())
@@ -180,7 +182,7 @@ func testDuplicateID(t *testing.T, h Harness) {
 	// Twice in one call.
 	tx, err = h.Begin(ctx)
 	require.NoError(t, err)
-	err = h.Store.Enqueue(ctx, tx, msg("twice"), msg("twice"))
+	err = h.Store.Enqueue(ctx, tx, nil, msg("twice"), msg("twice"))
 	require.ErrorIs(t, err, outbox.ErrDuplicateID)
 	require.NoError(t, tx.Commit())
 	_, err = h.Store.Get(ctx, "twice")
@@ -203,18 +205,18 @@ func testInvalidMessage(t *testing.T, h Harness) {
 	for _, c := range cases {
 		tx, err := h.Begin(ctx)
 		require.NoError(t, err)
-		err = h.Store.Enqueue(ctx, tx, msg("good-"+c.name), c.bad)
+		err = h.Store.Enqueue(ctx, tx, nil, msg("good-"+c.name), c.bad)
 		require.ErrorIs(t, err, outbox.ErrInvalidMessage, c.name)
 		require.Contains(t, err.Error(), c.want, c.name)
 		require.NoError(t, tx.Commit())
 		_, err = h.Store.Get(ctx, "good-"+c.name)
 		require.ErrorIs(t, err, outbox.ErrNotFound, "%s: the valid message of a rejected call is not written", c.name)
 	}
-	require.ErrorContains(t, h.Store.EnqueueWithOptions(ctx, nil, outbox.EnqueueOptions{}, msg("x")), "nil")
+	require.ErrorContains(t, h.Store.Enqueue(ctx, nil, &outbox.EnqueueOptions{}, msg("x")), "nil")
 	tx, err := h.Begin(ctx)
 	require.NoError(t, err)
 	defer func() { _ = tx.Rollback() }()
-	require.ErrorContains(t, h.Store.EnqueueWithOptions(ctx, tx, outbox.EnqueueOptions{HeadStart: -time.Second}, msg("x")), "HeadStart")
+	require.ErrorContains(t, h.Store.Enqueue(ctx, tx, &outbox.EnqueueOptions{HeadStart: -time.Second}, msg("x")), "HeadStart")
 }
 
 func testGetNotFound(t *testing.T, h Harness) {
@@ -271,8 +273,8 @@ func testLeaseExpiry(t *testing.T, h Harness) {
 	enqueue(t, h, outbox.EnqueueOptions{}, msg("x"))
 	first := claim(t, h.Store, 10, 300*time.Millisecond)
 	require.Len(t, first.Records, 1)
-	var second outbox.Batch
-	eventually(t, "the expired lease lets the record be claimed again", func() bool {
+	var second backend.Batch
+	outboxtest.Eventually(t, "the expired lease lets the record be claimed again", func() bool {
 		second = claim(t, h.Store, 10, time.Minute)
 		return second.Len() == 1
 	})
@@ -284,34 +286,34 @@ func testSettleFenced(t *testing.T, h Harness) {
 	enqueue(t, h, outbox.EnqueueOptions{}, msg("x"))
 	stale := claim(t, h.Store, 10, 200*time.Millisecond)
 	require.Len(t, stale.Records, 1)
-	var current outbox.Batch
-	eventually(t, "the lease expires and another worker claims the record", func() bool {
+	var current backend.Batch
+	outboxtest.Eventually(t, "the lease expires and another worker claims the record", func() bool {
 		current = claim(t, h.Store, 10, time.Minute)
 		return current.Len() == 1
 	})
 
 	// The worker whose lease expired cannot overwrite the new owner's
 	// state, whatever outcome it reports.
-	for _, o := range []outbox.Outcome{
-		{ID: "x", Kind: outbox.OutcomePublished},
-		{ID: "x", Kind: outbox.OutcomeRetry, Error: "late", RetryIn: time.Hour},
-		{ID: "x", Kind: outbox.OutcomeDead, Error: "late"},
-		{ID: "x", Kind: outbox.OutcomeRelease},
+	for _, o := range []backend.Outcome{
+		{ID: "x", Kind: backend.OutcomePublished},
+		{ID: "x", Kind: backend.OutcomeRetry, Error: "late", RetryIn: time.Hour},
+		{ID: "x", Kind: backend.OutcomeDead, Error: "late"},
+		{ID: "x", Kind: backend.OutcomeRelease},
 	} {
 		res := settle(t, h.Store, stale.Token, o)
-		require.Equal(t, outbox.SettleResult{Applied: 0, Stale: 1}, res, o.Kind.String())
+		require.Equal(t, backend.SettleResult{Applied: 0, Stale: 1}, res, o.Kind.String())
 	}
 	r := get(t, h.Store, "x")
 	require.Equal(t, outbox.StatusPending, r.Status)
 	require.Zero(t, r.Attempts)
 	require.Zero(t, claim(t, h.Store, 10, time.Minute).Len(), "the current lease still holds")
 
-	res := settle(t, h.Store, current.Token, outbox.Outcome{ID: "x", Kind: outbox.OutcomeRetry, Error: "boom", RetryIn: time.Hour})
-	require.Equal(t, outbox.SettleResult{Applied: 1}, res)
+	res := settle(t, h.Store, current.Token, backend.Outcome{ID: "x", Kind: backend.OutcomeRetry, Error: "boom", RetryIn: time.Hour})
+	require.Equal(t, backend.SettleResult{Applied: 1}, res)
 	r = get(t, h.Store, "x")
 	require.Equal(t, 1, r.Attempts)
 	require.Equal(t, "boom", r.LastError)
-	require.Equal(t, outbox.SettleResult{Stale: 1}, settle(t, h.Store, "no-such-token", outbox.Outcome{ID: "x", Kind: outbox.OutcomePublished}))
+	require.Equal(t, backend.SettleResult{Stale: 1}, settle(t, h.Store, "no-such-token", backend.Outcome{ID: "x", Kind: backend.OutcomePublished}))
 }
 
 func testSettlePublished(t *testing.T, h Harness) {
@@ -319,10 +321,10 @@ func testSettlePublished(t *testing.T, h Harness) {
 	b := claim(t, h.Store, 10, time.Minute)
 	require.Len(t, b.Records, 2)
 	// A failed attempt first, so that publishing has a last error to clear.
-	settle(t, h.Store, b.Token, outbox.Outcome{ID: "a", Kind: outbox.OutcomeRetry, Error: "first try failed"})
+	settle(t, h.Store, b.Token, backend.Outcome{ID: "a", Kind: backend.OutcomeRetry, Error: "first try failed"})
 	b = claim(t, h.Store, 10, time.Minute)
 	require.Equal(t, []string{"a"}, ids(b.Records))
-	res := settle(t, h.Store, b.Token, outbox.Outcome{ID: "a", Kind: outbox.OutcomePublished})
+	res := settle(t, h.Store, b.Token, backend.Outcome{ID: "a", Kind: backend.OutcomePublished})
 	require.Equal(t, 1, res.Applied)
 
 	r := get(t, h.Store, "a")
@@ -336,7 +338,7 @@ func testSettlePublished(t *testing.T, h Harness) {
 func testSettleRetry(t *testing.T, h Harness) {
 	enqueue(t, h, outbox.EnqueueOptions{}, msg("x"))
 	b := claim(t, h.Store, 10, time.Minute)
-	settle(t, h.Store, b.Token, outbox.Outcome{ID: "x", Kind: outbox.OutcomeRetry, Error: "im down", RetryIn: 300 * time.Millisecond})
+	settle(t, h.Store, b.Token, backend.Outcome{ID: "x", Kind: backend.OutcomeRetry, Error: "im down", RetryIn: 300 * time.Millisecond})
 
 	r := get(t, h.Store, "x")
 	require.Equal(t, outbox.StatusPending, r.Status)
@@ -344,7 +346,7 @@ func testSettleRetry(t *testing.T, h Harness) {
 	require.Equal(t, "im down", r.LastError)
 	require.True(t, r.NextAttemptAt.After(r.CreatedAt))
 	require.Zero(t, claim(t, h.Store, 10, time.Minute).Len(), "not due before RetryIn has passed")
-	eventually(t, "the record is due again", func() bool {
+	outboxtest.Eventually(t, "the record is due again", func() bool {
 		b = claim(t, h.Store, 10, time.Minute)
 		return b.Len() == 1
 	})
@@ -355,8 +357,8 @@ func testSettleRetry(t *testing.T, h Harness) {
 	b2 := claim(t, h.Store, 10, time.Minute)
 	require.Len(t, b2.Records, 2)
 	settle(t, h.Store, b2.Token,
-		outbox.Outcome{ID: "y", Kind: outbox.OutcomeRetry, Error: "err y", RetryIn: time.Hour},
-		outbox.Outcome{ID: "z", Kind: outbox.OutcomeRetry, Error: "err z", RetryIn: time.Hour})
+		backend.Outcome{ID: "y", Kind: backend.OutcomeRetry, Error: "err y", RetryIn: time.Hour},
+		backend.Outcome{ID: "z", Kind: backend.OutcomeRetry, Error: "err z", RetryIn: time.Hour})
 	require.Equal(t, "err y", get(t, h.Store, "y").LastError)
 	require.Equal(t, "err z", get(t, h.Store, "z").LastError)
 }
@@ -364,7 +366,7 @@ func testSettleRetry(t *testing.T, h Harness) {
 func testSettleDead(t *testing.T, h Harness) {
 	enqueue(t, h, outbox.EnqueueOptions{}, msg("x"))
 	b := claim(t, h.Store, 10, time.Minute)
-	res := settle(t, h.Store, b.Token, outbox.Outcome{ID: "x", Kind: outbox.OutcomeDead, Error: "group gone"})
+	res := settle(t, h.Store, b.Token, backend.Outcome{ID: "x", Kind: backend.OutcomeDead, Error: "group gone"})
 	require.Equal(t, 1, res.Applied)
 	r := get(t, h.Store, "x")
 	require.Equal(t, outbox.StatusDead, r.Status)
@@ -375,10 +377,10 @@ func testSettleDead(t *testing.T, h Harness) {
 
 func testSettleRelease(t *testing.T, h Harness) {
 	enqueue(t, h, outbox.EnqueueOptions{HeadStart: time.Hour}, msg("x"))
-	b, err := h.Store.Claim(context.Background(), outbox.ClaimParams{Owner: "n", Limit: 1, LeaseFor: time.Hour, IDs: []string{"x"}})
+	b, err := h.Store.Claim(context.Background(), backend.ClaimParams{Owner: "n", Limit: 1, LeaseFor: time.Hour, IDs: []string{"x"}})
 	require.NoError(t, err)
 	require.Len(t, b.Records, 1)
-	settle(t, h.Store, b.Token, outbox.Outcome{ID: "x", Kind: outbox.OutcomeRelease})
+	settle(t, h.Store, b.Token, backend.Outcome{ID: "x", Kind: backend.OutcomeRelease})
 	r := get(t, h.Store, "x")
 	require.Zero(t, r.Attempts, "a release is not an attempt")
 	require.Empty(t, r.LastError)
@@ -388,10 +390,10 @@ func testSettleRelease(t *testing.T, h Harness) {
 func testSettleTruncates(t *testing.T, h Harness) {
 	enqueue(t, h, outbox.EnqueueOptions{}, msg("x"))
 	b := claim(t, h.Store, 10, time.Minute)
-	long := strings.Repeat("é", outbox.MaxLastErrorBytes) // 2 bytes each
-	settle(t, h.Store, b.Token, outbox.Outcome{ID: "x", Kind: outbox.OutcomeRetry, Error: long, RetryIn: time.Hour})
+	long := strings.Repeat("é", backend.MaxLastErrorBytes) // 2 bytes each
+	settle(t, h.Store, b.Token, backend.Outcome{ID: "x", Kind: backend.OutcomeRetry, Error: long, RetryIn: time.Hour})
 	r := get(t, h.Store, "x")
-	require.LessOrEqual(t, len(r.LastError), outbox.MaxLastErrorBytes)
+	require.LessOrEqual(t, len(r.LastError), backend.MaxLastErrorBytes)
 	require.True(t, strings.HasPrefix(r.LastError, "éé"))
 	require.True(t, strings.HasSuffix(r.LastError, "…"))
 }
@@ -399,11 +401,11 @@ func testSettleTruncates(t *testing.T, h Harness) {
 func testSettleIdempotent(t *testing.T, h Harness) {
 	enqueue(t, h, outbox.EnqueueOptions{}, msg("x"))
 	b := claim(t, h.Store, 10, time.Minute)
-	o := outbox.Outcome{ID: "x", Kind: outbox.OutcomeRetry, Error: "e", RetryIn: time.Hour}
-	require.Equal(t, outbox.SettleResult{Applied: 1}, settle(t, h.Store, b.Token, o))
-	require.Equal(t, outbox.SettleResult{Stale: 1}, settle(t, h.Store, b.Token, o), "a repeated settle changes nothing")
+	o := backend.Outcome{ID: "x", Kind: backend.OutcomeRetry, Error: "e", RetryIn: time.Hour}
+	require.Equal(t, backend.SettleResult{Applied: 1}, settle(t, h.Store, b.Token, o))
+	require.Equal(t, backend.SettleResult{Stale: 1}, settle(t, h.Store, b.Token, o), "a repeated settle changes nothing")
 	require.Equal(t, 1, get(t, h.Store, "x").Attempts)
-	_, err := h.Store.Settle(context.Background(), b.Token, []outbox.Outcome{{ID: "x", Kind: outbox.OutcomeKind(99)}})
+	_, err := h.Store.Settle(context.Background(), b.Token, []backend.Outcome{{ID: "x", Kind: backend.OutcomeKind(99)}})
 	require.ErrorContains(t, err, "unknown kind")
 }
 
@@ -412,7 +414,7 @@ func testHeadStart(t *testing.T, h Harness) {
 	enqueue(t, h, outbox.EnqueueOptions{}, msg("now"))
 	enqueue(t, h, outbox.EnqueueOptions{HeadStart: 300 * time.Millisecond}, msg("soon"))
 	require.Equal(t, []string{"now"}, ids(claim(t, h.Store, 10, time.Minute).Records), "head-started records are not due yet")
-	eventually(t, "the short head start passes", func() bool {
+	outboxtest.Eventually(t, "the short head start passes", func() bool {
 		b := claim(t, h.Store, 10, time.Minute)
 		return b.Len() == 1 && b.Records[0].ID == "soon"
 	})
@@ -423,13 +425,13 @@ func testClaimByIDs(t *testing.T, h Harness) {
 	ctx := context.Background()
 	enqueue(t, h, outbox.EnqueueOptions{HeadStart: time.Hour}, msg("a"), msg("b"), msg("c"), msg("d"))
 	// d is published, c is leased by a worker.
-	b, err := h.Store.Claim(ctx, outbox.ClaimParams{Owner: "w", Limit: 1, LeaseFor: time.Hour, IDs: []string{"d"}})
+	b, err := h.Store.Claim(ctx, backend.ClaimParams{Owner: "w", Limit: 1, LeaseFor: time.Hour, IDs: []string{"d"}})
 	require.NoError(t, err)
-	settle(t, h.Store, b.Token, outbox.Outcome{ID: "d", Kind: outbox.OutcomePublished})
-	_, err = h.Store.Claim(ctx, outbox.ClaimParams{Owner: "w", Limit: 1, LeaseFor: time.Hour, IDs: []string{"c"}})
+	settle(t, h.Store, b.Token, backend.Outcome{ID: "d", Kind: backend.OutcomePublished})
+	_, err = h.Store.Claim(ctx, backend.ClaimParams{Owner: "w", Limit: 1, LeaseFor: time.Hour, IDs: []string{"c"}})
 	require.NoError(t, err)
 
-	got, err := h.Store.Claim(ctx, outbox.ClaimParams{Owner: "writer", Limit: 5, LeaseFor: time.Hour, IDs: []string{"b", "a", "c", "d", "unknown"}})
+	got, err := h.Store.Claim(ctx, backend.ClaimParams{Owner: "writer", Limit: 5, LeaseFor: time.Hour, IDs: []string{"b", "a", "c", "d", "unknown"}})
 	require.NoError(t, err)
 	require.Equal(t, []string{"a", "b"}, ids(got.Records), "only pending, unleased records, in insert order, whatever their due time")
 	require.Zero(t, claim(t, h.Store, 10, time.Minute).Len(), "nothing else is due")
@@ -438,7 +440,7 @@ func testClaimByIDs(t *testing.T, h Harness) {
 func testConcurrentClaims(t *testing.T, h Harness) {
 	const n = 300
 	enqueue(t, h, outbox.EnqueueOptions{}, msgs("c", n)...)
-	stores := []outbox.Store{h.Store, h.OpenStore(t), h.OpenStore(t)}
+	stores := []backend.Store{h.Store, h.OpenStore(t), h.OpenStore(t)}
 	var (
 		mu      sync.Mutex
 		claimed = map[string]int{}
@@ -450,7 +452,7 @@ func testConcurrentClaims(t *testing.T, h Harness) {
 		go func() {
 			defer wg.Done()
 			for {
-				b, err := s.Claim(context.Background(), outbox.ClaimParams{Owner: "w", Limit: 7, LeaseFor: time.Hour})
+				b, err := s.Claim(context.Background(), backend.ClaimParams{Owner: "w", Limit: 7, LeaseFor: time.Hour})
 				if err != nil {
 					errs <- err
 					return
@@ -480,14 +482,14 @@ func testConcurrentClaims(t *testing.T, h Harness) {
 func testClaimValidation(t *testing.T, h Harness) {
 	ctx := context.Background()
 	cases := []struct {
-		p    outbox.ClaimParams
+		p    backend.ClaimParams
 		want string
 	}{
-		{outbox.ClaimParams{Limit: 1, LeaseFor: time.Second}, "Owner"},
-		{outbox.ClaimParams{Owner: "n", Limit: 0, LeaseFor: time.Second}, "Limit 0"},
-		{outbox.ClaimParams{Owner: "n", Limit: outbox.MaxBatchSize + 1, LeaseFor: time.Second}, "Limit"},
-		{outbox.ClaimParams{Owner: "n", Limit: 1}, "LeaseFor"},
-		{outbox.ClaimParams{Owner: "n", Limit: 1, LeaseFor: time.Second, IDs: []string{"a", "b"}}, "Limit"},
+		{backend.ClaimParams{Limit: 1, LeaseFor: time.Second}, "Owner"},
+		{backend.ClaimParams{Owner: "n", Limit: 0, LeaseFor: time.Second}, "Limit 0"},
+		{backend.ClaimParams{Owner: "n", Limit: outbox.MaxBatchSize + 1, LeaseFor: time.Second}, "Limit"},
+		{backend.ClaimParams{Owner: "n", Limit: 1}, "LeaseFor"},
+		{backend.ClaimParams{Owner: "n", Limit: 1, LeaseFor: time.Second, IDs: []string{"a", "b"}}, "Limit"},
 	}
 	for _, c := range cases {
 		_, err := h.Store.Claim(ctx, c.p)

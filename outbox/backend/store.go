@@ -1,27 +1,27 @@
-package outbox
+package backend
 
 import (
 	"context"
 	"time"
 )
 
-// Store keeps messages and their delivery state. store/mysql is the
-// implementation for MySQL and MariaDB; outbox/outboxtest holds the
-// conformance suite every implementation must pass.
+// Store keeps messages and their delivery state: the contract between
+// the worker (outbox.Worker) and a database. store/mysql is the
+// implementation for MySQL and MariaDB, outbox/outboxtest.NewStore one in
+// memory; backendtest holds the conformance suites every implementation
+// must pass.
 //
 // All methods are safe for concurrent use, also by several processes
 // sharing one database: that is what leases are for. Every method honours
 // ctx for cancellation of its database work.
 type Store interface {
-	// Enqueue stores msgs as pending and due at once, through tx, which is
-	// normally the caller's transaction: the messages become visible with
-	// its commit and vanish with its rollback. It returns an error wrapping
-	// ErrInvalidMessage or ErrDuplicateID when a message is rejected; in
-	// that case nothing of the call is written.
-	Enqueue(ctx context.Context, tx Execer, msgs ...Message) error
-
-	// EnqueueWithOptions is Enqueue with options; see EnqueueOptions.
-	EnqueueWithOptions(ctx context.Context, tx Execer, opts EnqueueOptions, msgs ...Message) error
+	// Enqueue stores msgs as pending, through tx, which is normally the
+	// caller's transaction: the messages become visible with its commit
+	// and vanish with its rollback. They are due at once, or after
+	// opts.HeadStart; nil opts means the defaults. It returns an error
+	// wrapping ErrInvalidMessage or ErrDuplicateID when a message is
+	// rejected; in that case nothing of the call is written.
+	Enqueue(ctx context.Context, tx Execer, opts *EnqueueOptions, msgs ...Message) error
 
 	// Get returns the record with the given message ID, or an error
 	// wrapping ErrNotFound.
@@ -45,8 +45,8 @@ type Store interface {
 	Settle(ctx context.Context, token string, outcomes []Outcome) (SettleResult, error)
 }
 
-// EnqueueOptions adjusts Store.EnqueueWithOptions. The zero value is
-// Enqueue's behaviour.
+// EnqueueOptions adjusts Store.Enqueue. The zero value (or nil) means
+// the defaults.
 type EnqueueOptions struct {
 	// HeadStart keeps the messages from being due for workers until this
 	// long after they are written (by the store's clock). Use it for
@@ -66,9 +66,9 @@ const DefaultHeadStart = 2 * time.Second
 // ClaimParams says what to claim.
 type ClaimParams struct {
 	// Owner names the claimer for operators (Worker uses its NodeID).
-	// Required.
+	// Required; at most MaxOwnerLength characters.
 	Owner string
-	// Limit is the most records to claim; 1 to MaxBatchSize.
+	// Limit is the most records to claim; 1 to MaxClaimLimit.
 	Limit int
 	// LeaseFor is how long the lease lasts on the store's clock. Records
 	// not settled by then become due again and may be claimed by others.
@@ -86,12 +86,26 @@ type ClaimParams struct {
 	// oldest pending records, in order; otherwise none of them are.
 	// Records with an empty key are unordered.
 	Ordered bool
-	// Settle, if set, records the outcomes of an earlier batch in the same
-	// transaction as this claim, before it selects (so that in ordered
-	// mode the keys those outcomes free are claimable at once): one commit
-	// per batch instead of two. The result is Batch.Settled. If Claim
-	// fails, the outcomes may not have been recorded; Settle them alone.
-	Settle *Settlement
+}
+
+// Bounds of ClaimParams.
+const (
+	// MaxClaimLimit is the largest Limit, so that a claim never amounts
+	// to a table scan.
+	MaxClaimLimit = 10_000
+	// MaxOwnerLength is the longest Owner, in characters.
+	MaxOwnerLength = 255
+)
+
+// SettleClaimer is a Store that can record one batch's outcomes and claim
+// the next batch in one transaction: one commit per batch while there is
+// a backlog instead of two. The worker uses it when the store has it.
+type SettleClaimer interface {
+	// SettleAndClaim records s as Settle would, then claims as Claim
+	// would, in one transaction; settling first, so that in ordered mode
+	// the keys those outcomes free are claimable at once. If it fails,
+	// neither may have happened: settle the outcomes alone.
+	SettleAndClaim(ctx context.Context, s Settlement, p ClaimParams) (SettleResult, Batch, error)
 }
 
 // Settlement is outcomes to record under the batch token that fences them.
@@ -110,8 +124,6 @@ type Batch struct {
 	// headers that are not valid JSON). They are leased like the others and
 	// must be settled too: the worker records them as failed attempts.
 	Invalid []InvalidRecord
-	// Settled is what ClaimParams.Settle recorded.
-	Settled SettleResult
 }
 
 // Len returns the number of records claimed, valid or not.

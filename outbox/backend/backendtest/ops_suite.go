@@ -1,4 +1,4 @@
-package outboxtest
+package backendtest
 
 import (
 	"context"
@@ -10,11 +10,13 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/outboxrelay/outboxrelay/outbox"
+	"github.com/outboxrelay/outboxrelay/outbox/backend"
+	"github.com/outboxrelay/outboxrelay/outbox/outboxtest"
 )
 
 // opsWorkerTests cover what operators see: stats, observer events and
 // retention. Stats and retention apply to stores that implement
-// outbox.StatsReader and outbox.Purger.
+// backend.StatsReader and backend.Purger.
 var opsWorkerTests = []struct {
 	name string
 	fn   func(t *testing.T, h Harness)
@@ -24,9 +26,9 @@ var opsWorkerTests = []struct {
 	{"RetentionDeletesOnlyOldPublishedRecords", testRetention},
 }
 
-func statsOf(t *testing.T, s outbox.Store) outbox.Stats {
+func statsOf(t *testing.T, s backend.Store) backend.Stats {
 	t.Helper()
-	sr, ok := s.(outbox.StatsReader)
+	sr, ok := s.(backend.StatsReader)
 	if !ok {
 		t.Skipf("%T does not report stats", s)
 	}
@@ -41,14 +43,14 @@ func testStats(t *testing.T, h Harness) {
 		outbox.Message{ID: "a2", Type: "A"}, outbox.Message{ID: "b1", Type: "B"}, outbox.Message{ID: "b2", Type: "B"})
 	b := claim(t, h.Store, 2, time.Minute) // old and a2, leased
 	require.Len(t, b.Records, 2)
-	settle(t, h.Store, b.Token, outbox.Outcome{ID: "a2", Kind: outbox.OutcomeDead, Error: "x"})
+	settle(t, h.Store, b.Token, backend.Outcome{ID: "a2", Kind: backend.OutcomeDead, Error: "x"})
 
 	st := statsOf(t, h.Store)
 	require.Equal(t, 3, st.Pending)
 	require.Equal(t, 1, st.Leased, "old is still in flight")
 	require.Equal(t, 1, st.Dead)
-	require.Equal(t, outbox.TypeStats{Pending: 1, Dead: 1}, st.ByType["A"])
-	require.Equal(t, outbox.TypeStats{Pending: 2}, st.ByType["B"])
+	require.Equal(t, backend.TypeStats{Pending: 1, Dead: 1}, st.ByType["A"])
+	require.Equal(t, backend.TypeStats{Pending: 2}, st.ByType["B"])
 	// Ages are on the store's clock: the hour the writer claims for "old"
 	// does not make it an hour old.
 	require.Positive(t, st.OldestPending)
@@ -81,7 +83,7 @@ func (l *eventLog) kinds() map[outbox.EventKind]int {
 
 func testObserver(t *testing.T, h Harness) {
 	enqueue(t, h, outbox.EnqueueOptions{}, msg("ok"), msg("retry"), msg("poison"))
-	sink := NewFlakySink(NewRecorder(), 1)
+	sink := outboxtest.NewFlakySink(outboxtest.NewRecorder(), 1)
 	sink.FailIf(func(m outbox.Message) error {
 		switch m.ID {
 		case "retry":
@@ -106,7 +108,7 @@ func testObserver(t *testing.T, h Harness) {
 		require.Equal(t, "obs", e.Worker)
 		if e.Kind == outbox.EventPublished {
 			require.Equal(t, "ok", e.Record.ID)
-			require.Equal(t, "worker", e.Path)
+			require.Equal(t, outbox.PathWorker, e.Path)
 			require.Positive(t, e.Latency)
 		}
 		if e.Kind == outbox.EventDead {
@@ -117,11 +119,11 @@ func testObserver(t *testing.T, h Harness) {
 }
 
 func testRetention(t *testing.T, h Harness) {
-	if _, ok := h.Store.(outbox.Purger); !ok {
+	if _, ok := h.Store.(backend.Purger); !ok {
 		t.Skipf("%T does not purge", h.Store)
 	}
 	enqueue(t, h, outbox.EnqueueOptions{}, msg("p1"), msg("p2"), msg("poison"))
-	sink := NewFlakySink(NewRecorder(), 1)
+	sink := outboxtest.NewFlakySink(outboxtest.NewRecorder(), 1)
 	sink.FailIf(func(m outbox.Message) error {
 		if m.ID == "poison" {
 			return outbox.Permanent(errors.New("never"))
@@ -137,7 +139,7 @@ func testRetention(t *testing.T, h Harness) {
 		Retention: time.Millisecond, RetentionInterval: 20 * time.Millisecond, Observer: log,
 	})
 	runWorker(t, retaining)
-	eventually(t, "the published records are purged", func() bool {
+	outboxtest.Eventually(t, "the published records are purged", func() bool {
 		_, err1 := h.Store.Get(context.Background(), "p1")
 		_, err2 := h.Store.Get(context.Background(), "p2")
 		return errors.Is(err1, outbox.ErrNotFound) && errors.Is(err2, outbox.ErrNotFound)

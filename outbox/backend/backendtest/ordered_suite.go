@@ -1,4 +1,4 @@
-package outboxtest
+package backendtest
 
 import (
 	"context"
@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/outboxrelay/outboxrelay/outbox"
+	"github.com/outboxrelay/outboxrelay/outbox/backend"
 )
 
 // orderedStoreTests are the Store contract's promises for ordered claims.
@@ -28,9 +29,9 @@ func keyed(id, key string) outbox.Message {
 	return outbox.Message{ID: id, Key: key, Type: "T", Payload: []byte(id)}
 }
 
-func orderedClaim(t *testing.T, s outbox.Store, limit int, lease time.Duration) outbox.Batch {
+func orderedClaim(t *testing.T, s backend.Store, limit int, lease time.Duration) backend.Batch {
 	t.Helper()
-	b, err := s.Claim(context.Background(), outbox.ClaimParams{Owner: "ordered", Limit: limit, LeaseFor: lease, Ordered: true})
+	b, err := s.Claim(context.Background(), backend.ClaimParams{Owner: "ordered", Limit: limit, LeaseFor: lease, Ordered: true})
 	require.NoError(t, err)
 	seen := map[string]bool{}
 	for _, r := range b.Records {
@@ -51,7 +52,7 @@ func testOrderedHeads(t *testing.T, h Harness) {
 	enqueue(t, h, outbox.EnqueueOptions{}, keyed("c1", "C"), keyed("c2", "C"))
 	b2 := orderedClaim(t, h2, 10, time.Minute)
 	require.Equal(t, []string{"c1"}, ids(b2.Records))
-	settle(t, h2, b2.Token, outbox.Outcome{ID: "c1", Kind: outbox.OutcomePublished})
+	settle(t, h2, b2.Token, backend.Outcome{ID: "c1", Kind: backend.OutcomePublished})
 	require.Equal(t, []string{"c2"}, ids(orderedClaim(t, h.Store, 10, time.Minute).Records), "the next of the key, once its head is published")
 }
 
@@ -60,8 +61,8 @@ func testOrderedFailingHead(t *testing.T, h Harness) {
 	b := orderedClaim(t, h.Store, 10, time.Minute)
 	require.ElementsMatch(t, []string{"a1", "b1"}, ids(b.Records))
 	settle(t, h.Store, b.Token,
-		outbox.Outcome{ID: "a1", Kind: outbox.OutcomeRetry, Error: "fails", RetryIn: time.Hour},
-		outbox.Outcome{ID: "b1", Kind: outbox.OutcomePublished})
+		backend.Outcome{ID: "a1", Kind: backend.OutcomeRetry, Error: "fails", RetryIn: time.Hour},
+		backend.Outcome{ID: "b1", Kind: backend.OutcomePublished})
 	b = orderedClaim(t, h.Store, 10, time.Minute)
 	require.Equal(t, []string{"b2"}, ids(b.Records), "A waits for its failing head; B flows")
 }
@@ -69,7 +70,7 @@ func testOrderedFailingHead(t *testing.T, h Harness) {
 func testOrderedDeadHead(t *testing.T, h Harness) {
 	enqueue(t, h, outbox.EnqueueOptions{}, keyed("a1", "A"), keyed("a2", "A"))
 	b := orderedClaim(t, h.Store, 10, time.Minute)
-	settle(t, h.Store, b.Token, outbox.Outcome{ID: "a1", Kind: outbox.OutcomeDead, Error: "poison"})
+	settle(t, h.Store, b.Token, backend.Outcome{ID: "a1", Kind: backend.OutcomeDead, Error: "poison"})
 	require.Equal(t, []string{"a2"}, ids(orderedClaim(t, h.Store, 10, time.Minute).Records), "a dead letter no longer holds its key")
 }
 
@@ -78,7 +79,7 @@ func testOrderedIDs(t *testing.T, h Harness) {
 	// One command's messages, head-started for the writer: claimable by
 	// IDs, in order, as they are the key's oldest pending records.
 	enqueue(t, h, outbox.EnqueueOptions{HeadStart: time.Hour}, keyed("a1", "A"), keyed("a2", "A"), keyed("x1", ""))
-	b, err := h.Store.Claim(ctx, outbox.ClaimParams{Owner: "w", Limit: 3, LeaseFor: time.Minute, IDs: []string{"a2", "a1", "x1"}, Ordered: true})
+	b, err := h.Store.Claim(ctx, backend.ClaimParams{Owner: "w", Limit: 3, LeaseFor: time.Minute, IDs: []string{"a2", "a1", "x1"}, Ordered: true})
 	require.NoError(t, err)
 	require.Equal(t, []string{"a1", "a2", "x1"}, ids(b.Records))
 
@@ -86,10 +87,10 @@ func testOrderedIDs(t *testing.T, h Harness) {
 	// publish ahead of it.
 	enqueue(t, h, outbox.EnqueueOptions{HeadStart: time.Hour}, keyed("c1", "C"))
 	enqueue(t, h, outbox.EnqueueOptions{HeadStart: time.Hour}, keyed("c2", "C"), keyed("c3", "C"), keyed("d1", "D"))
-	b, err = h.Store.Claim(ctx, outbox.ClaimParams{Owner: "w", Limit: 3, LeaseFor: time.Minute, IDs: []string{"c2", "c3", "d1"}, Ordered: true})
+	b, err = h.Store.Claim(ctx, backend.ClaimParams{Owner: "w", Limit: 3, LeaseFor: time.Minute, IDs: []string{"c2", "c3", "d1"}, Ordered: true})
 	require.NoError(t, err)
 	require.Equal(t, []string{"d1"}, ids(b.Records), "C's c1 is older and pending")
-	b, err = h.Store.Claim(ctx, outbox.ClaimParams{Owner: "w", Limit: 1, LeaseFor: time.Minute, IDs: []string{"c3"}, Ordered: true})
+	b, err = h.Store.Claim(ctx, backend.ClaimParams{Owner: "w", Limit: 1, LeaseFor: time.Minute, IDs: []string{"c3"}, Ordered: true})
 	require.NoError(t, err)
 	require.Zero(t, b.Len(), "not the second without the first")
 }
@@ -109,10 +110,10 @@ func testOrderedFairness(t *testing.T, h Harness) {
 	for range keys / limit {
 		b := orderedClaim(t, h.Store, limit, time.Minute)
 		require.Len(t, b.Records, limit)
-		var outcomes []outbox.Outcome
+		var outcomes []backend.Outcome
 		for _, r := range b.Records {
 			served[r.Key] = true
-			outcomes = append(outcomes, outbox.Outcome{ID: r.ID, Kind: outbox.OutcomePublished})
+			outcomes = append(outcomes, backend.Outcome{ID: r.ID, Kind: backend.OutcomePublished})
 		}
 		settle(t, h.Store, b.Token, outcomes...)
 	}

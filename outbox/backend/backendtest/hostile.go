@@ -1,4 +1,4 @@
-package outboxtest
+package backendtest
 
 import (
 	"errors"

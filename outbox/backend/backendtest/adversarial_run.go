@@ -1,4 +1,4 @@
-package outboxtest
+package backendtest
 
 import (
 	"bytes"
@@ -13,6 +13,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/outboxrelay/outboxrelay/outbox"
+	"github.com/outboxrelay/outboxrelay/outbox/backend"
+	"github.com/outboxrelay/outboxrelay/outbox/outboxtest"
 )
 
 // fate is what the hostile sink does with one message.
@@ -125,7 +127,7 @@ func testAdversarialRun(t *testing.T, h Harness, ordering bool) {
 	sink := &hostileSink{sent: map[string]outbox.Message{}, fate: map[string]fate{}, calls: map[string]int{}, inFlight: map[string]int{}}
 	accepted, rejected := enqueueHostile(t, h, keys, perKey, sink)
 
-	logs := &LogBuffer{}
+	logs := &outboxtest.LogBuffer{}
 	events := &eventLog{}
 	for i := range 3 {
 		store := h.Store
@@ -138,7 +140,7 @@ func testAdversarialRun(t *testing.T, h Harness, ordering bool) {
 		})
 		runWorker(t, w)
 	}
-	eventually(t, "every accepted message is published or dead", func() bool {
+	outboxtest.Eventually(t, "every accepted message is published or dead", func() bool {
 		for id := range sink.sent {
 			if get(t, h.Store, id).Status == outbox.StatusPending {
 				return false
@@ -187,7 +189,7 @@ func enqueueHostile(t *testing.T, h Harness, keys []string, perKey int, sink *ho
 		m := hostileMessage(len(accepted), key, 0)
 		tx, err := h.Begin(ctx)
 		require.NoError(t, err)
-		if err := h.Store.Enqueue(ctx, tx, m); err != nil {
+		if err := h.Store.Enqueue(ctx, tx, nil, m); err != nil {
 			_ = tx.Rollback()
 			require.ErrorIs(t, err, outbox.ErrInvalidMessage, "key %q", key)
 			rejected = append(rejected, key)
@@ -231,7 +233,7 @@ func checkHostileOutcomes(t *testing.T, h Harness, sink *hostileSink) map[string
 		require.Equal(t, wantAttempts[f], r.Attempts, "%s (%v): the others are not affected", id, f)
 		counts[string(r.Status)]++
 	}
-	if _, ok := h.Store.(outbox.StatsReader); ok {
+	if _, ok := h.Store.(backend.StatsReader); ok {
 		st := statsOf(t, h.Store)
 		require.Zero(t, st.Pending)
 		require.Zero(t, st.Leased)

@@ -1,4 +1,4 @@
-package outboxtest
+package backendtest
 
 import (
 	"context"
@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/outboxrelay/outboxrelay/outbox"
+	"github.com/outboxrelay/outboxrelay/outbox/backend"
 )
 
 // ConsumerHarness connects RunConsumerTests to a store implementation
@@ -19,7 +20,7 @@ type ConsumerHarness struct {
 	// Consumer returns the store of a named consumer of the same outbox,
 	// registered before the test enqueues anything, so that it gets every
 	// message.
-	Consumer func(t *testing.T, name string) outbox.Store
+	Consumer func(t *testing.T, name string) backend.Store
 }
 
 // RunConsumerTests checks the consumer contract: every consumer of an
@@ -46,7 +47,7 @@ func RunConsumerTests(t *testing.T, newHarness func(t *testing.T) ConsumerHarnes
 }
 
 // drain claims everything due in s, publishing it.
-func drain(t *testing.T, s outbox.Store) []string {
+func drain(t *testing.T, s backend.Store) []string {
 	t.Helper()
 	var got []string
 	for {
@@ -54,10 +55,10 @@ func drain(t *testing.T, s outbox.Store) []string {
 		if b.Len() == 0 {
 			return got
 		}
-		var os []outbox.Outcome
+		var os []backend.Outcome
 		for _, r := range b.Records {
 			got = append(got, r.ID)
-			os = append(os, outbox.Outcome{ID: r.ID, Kind: outbox.OutcomePublished})
+			os = append(os, backend.Outcome{ID: r.ID, Kind: backend.OutcomePublished})
 		}
 		settle(t, s, b.Token, os...)
 	}
@@ -71,7 +72,7 @@ func testEveryConsumerGetsEveryMessage(t *testing.T, h ConsumerHarness) {
 	require.ElementsMatch(t, want, drain(t, a))
 	require.ElementsMatch(t, want, drain(t, h.Store), "the default consumer")
 	require.ElementsMatch(t, want, drain(t, b), "b, after the others are done")
-	for _, s := range []outbox.Store{a, b, h.Store} {
+	for _, s := range []backend.Store{a, b, h.Store} {
 		require.Empty(t, drain(t, s), "once each")
 		require.Equal(t, outbox.StatusPublished, get(t, s, "m-3").Status)
 	}
@@ -85,15 +86,15 @@ func testStateIsPerConsumer(t *testing.T, h ConsumerHarness) {
 	ba := claim(t, a, 10, time.Minute)
 	require.Equal(t, 2, ba.Len())
 	settle(t, a, ba.Token,
-		outbox.Outcome{ID: "x", Kind: outbox.OutcomeDead, Error: "a gives up"},
-		outbox.Outcome{ID: "y", Kind: outbox.OutcomeRetry, RetryIn: time.Hour, Error: "a is down"})
+		backend.Outcome{ID: "x", Kind: backend.OutcomeDead, Error: "a gives up"},
+		backend.Outcome{ID: "y", Kind: backend.OutcomeRetry, RetryIn: time.Hour, Error: "a is down"})
 	rx := get(t, a, "x")
 	require.Equal(t, outbox.StatusDead, rx.Status)
 	require.Equal(t, "a gives up", rx.LastError)
 	require.Equal(t, 1, get(t, a, "y").Attempts)
 	require.Zero(t, claim(t, a, 10, time.Minute).Len(), "nothing due for a")
 
-	for _, s := range []outbox.Store{b, h.Store} {
+	for _, s := range []backend.Store{b, h.Store} {
 		r := get(t, s, "x")
 		require.Equal(t, outbox.StatusPending, r.Status, "a's dead letter is a's alone")
 		require.Zero(t, r.Attempts)
@@ -101,7 +102,7 @@ func testStateIsPerConsumer(t *testing.T, h ConsumerHarness) {
 	}
 	bb := claim(t, b, 10, time.Minute)
 	require.ElementsMatch(t, []string{"x", "y"}, ids(bb.Records), "a's failures do not hold b up")
-	settle(t, b, bb.Token, outbox.Outcome{ID: "x", Kind: outbox.OutcomePublished}, outbox.Outcome{ID: "y", Kind: outbox.OutcomePublished})
+	settle(t, b, bb.Token, backend.Outcome{ID: "x", Kind: backend.OutcomePublished}, backend.Outcome{ID: "y", Kind: backend.OutcomePublished})
 	require.Equal(t, outbox.StatusDead, get(t, a, "x").Status, "b's outcome is b's alone")
 	_, err := a.Get(ctx, "nope")
 	require.ErrorIs(t, err, outbox.ErrNotFound)
@@ -118,10 +119,10 @@ func testLeasesArePerConsumer(t *testing.T, h ConsumerHarness) {
 	require.Equal(t, 1, bb.Len(), "nor from b")
 
 	// A token fences only its own consumer's records.
-	res := settle(t, b, ba.Token, outbox.Outcome{ID: "x", Kind: outbox.OutcomePublished})
+	res := settle(t, b, ba.Token, backend.Outcome{ID: "x", Kind: backend.OutcomePublished})
 	require.Equal(t, 1, res.Stale, "a's token settles nothing of b's")
 	require.Equal(t, outbox.StatusPending, get(t, b, "x").Status)
-	require.Equal(t, 1, settle(t, a, ba.Token, outbox.Outcome{ID: "x", Kind: outbox.OutcomePublished}).Applied)
+	require.Equal(t, 1, settle(t, a, ba.Token, backend.Outcome{ID: "x", Kind: backend.OutcomePublished}).Applied)
 	require.Equal(t, outbox.StatusPending, get(t, b, "x").Status)
 	require.Equal(t, outbox.StatusPending, get(t, h.Store, "x").Status)
 }
@@ -129,21 +130,21 @@ func testLeasesArePerConsumer(t *testing.T, h ConsumerHarness) {
 func testOrderIsHeldPerConsumer(t *testing.T, h ConsumerHarness) {
 	a, b := h.Consumer(t, "a"), h.Consumer(t, "b")
 	enqueue(t, h.Harness, outbox.EnqueueOptions{}, msg("k1"), msg("k2"), msg("k3")) // one key
-	ordered := func(s outbox.Store) outbox.Batch {
+	ordered := func(s backend.Store) backend.Batch {
 		t.Helper()
-		batch, err := s.Claim(context.Background(), outbox.ClaimParams{Owner: "t", Limit: 10, LeaseFor: time.Minute, Ordered: true})
+		batch, err := s.Claim(context.Background(), backend.ClaimParams{Owner: "t", Limit: 10, LeaseFor: time.Minute, Ordered: true})
 		require.NoError(t, err)
 		return batch
 	}
 	ba := ordered(a)
 	require.Equal(t, []string{"k1"}, ids(ba.Records))
-	settle(t, a, ba.Token, outbox.Outcome{ID: "k1", Kind: outbox.OutcomeRetry, RetryIn: time.Hour, Error: "a fails the head"})
+	settle(t, a, ba.Token, backend.Outcome{ID: "k1", Kind: backend.OutcomeRetry, RetryIn: time.Hour, Error: "a fails the head"})
 	require.Zero(t, ordered(a).Len(), "a's failing head holds a's key")
 
 	for _, want := range []string{"k1", "k2", "k3"} {
 		bb := ordered(b)
 		require.Equal(t, []string{want}, ids(bb.Records), "b goes on in order")
-		settle(t, b, bb.Token, outbox.Outcome{ID: want, Kind: outbox.OutcomePublished})
+		settle(t, b, bb.Token, backend.Outcome{ID: want, Kind: backend.OutcomePublished})
 	}
 	require.Zero(t, ordered(a).Len(), "and a still waits")
 }

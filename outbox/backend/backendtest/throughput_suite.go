@@ -1,4 +1,4 @@
-package outboxtest
+package backendtest
 
 import (
 	"context"
@@ -10,6 +10,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/outboxrelay/outboxrelay/outbox"
+	"github.com/outboxrelay/outboxrelay/outbox/backend"
+	"github.com/outboxrelay/outboxrelay/outbox/outboxtest"
 )
 
 // throughputStoreTests cover a claim that settles the previous batch.
@@ -31,28 +33,45 @@ var throughputWorkerTests = []struct {
 	{"FullBatchOutcomesAreRecordedByTheNextClaim", testCarriedSettle},
 }
 
+// settleClaimer returns the store as a backend.SettleClaimer, or skips
+// the test for a store that is not one.
+func settleClaimer(t *testing.T, s backend.Store) backend.SettleClaimer {
+	t.Helper()
+	sc, ok := s.(backend.SettleClaimer)
+	if !ok {
+		t.Skipf("%T does not settle and claim in one transaction", s)
+	}
+	return sc
+}
+
+// settleAndClaim records outcomes under token and claims up to limit.
+func settleAndClaim(t *testing.T, s backend.Store, token string, p backend.ClaimParams, outcomes ...backend.Outcome) (backend.SettleResult, backend.Batch) {
+	t.Helper()
+	if p.Owner == "" {
+		p.Owner, p.LeaseFor = "w", time.Minute
+	}
+	res, b, err := settleClaimer(t, s).SettleAndClaim(context.Background(), backend.Settlement{Token: token, Outcomes: outcomes}, p)
+	require.NoError(t, err)
+	return res, b
+}
+
 func testClaimWithSettle(t *testing.T, h Harness) {
-	ctx := context.Background()
 	enqueue(t, h, outbox.EnqueueOptions{}, msg("x1"), msg("x2"), msg("x3"), msg("x4"))
 	b1 := claim(t, h.Store, 2, time.Minute)
 	require.Len(t, b1.Records, 2)
 
-	b2, err := h.Store.Claim(ctx, outbox.ClaimParams{Owner: "w", Limit: 2, LeaseFor: time.Minute, Settle: &outbox.Settlement{
-		Token: b1.Token, Outcomes: []outbox.Outcome{{ID: "x1", Kind: outbox.OutcomePublished}, {ID: "x2", Kind: outbox.OutcomeRetry, Error: "e", RetryIn: time.Hour}},
-	}})
-	require.NoError(t, err)
-	require.Equal(t, outbox.SettleResult{Applied: 2}, b2.Settled)
+	settled, b2 := settleAndClaim(t, h.Store, b1.Token, backend.ClaimParams{Limit: 2},
+		backend.Outcome{ID: "x1", Kind: backend.OutcomePublished}, backend.Outcome{ID: "x2", Kind: backend.OutcomeRetry, Error: "e", RetryIn: time.Hour})
+	require.Equal(t, backend.SettleResult{Applied: 2}, settled)
 	require.Equal(t, []string{"x3", "x4"}, ids(b2.Records))
 	require.Equal(t, outbox.StatusPublished, get(t, h.Store, "x1").Status)
 	require.Equal(t, 1, get(t, h.Store, "x2").Attempts)
 
 	// Fenced like Settle; and nothing to claim still records the outcomes.
-	b3, err := h.Store.Claim(ctx, outbox.ClaimParams{Owner: "w", Limit: 2, LeaseFor: time.Minute, Settle: &outbox.Settlement{
-		Token: b2.Token, Outcomes: []outbox.Outcome{{ID: "x3", Kind: outbox.OutcomePublished}, {ID: "x1", Kind: outbox.OutcomeDead, Error: "late"}},
-	}})
-	require.NoError(t, err)
+	settled, b3 := settleAndClaim(t, h.Store, b2.Token, backend.ClaimParams{Limit: 2},
+		backend.Outcome{ID: "x3", Kind: backend.OutcomePublished}, backend.Outcome{ID: "x1", Kind: backend.OutcomeDead, Error: "late"})
 	require.Zero(t, b3.Len())
-	require.Equal(t, outbox.SettleResult{Applied: 1, Stale: 1}, b3.Settled)
+	require.Equal(t, backend.SettleResult{Applied: 1, Stale: 1}, settled)
 	require.Equal(t, outbox.StatusPublished, get(t, h.Store, "x3").Status)
 	require.Equal(t, outbox.StatusPublished, get(t, h.Store, "x1").Status, "a stale outcome changes nothing")
 
@@ -60,9 +79,8 @@ func testClaimWithSettle(t *testing.T, h Harness) {
 	enqueue(t, h, outbox.EnqueueOptions{}, keyed("k1", "K"), keyed("k2", "K"))
 	bk := orderedClaim(t, h.Store, 10, time.Minute)
 	require.Equal(t, []string{"k1"}, ids(bk.Records))
-	bk2, err := h.Store.Claim(ctx, outbox.ClaimParams{Owner: "w", Limit: 10, LeaseFor: time.Minute, Ordered: true,
-		Settle: &outbox.Settlement{Token: bk.Token, Outcomes: []outbox.Outcome{{ID: "k1", Kind: outbox.OutcomePublished}}}})
-	require.NoError(t, err)
+	_, bk2 := settleAndClaim(t, h.Store, bk.Token, backend.ClaimParams{Limit: 10, Ordered: true},
+		backend.Outcome{ID: "k1", Kind: backend.OutcomePublished})
 	require.Equal(t, []string{"k2"}, ids(bk2.Records))
 }
 
@@ -119,7 +137,7 @@ func testConcurrency(t *testing.T, h Harness) {
 
 func testNotify(t *testing.T, h Harness) {
 	enqueue(t, h, outbox.EnqueueOptions{}, msg("primer"))
-	rec := NewRecorder()
+	rec := outboxtest.NewRecorder()
 	w := newWorker(t, h.Store, rec, outbox.WorkerOptions{PollInterval: time.Hour})
 	runWorker(t, w)
 	waitDistinct(t, rec, 1) // the first round is over; the next is an hour away
@@ -130,13 +148,13 @@ func testNotify(t *testing.T, h Harness) {
 
 func testCarriedSettle(t *testing.T, h Harness) {
 	enqueue(t, h, outbox.EnqueueOptions{}, msgs("full", 10)...)
-	rec := NewRecorder()
+	rec := outboxtest.NewRecorder()
 	w := newWorker(t, h.Store, rec, outbox.WorkerOptions{BatchSize: 5, PollInterval: time.Hour})
 	stop := runWorker(t, w)
 	waitDistinct(t, rec, 10)
 	// Two full batches: their outcomes ride on the following claims; the
 	// last one on a claim that finds nothing, or on the way out.
-	eventually(t, "every record is published", func() bool {
+	outboxtest.Eventually(t, "every record is published", func() bool {
 		for _, m := range msgs("full", 10) {
 			if get(t, h.Store, m.ID).Status != outbox.StatusPublished {
 				return false

@@ -1,4 +1,4 @@
-package outboxtest
+package backendtest
 
 import (
 	"context"
@@ -14,6 +14,8 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/outboxrelay/outboxrelay/outbox"
+	"github.com/outboxrelay/outboxrelay/outbox/backend"
+	"github.com/outboxrelay/outboxrelay/outbox/outboxtest"
 )
 
 // RunWorkerTests checks the seed's acceptance rows, and the worker's
@@ -56,10 +58,10 @@ func RunWorkerTests(t *testing.T, newHarness Factory) {
 // fastRetry makes failed records due again quickly.
 var fastRetry = outbox.FixedInterval{Interval: 20 * time.Millisecond}
 
-func newWorker(t *testing.T, s outbox.Store, sink outbox.Sink, opts outbox.WorkerOptions) *outbox.Worker {
+func newWorker(t *testing.T, s backend.Store, sink outbox.Sink, opts outbox.WorkerOptions) *outbox.Worker {
 	t.Helper()
 	if opts.Logger == nil {
-		opts.Logger = Logger(t)
+		opts.Logger = outboxtest.Logger(t)
 	}
 	if opts.PollInterval == 0 {
 		opts.PollInterval = 20 * time.Millisecond
@@ -88,8 +90,8 @@ func runWorker(t *testing.T, w *outbox.Worker) (stop func()) {
 				if err != nil {
 					t.Errorf("Run returned %v, want nil on a clean stop", err)
 				}
-			case <-time.After(waitTimeout):
-				t.Errorf("Run did not return within %v of cancel", waitTimeout)
+			case <-time.After(outboxtest.WaitTimeout):
+				t.Errorf("Run did not return within %v of cancel", outboxtest.WaitTimeout)
 			}
 		})
 	}
@@ -104,14 +106,14 @@ func processBatch(t *testing.T, w *outbox.Worker) outbox.BatchResult {
 	return res
 }
 
-func waitDistinct(t *testing.T, r *Recorder, n int) {
+func waitDistinct(t *testing.T, r *outboxtest.Recorder, n int) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), waitTimeout)
+	ctx, cancel := context.WithTimeout(context.Background(), outboxtest.WaitTimeout)
 	defer cancel()
 	require.NoError(t, r.WaitDistinct(ctx, n))
 }
 
-func requireStatus(t *testing.T, s outbox.Store, want outbox.Status, ids ...string) {
+func requireStatus(t *testing.T, s backend.Store, want outbox.Status, ids ...string) {
 	t.Helper()
 	for _, id := range ids {
 		require.Equal(t, want, get(t, s, id).Status, id)
@@ -119,9 +121,9 @@ func requireStatus(t *testing.T, s outbox.Store, want outbox.Status, ids ...stri
 }
 
 // waitPublished polls until every message of ms is published.
-func waitPublished(t *testing.T, s outbox.Store, ms []outbox.Message) {
+func waitPublished(t *testing.T, s backend.Store, ms []outbox.Message) {
 	t.Helper()
-	eventually(t, fmt.Sprintf("all %d records are published", len(ms)), func() bool {
+	outboxtest.Eventually(t, fmt.Sprintf("all %d records are published", len(ms)), func() bool {
 		for _, m := range ms {
 			if get(t, s, m.ID).Status != outbox.StatusPublished {
 				return false
@@ -138,7 +140,7 @@ func commitThenPublishNow(t *testing.T, h Harness, w *outbox.Worker, m outbox.Me
 	ctx := context.Background()
 	tx, err := h.Begin(ctx)
 	require.NoError(t, err)
-	require.NoError(t, h.Store.EnqueueWithOptions(ctx, tx, outbox.EnqueueOptions{HeadStart: outbox.DefaultHeadStart}, m))
+	require.NoError(t, h.Store.Enqueue(ctx, tx, &outbox.EnqueueOptions{HeadStart: outbox.DefaultHeadStart}, m))
 	require.NoError(t, tx.Commit())
 	return w.PublishNow(ctx, m)
 }
@@ -154,7 +156,7 @@ func msgIDs(ms []outbox.Message) []string {
 func testRepublish(t *testing.T, h Harness) {
 	ms := msgs("r", 3)
 	enqueue(t, h, outbox.EnqueueOptions{}, ms...)
-	rec := NewRecorder()
+	rec := outboxtest.NewRecorder()
 	w := newWorker(t, h.Store, rec, outbox.WorkerOptions{})
 
 	res := processBatch(t, w)
@@ -174,7 +176,7 @@ func testRepublish(t *testing.T, h Harness) {
 
 func testFailureKeepsPending(t *testing.T, h Harness) {
 	enqueue(t, h, outbox.EnqueueOptions{}, msg("f"))
-	sink := NewFlakySink(NewRecorder(), 1)
+	sink := outboxtest.NewFlakySink(outboxtest.NewRecorder(), 1)
 	sink.FailIf(func(outbox.Message) error { return errors.New("tencent im: ErrorCode 10002: internal error") })
 	w := newWorker(t, h.Store, sink, outbox.WorkerOptions{})
 
@@ -184,19 +186,19 @@ func testFailureKeepsPending(t *testing.T, h Harness) {
 	require.Equal(t, 1, r.Attempts)
 	require.Contains(t, r.LastError, "ErrorCode 10002")
 
-	eventually(t, "the second attempt", func() bool { return processBatch(t, w).Retried == 1 })
+	outboxtest.Eventually(t, "the second attempt", func() bool { return processBatch(t, w).Retried == 1 })
 	require.Equal(t, 2, get(t, h.Store, "f").Attempts, "each worker attempt counts")
 }
 
 func testFailThenSucceed(t *testing.T, h Harness) {
 	enqueue(t, h, outbox.EnqueueOptions{}, msg("ft"))
-	rec := NewRecorder()
-	sink := NewFlakySink(rec, 1)
+	rec := outboxtest.NewRecorder()
+	sink := outboxtest.NewFlakySink(rec, 1)
 	sink.FailNext(1)
 	w := newWorker(t, h.Store, sink, outbox.WorkerOptions{})
 
 	require.Equal(t, 1, processBatch(t, w).Retried)
-	eventually(t, "the retry publishes", func() bool { return processBatch(t, w).Published == 1 })
+	outboxtest.Eventually(t, "the retry publishes", func() bool { return processBatch(t, w).Published == 1 })
 	r := get(t, h.Store, "ft")
 	require.Equal(t, outbox.StatusPublished, r.Status)
 	require.Equal(t, 1, r.Attempts)
@@ -207,7 +209,7 @@ func testFailThenSucceed(t *testing.T, h Harness) {
 func testSyncSuccess(t *testing.T, h Harness) {
 	m := msg("sync-ok")
 	enqueue(t, h, outbox.EnqueueOptions{HeadStart: outbox.DefaultHeadStart}, m)
-	rec := NewRecorder()
+	rec := outboxtest.NewRecorder()
 	w := newWorker(t, h.Store, rec, outbox.WorkerOptions{})
 
 	require.NoError(t, w.PublishNow(context.Background(), m))
@@ -224,13 +226,13 @@ func testSyncSuccess(t *testing.T, h Harness) {
 func testSyncFailure(t *testing.T, h Harness) {
 	m := msg("sync-fail")
 	enqueue(t, h, outbox.EnqueueOptions{HeadStart: outbox.DefaultHeadStart}, m)
-	rec := NewRecorder()
-	sink := NewFlakySink(rec, 1)
+	rec := outboxtest.NewRecorder()
+	sink := outboxtest.NewFlakySink(rec, 1)
 	sink.FailNext(1)
 	w := newWorker(t, h.Store, sink, outbox.WorkerOptions{})
 
 	err := w.PublishNow(context.Background(), m)
-	require.ErrorIs(t, err, ErrInjected, "the failure is reported for logging")
+	require.ErrorIs(t, err, outboxtest.ErrInjected, "the failure is reported for logging")
 	require.Contains(t, err.Error(), "sync-fail")
 	r := get(t, h.Store, "sync-fail")
 	require.Equal(t, outbox.StatusPending, r.Status)
@@ -245,13 +247,13 @@ func testSyncFailure(t *testing.T, h Harness) {
 
 func testCancel(t *testing.T, h Harness) {
 	enqueue(t, h, outbox.EnqueueOptions{}, msg("c-0"), msg("c-1"), msg("c-2"))
-	rec := NewRecorder()
-	sink := NewFlakySink(rec, 1)
+	rec := outboxtest.NewRecorder()
+	sink := outboxtest.NewFlakySink(rec, 1)
 	sink.HangNext(1)
 	w := newWorker(t, h.Store, sink, outbox.WorkerOptions{BatchSize: 1, PublishTimeout: 300 * time.Millisecond})
 
 	stop := runWorker(t, w)
-	eventually(t, "the first publish is in flight", func() bool { return sink.Calls() == 1 })
+	outboxtest.Eventually(t, "the first publish is in flight", func() bool { return sink.Calls() == 1 })
 	stop() // cancels Run and waits for it to return
 
 	require.Equal(t, 1, sink.Calls(), "no batch is claimed after cancel")
@@ -265,7 +267,7 @@ func testCancel(t *testing.T, h Harness) {
 
 func testNoOpSink(t *testing.T, h Harness) {
 	noIM := map[string]bool{"RoomCreated": true, "RoomHeatChanged": true, "RoomRankChanged": true}
-	im := NewRecorder()
+	im := outboxtest.NewRecorder()
 	sink := outbox.SinkFunc(func(ctx context.Context, m outbox.Message) error {
 		if noIM[m.Type] {
 			return nil // nothing to send for this type: a no-op success
@@ -289,8 +291,8 @@ func testNoOpSink(t *testing.T, h Harness) {
 func testBatchIsolation(t *testing.T, h Harness) {
 	ms := msgs("b", 10)
 	enqueue(t, h, outbox.EnqueueOptions{}, ms...)
-	rec := NewRecorder()
-	sink := NewFlakySink(rec, 1)
+	rec := outboxtest.NewRecorder()
+	sink := outboxtest.NewFlakySink(rec, 1)
 	sink.FailIf(func(m outbox.Message) error {
 		if m.ID == "b-3" {
 			return errors.New("bad record")
@@ -319,23 +321,23 @@ func testBatchIsolation(t *testing.T, h Harness) {
 // faultyStore wraps a real store and fails chosen calls, as a database
 // outage would.
 type faultyStore struct {
-	outbox.Store
+	backend.Store
 	failClaims  atomic.Int32
 	failSettles atomic.Int32
 }
 
 var errStoreDown = errors.New("injected: database unreachable")
 
-func (f *faultyStore) Claim(ctx context.Context, p outbox.ClaimParams) (outbox.Batch, error) {
+func (f *faultyStore) Claim(ctx context.Context, p backend.ClaimParams) (backend.Batch, error) {
 	if f.failClaims.Add(-1) >= 0 {
-		return outbox.Batch{}, errStoreDown
+		return backend.Batch{}, errStoreDown
 	}
 	return f.Store.Claim(ctx, p)
 }
 
-func (f *faultyStore) Settle(ctx context.Context, token string, o []outbox.Outcome) (outbox.SettleResult, error) {
+func (f *faultyStore) Settle(ctx context.Context, token string, o []backend.Outcome) (backend.SettleResult, error) {
 	if f.failSettles.Add(-1) >= 0 {
-		return outbox.SettleResult{}, errStoreDown
+		return backend.SettleResult{}, errStoreDown
 	}
 	return f.Store.Settle(ctx, token, o)
 }
@@ -344,7 +346,7 @@ func testStoreErrors(t *testing.T, h Harness) {
 	ms := msgs("s", 5)
 	enqueue(t, h, outbox.EnqueueOptions{}, ms...)
 	fs := &faultyStore{Store: h.Store}
-	rec := NewRecorder()
+	rec := outboxtest.NewRecorder()
 	w := newWorker(t, fs, rec, outbox.WorkerOptions{
 		PublishTimeout: time.Second, StoreTimeout: time.Second, LeaseTimeout: 3 * time.Second,
 	})
@@ -371,7 +373,7 @@ func testStoreErrors(t *testing.T, h Harness) {
 
 func testBatchSize(t *testing.T, h Harness) {
 	enqueue(t, h, outbox.EnqueueOptions{}, msgs("bs", 25)...)
-	w := newWorker(t, h.Store, NewRecorder(), outbox.WorkerOptions{BatchSize: 10})
+	w := newWorker(t, h.Store, outboxtest.NewRecorder(), outbox.WorkerOptions{BatchSize: 10})
 	require.Equal(t, 10, processBatch(t, w).Claimed)
 	require.Equal(t, 10, processBatch(t, w).Claimed)
 	require.Equal(t, 5, processBatch(t, w).Claimed)
@@ -379,11 +381,11 @@ func testBatchSize(t *testing.T, h Harness) {
 
 func testRunTwice(t *testing.T, h Harness) {
 	enqueue(t, h, outbox.EnqueueOptions{}, msg("busy"))
-	sink := NewFlakySink(NewRecorder(), 1)
+	sink := outboxtest.NewFlakySink(outboxtest.NewRecorder(), 1)
 	sink.HangNext(1)
 	w := newWorker(t, h.Store, sink, outbox.WorkerOptions{PublishTimeout: 500 * time.Millisecond})
 	stop := runWorker(t, w)
-	eventually(t, "Run is publishing", func() bool { return sink.Calls() == 1 })
+	outboxtest.Eventually(t, "Run is publishing", func() bool { return sink.Calls() == 1 })
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	require.ErrorIs(t, w.Run(ctx), outbox.ErrWorkerRunning)
@@ -393,9 +395,9 @@ func testRunTwice(t *testing.T, h Harness) {
 
 func testLogFields(t *testing.T, h Harness) {
 	enqueue(t, h, outbox.EnqueueOptions{}, outbox.Message{ID: "log-1", Key: "room-42", Type: "RoomGiftSent"})
-	var buf LogBuffer
+	var buf outboxtest.LogBuffer
 	logger := slogJSON(&buf)
-	sink := NewFlakySink(NewRecorder(), 1)
+	sink := outboxtest.NewFlakySink(outboxtest.NewRecorder(), 1)
 	sink.FailNext(1)
 	w := newWorker(t, h.Store, sink, outbox.WorkerOptions{Name: "room_outbox", NodeID: "node-7", KeyAttr: "room_id", Logger: logger})
 	processBatch(t, w)
@@ -403,7 +405,7 @@ func testLogFields(t *testing.T, h Harness) {
 	line := findLogLine(t, buf.String(), "outbox publish failed; will retry")
 	want := map[string]any{
 		"worker": "room_outbox", "node_id": "node-7", "event_id": "log-1", "event_type": "RoomGiftSent",
-		"room_id": "room-42", "retry_count": float64(1), "status": "pending", "error": ErrInjected.Error(),
+		"room_id": "room-42", "retry_count": float64(1), "status": "pending", "error": outboxtest.ErrInjected.Error(),
 	}
 	for k, v := range want {
 		require.Equal(t, v, line[k], "log field %q", k)
@@ -412,7 +414,7 @@ func testLogFields(t *testing.T, h Harness) {
 
 func testPublishNowOnce(t *testing.T, h Harness) {
 	const n = 1000
-	rec := NewRecorder()
+	rec := outboxtest.NewRecorder()
 	w := newWorker(t, h.Store, rec, outbox.WorkerOptions{PollInterval: outbox.MinPollInterval})
 	runWorker(t, w)
 
@@ -428,8 +430,8 @@ func testPublishNowOnce(t *testing.T, h Harness) {
 
 func testPublishNowFailing(t *testing.T, h Harness) {
 	const n = 1000
-	rec := NewRecorder()
-	sink := NewFlakySink(rec, 1)
+	rec := outboxtest.NewRecorder()
+	sink := outboxtest.NewFlakySink(rec, 1)
 	sink.FailIf(func(outbox.Message) error { return errors.New("im unreachable") })
 	w := newWorker(t, h.Store, sink, outbox.WorkerOptions{PollInterval: outbox.MinPollInterval})
 
@@ -456,10 +458,10 @@ func testThreeWorkers(t *testing.T, h Harness) {
 	for chunk := range slices.Chunk(all, 500) {
 		enqueue(t, h, outbox.EnqueueOptions{}, chunk...)
 	}
-	rec := NewRecorder()
-	var sinks []*FlakySink
+	rec := outboxtest.NewRecorder()
+	var sinks []*outboxtest.FlakySink
 	for i := range 3 {
-		sink := NewFlakySink(rec, uint64(i+1))
+		sink := outboxtest.NewFlakySink(rec, uint64(i+1))
 		sink.SetFailRate(0.2)
 		sinks = append(sinks, sink)
 		w := newWorker(t, h.OpenStore(t), sink, outbox.WorkerOptions{NodeID: fmt.Sprintf("node-%d", i), BatchSize: 50})
@@ -481,17 +483,17 @@ func testCrashedWorker(t *testing.T, h Harness) {
 	ms := msgs("cr", 5)
 	enqueue(t, h, outbox.EnqueueOptions{}, ms...)
 	// A worker claims the batch and dies before publishing or settling.
-	crashed, err := h.Store.Claim(context.Background(), outbox.ClaimParams{Owner: "crashed-node", Limit: 10, LeaseFor: 500 * time.Millisecond})
+	crashed, err := h.Store.Claim(context.Background(), backend.ClaimParams{Owner: "crashed-node", Limit: 10, LeaseFor: 500 * time.Millisecond})
 	require.NoError(t, err)
 	require.Equal(t, 5, crashed.Len())
 
-	rec := NewRecorder()
+	rec := outboxtest.NewRecorder()
 	w := newWorker(t, h.OpenStore(t), rec, outbox.WorkerOptions{NodeID: "survivor"})
 	runWorker(t, w)
 	waitDistinct(t, rec, 5)
 	waitPublished(t, h.Store, ms)
 	require.Empty(t, rec.Duplicates())
-	res := settle(t, h.Store, crashed.Token, outbox.Outcome{ID: "cr-0", Kind: outbox.OutcomeRetry, Error: "zombie"})
+	res := settle(t, h.Store, crashed.Token, backend.Outcome{ID: "cr-0", Kind: backend.OutcomeRetry, Error: "zombie"})
 	require.Equal(t, 1, res.Stale, "the crashed worker, if it came back, could not overwrite the result")
 }
 
@@ -505,11 +507,11 @@ func testNoGoroutineLeak(t *testing.T, newHarness Factory) {
 		// until the pool closes it; the test's pool outlives the worker.
 		goleak.IgnoreAnyFunction("github.com/go-sql-driver/mysql.(*mysqlConn).startWatcher.func1"),
 	}
-	sink := NewFlakySink(NewRecorder(), 1)
+	sink := outboxtest.NewFlakySink(outboxtest.NewRecorder(), 1)
 	sink.HangNext(1)
 	w := newWorker(t, h.Store, sink, outbox.WorkerOptions{PublishTimeout: 200 * time.Millisecond})
 	stop := runWorker(t, w)
-	eventually(t, "a publish is in flight", func() bool { return sink.Calls() >= 1 })
+	outboxtest.Eventually(t, "a publish is in flight", func() bool { return sink.Calls() >= 1 })
 	stop()
 	goleak.VerifyNone(t, ignore...)
 }
