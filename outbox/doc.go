@@ -14,14 +14,16 @@
 //     that an event can be delivered more than once, so consumers must
 //     deduplicate by Message.ID.
 //   - One bad record never stalls the others: a failing, panicking or
-//     undecodable record fails alone.
+//     undecodable record fails alone, whatever its error text holds.
 //   - Many workers, in one process or many, can share a store. A claim is
 //     a lease fenced by a token, so two workers do not deliver the same
 //     record at the same time, and a worker whose lease expired cannot
 //     overwrite the result of the worker that took over.
-//   - Order is not promised: records are claimed roughly in the order they
-//     became due, and a failed record is retried later while newer ones
-//     go ahead.
+//   - Order is per key and opt-in. By default records are claimed roughly
+//     in the order they became due, and a failed record is retried later
+//     while newer ones go ahead. With WorkerOptions.Ordering, the messages
+//     of one Message.Key are delivered in enqueue order, one at a time
+//     across all workers, while other keys go on.
 //
 // # Writing and publishing
 //
@@ -38,7 +40,11 @@
 // The head start keeps the running worker away from a message its writer
 // is about to publish, so the normal case delivers it once.
 //
-// store/mysql implements Store for MySQL and MariaDB; outbox/outboxtest
-// holds the conformance suite for Store implementations and sinks for
-// tests.
+// # Where things are
+//
+// store/mysql is the store for MySQL and MariaDB; sink/tencentim and
+// sink/natsjs are sinks. outbox/outboxtest has an in-memory store and
+// test sinks for unit tests. A new store implements the contract in
+// outbox/backend and runs the conformance suites of
+// outbox/backend/backendtest.
 package outbox

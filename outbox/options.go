@@ -13,7 +13,7 @@ import (
 	"github.com/outboxrelay/outboxrelay/outbox/backend"
 )
 
-// Defaults and limits of WorkerOptions. The defaults are the seed's.
+// Defaults and limits of WorkerOptions.
 const (
 	DefaultName           = "outbox"
 	DefaultPollInterval   = time.Second
@@ -45,8 +45,8 @@ const (
 // NewWorker fills them in (see WithDefaults) and rejects values that make
 // no sense with an error that names the field.
 type WorkerOptions struct {
-	// Name identifies the worker in logs (field "worker"), for example
-	// "room_outbox". Defaults to DefaultName.
+	// Name identifies the worker in logs (field "worker") and events,
+	// for example "orders_outbox". Defaults to DefaultName.
 	Name string
 	// NodeID identifies this instance in logs (field "node_id") and as the
 	// owner of its leases. Defaults to "<hostname>-<pid>". At most
@@ -74,14 +74,15 @@ type WorkerOptions struct {
 	// DefaultLeaseTimeout (30s) or twice the minimum, whichever is longer.
 	LeaseTimeout time.Duration
 	// Retry decides when failed messages are tried again. Defaults to
-	// FixedInterval{Interval: PollInterval}, the seed's policy; a
+	// FixedInterval{Interval: PollInterval}: retry forever; a
 	// FixedInterval with a zero Interval also gets PollInterval.
 	Retry RetryPolicy
 	// Logger receives the worker's structured logs. Defaults to
 	// slog.Default().
 	Logger *slog.Logger
 	// KeyAttr is the log field that carries Message.Key. Defaults to
-	// DefaultKeyAttr ("key"); room-service uses "room_id".
+	// DefaultKeyAttr ("key"); a service whose keys are, say, order IDs
+	// may name it "order_id".
 	KeyAttr string
 	// Ordering delivers the messages of one Key in enqueue order, at most
 	// one in flight per key across all workers and instances, while

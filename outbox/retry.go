@@ -41,12 +41,14 @@ func (p FixedInterval) NextRetry(_ int, err error) (time.Duration, bool) {
 	return p.Interval, true
 }
 
-// Defaults of Exponential.
+// Defaults of Exponential, and NoJitter.
 const (
 	DefaultExponentialInitial    = time.Second
 	DefaultExponentialMax        = 5 * time.Minute
 	DefaultExponentialMultiplier = 2.0
 	DefaultExponentialJitter     = 0.2
+	// NoJitter, as Exponential.Jitter, turns jitter off.
+	NoJitter = -1
 )
 
 // Exponential waits Initial after the first failure and Multiplier times
@@ -72,9 +74,6 @@ type Exponential struct {
 	// tests inject their own.
 	Rand func() float64
 }
-
-// NoJitter, as Exponential.Jitter, turns jitter off.
-const NoJitter = -1
 
 // NextRetry returns the wait after the attempt-th failure.
 func (p Exponential) NextRetry(attempt int, err error) (time.Duration, bool) {

@@ -24,15 +24,15 @@ const (
 // same transaction as the state change it announces, and handed to a Sink
 // unchanged.
 type Message struct {
-	// ID identifies the event (the seed's event_id). It is required, unique
+	// ID identifies the event (stored as event_id). It is required, unique
 	// within a store, and the key consumers deduplicate by: delivery is
 	// at-least-once, so a consumer may see the same ID more than once.
 	ID string
-	// Key is the ordering and partition key, such as a room ID. Empty means
+	// Key is the ordering and partition key, such as an order ID. Empty means
 	// the message has no key.
 	Key string
-	// Type names the kind of event (the seed's event_type), for example
-	// "RoomUserJoined". It is required.
+	// Type names the kind of event (stored as event_type), for example
+	// "OrderPlaced". It is required.
 	Type string
 	// Payload is the event body. The outbox never looks inside it.
 	Payload []byte
@@ -107,7 +107,7 @@ type Record struct {
 	Message
 	// Status is the delivery state.
 	Status Status
-	// Attempts counts failed worker attempts (the seed's retry_count). A
+	// Attempts counts failed worker attempts (stored as retry_count). A
 	// failed after-commit publish (Worker.PublishNow) does not count.
 	Attempts int
 	// LastError is the last failure, shortened to MaxLastErrorBytes. Empty
@@ -125,8 +125,8 @@ type Record struct {
 	// this too unless the writer set it.
 	EnqueuedAt time.Time
 	// Seq is the store's sequence number of the record, increasing in
-	// insert order (MySQL: the AUTO_INCREMENT id); 0 if the store has
-	// none. Tools page by it.
+	// the order the records were written; 0 if the store has none. Tools
+	// page by it.
 	Seq int64
 }
 

@@ -3,18 +3,19 @@
 // Metrics is an outbox.Observer (set it as WorkerOptions.Observer) that
 // counts publishes, failures, dead letters and errors, and a collector that
 // reads the store's backlog (backend.StatsReader) when scraped. With Name
-// "room_outbox" it exports the seed's set:
+// "orders_outbox" it exports:
 //
-//	room_outbox_pending_total               gauge    pending records
-//	room_outbox_oldest_pending_age_ms       gauge    age of the oldest pending record
-//	room_outbox_publish_success_total       counter  {path, event_type}
-//	room_outbox_publish_failure_total       counter  {path, event_type}
-//	room_outbox_publish_latency_ms          histogram {path}
+//	orders_outbox_pending_total               gauge    pending records
+//	orders_outbox_oldest_pending_age_ms       gauge    age of the oldest pending record
+//	orders_outbox_publish_success_total       counter  {path, event_type}
+//	orders_outbox_publish_failure_total       counter  {path, event_type}
+//	orders_outbox_publish_latency_ms          histogram {path}
 //
-// and room_outbox_leased, room_outbox_dead_letters, room_outbox_backlog
-// {status, event_type} (gauges), room_outbox_dead_total {event_type},
-// room_outbox_round_errors_total {op}, room_outbox_purged_total and
-// room_outbox_stats_errors_total (counters).
+// and orders_outbox_leased, orders_outbox_dead_letters,
+// orders_outbox_backlog {status, event_type} (gauges),
+// orders_outbox_dead_total {event_type}, orders_outbox_round_errors_total
+// {op}, orders_outbox_purged_total and orders_outbox_stats_errors_total
+// (counters).
 package outboxprom
 
 import (
@@ -42,7 +43,7 @@ var DefaultLatencyBuckets = []float64{1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 
 
 // Options configures Metrics.
 type Options struct {
-	// Name prefixes every metric: the worker's name, e.g. "room_outbox".
+	// Name prefixes every metric: the worker's name, e.g. "orders_outbox".
 	// Required; letters, digits, underscores and colons.
 	Name string
 	// Stats, if set, is read when the registry is scraped (at most once

@@ -49,7 +49,7 @@ func deadRecorder() (func(context.Context, outbox.Record, error), func() []deadC
 
 func testPermanentIsDead(t *testing.T, h Harness) {
 	enqueue(t, h, outbox.EnqueueOptions{}, msg("ok"), msg("poison"))
-	groupGone := errors.New("tencent im: ErrorCode 10010: group does not exist")
+	groupGone := errors.New("downstream: 404 the queue does not exist")
 	sink := outboxtest.NewFlakySink(outboxtest.NewRecorder(), 1)
 	sink.FailIf(func(m outbox.Message) error {
 		if m.ID == "poison" {
@@ -65,7 +65,7 @@ func testPermanentIsDead(t *testing.T, h Harness) {
 	r := get(t, h.Store, "poison")
 	require.Equal(t, outbox.StatusDead, r.Status, "kept, never deleted")
 	require.Equal(t, 1, r.Attempts)
-	require.Contains(t, r.LastError, "ErrorCode 10010")
+	require.Contains(t, r.LastError, "404 the queue does not exist")
 
 	got := calls()
 	require.Len(t, got, 1)
@@ -183,7 +183,7 @@ func testOrderingThreeWorkers(t *testing.T, h Harness) {
 		mu.Lock()
 		defer mu.Unlock()
 		if held[m.Key] {
-			return errors.New("this room's IM group is down")
+			return errors.New("this key's downstream is down")
 		}
 		return nil
 	})
@@ -213,7 +213,7 @@ func testOrderingPublishNow(t *testing.T, h Harness) {
 	rec := outboxtest.NewRecorder()
 	sink := outboxtest.NewFlakySink(rec, 1)
 	w := newWorker(t, h.Store, sink, outbox.WorkerOptions{Ordering: true})
-	cmd := []outbox.Message{keyedSeq("room", 0), keyedSeq("room", 1), keyedSeq("room", 2)}
+	cmd := []outbox.Message{keyedSeq("order", 0), keyedSeq("order", 1), keyedSeq("order", 2)}
 	ctx := context.Background()
 	tx, err := h.Begin(ctx)
 	require.NoError(t, err)
@@ -221,14 +221,14 @@ func testOrderingPublishNow(t *testing.T, h Harness) {
 	require.NoError(t, tx.Commit())
 
 	sink.FailIf(func(m outbox.Message) error {
-		if m.ID == "room-001" {
+		if m.ID == "order-001" {
 			return errors.New("busy")
 		}
 		return nil
 	})
 	require.Error(t, w.PublishNow(ctx, cmd...))
-	require.Equal(t, []string{"room-000"}, msgIDs(rec.Messages()), "room-002 must not overtake the failed room-001")
-	require.Equal(t, outbox.StatusPending, get(t, h.Store, "room-002").Status)
+	require.Equal(t, []string{"order-000"}, msgIDs(rec.Messages()), "order-002 must not overtake the failed order-001")
+	require.Equal(t, outbox.StatusPending, get(t, h.Store, "order-002").Status)
 
 	sink.FailIf(nil)
 	outboxtest.Eventually(t, "the worker delivers the rest in order", func() bool { return processBatch(t, w).Published == 0 && rec.Len() == 3 })

@@ -22,7 +22,7 @@ func HostileKeys() []string {
 		"", "a", "a\t", "a\n", "a\x00", "a\x01", "A", "a ", " a", "\ta", "\x00", "\x01", "\x01a", "\x1f",
 		"\t", " ", "  ", "\u00a0", "e\u0301", "\u00e9", "\u0301", "\u202eevil", "'; DROP TABLE x; --",
 		`\`, "%", "_", "😀", strings.Repeat("😀", 255), strings.Repeat("k", 255), strings.Repeat(" ", 254) + "x",
-		"room-1", "room-1 ", "room-1\t",
+		"order-1", "order-1 ", "order-1\t",
 	}
 }
 

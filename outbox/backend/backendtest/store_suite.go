@@ -55,7 +55,7 @@ func RunStoreTests(t *testing.T, newHarness Factory) {
 
 // msg returns a test message with a key, a type and a payload.
 func msg(id string) outbox.Message {
-	return outbox.Message{ID: id, Key: "room-1", Type: "RoomUserJoined", Payload: []byte(`{"id":"` + id + `"}`)}
+	return outbox.Message{ID: id, Key: "order-1", Type: "OrderPlaced", Payload: []byte(`{"id":"` + id + `"}`)}
 }
 
 // msgs returns n test messages with IDs prefix-0 … prefix-(n-1).
@@ -112,12 +112,12 @@ func settle(t *testing.T, s backend.Store, token string, outcomes ...backend.Out
 func testEnqueueCommit(t *testing.T, h Harness) {
 	before := time.Now().Add(-time.Minute)
 	m := outbox.Message{
-		ID: "e-1", Key: "room-7", Type: "RoomGiftSent",
+		ID: "e-1", Key: "order-7", Type: "OrderPaid",
 		Payload: []byte{0, 1, 2, 0xff, '"', '\\'},
 		Headers: map[string]string{"request_id": "r-1", "traceparent": "00-abc-def-01"},
 	}
 	created := time.Date(2026, 1, 2, 3, 4, 5, 123456000, time.UTC)
-	stamped := outbox.Message{ID: "e-2", Type: "RoomCreated", CreatedAt: created}
+	stamped := outbox.Message{ID: "e-2", Type: "CartCreated", CreatedAt: created}
 	enqueue(t, h, outbox.EnqueueOptions{}, m, stamped)
 
 	r := get(t, h.Store, "e-1")

@@ -18,7 +18,7 @@ import (
 	"github.com/outboxrelay/outboxrelay/outbox/outboxtest"
 )
 
-// RunWorkerTests checks the seed's acceptance rows, and the worker's
+// RunWorkerTests checks the worker's promises (delivery, retries, the after-commit path), and the worker's
 // behaviour under failures and concurrency, through a real outbox.Worker on
 // the store newHarness makes.
 func RunWorkerTests(t *testing.T, newHarness Factory) {
@@ -177,14 +177,14 @@ func testRepublish(t *testing.T, h Harness) {
 func testFailureKeepsPending(t *testing.T, h Harness) {
 	enqueue(t, h, outbox.EnqueueOptions{}, msg("f"))
 	sink := outboxtest.NewFlakySink(outboxtest.NewRecorder(), 1)
-	sink.FailIf(func(outbox.Message) error { return errors.New("tencent im: ErrorCode 10002: internal error") })
+	sink.FailIf(func(outbox.Message) error { return errors.New("downstream: 503 internal error") })
 	w := newWorker(t, h.Store, sink, outbox.WorkerOptions{})
 
 	require.Equal(t, outbox.BatchResult{Claimed: 1, Retried: 1}, processBatch(t, w))
 	r := get(t, h.Store, "f")
 	require.Equal(t, outbox.StatusPending, r.Status)
 	require.Equal(t, 1, r.Attempts)
-	require.Contains(t, r.LastError, "ErrorCode 10002")
+	require.Contains(t, r.LastError, "503 internal error")
 
 	outboxtest.Eventually(t, "the second attempt", func() bool { return processBatch(t, w).Retried == 1 })
 	require.Equal(t, 2, get(t, h.Store, "f").Attempts, "each worker attempt counts")
@@ -266,26 +266,26 @@ func testCancel(t *testing.T, h Harness) {
 }
 
 func testNoOpSink(t *testing.T, h Harness) {
-	noIM := map[string]bool{"RoomCreated": true, "RoomHeatChanged": true, "RoomRankChanged": true}
-	im := outboxtest.NewRecorder()
+	nothingToSend := map[string]bool{"CartCreated": true, "CartTotalsChanged": true, "CartRankChanged": true}
+	downstream := outboxtest.NewRecorder()
 	sink := outbox.SinkFunc(func(ctx context.Context, m outbox.Message) error {
-		if noIM[m.Type] {
+		if nothingToSend[m.Type] {
 			return nil // nothing to send for this type: a no-op success
 		}
-		return im.Publish(ctx, m)
+		return downstream.Publish(ctx, m)
 	})
 	all := []outbox.Message{
-		{ID: "n-1", Key: "room-1", Type: "RoomCreated"},
-		{ID: "n-2", Key: "room-1", Type: "RoomUserJoined"},
-		{ID: "n-3", Key: "room-1", Type: "RoomHeatChanged"},
-		{ID: "n-4", Key: "room-1", Type: "RoomRankChanged"},
+		{ID: "n-1", Key: "order-1", Type: "CartCreated"},
+		{ID: "n-2", Key: "order-1", Type: "OrderPlaced"},
+		{ID: "n-3", Key: "order-1", Type: "CartTotalsChanged"},
+		{ID: "n-4", Key: "order-1", Type: "CartRankChanged"},
 	}
 	enqueue(t, h, outbox.EnqueueOptions{}, all...)
 	w := newWorker(t, h.Store, sink, outbox.WorkerOptions{})
 
 	require.Equal(t, 4, processBatch(t, w).Published)
 	requireStatus(t, h.Store, outbox.StatusPublished, "n-1", "n-2", "n-3", "n-4")
-	require.Equal(t, []string{"n-2"}, msgIDs(im.Messages()), "only the IM event reached IM")
+	require.Equal(t, []string{"n-2"}, msgIDs(downstream.Messages()), "only the event with something to send went downstream")
 }
 
 func testBatchIsolation(t *testing.T, h Harness) {
@@ -394,18 +394,18 @@ func testRunTwice(t *testing.T, h Harness) {
 }
 
 func testLogFields(t *testing.T, h Harness) {
-	enqueue(t, h, outbox.EnqueueOptions{}, outbox.Message{ID: "log-1", Key: "room-42", Type: "RoomGiftSent"})
+	enqueue(t, h, outbox.EnqueueOptions{}, outbox.Message{ID: "log-1", Key: "order-42", Type: "OrderPaid"})
 	var buf outboxtest.LogBuffer
 	logger := slogJSON(&buf)
 	sink := outboxtest.NewFlakySink(outboxtest.NewRecorder(), 1)
 	sink.FailNext(1)
-	w := newWorker(t, h.Store, sink, outbox.WorkerOptions{Name: "room_outbox", NodeID: "node-7", KeyAttr: "room_id", Logger: logger})
+	w := newWorker(t, h.Store, sink, outbox.WorkerOptions{Name: "orders_outbox", NodeID: "node-7", KeyAttr: "order_id", Logger: logger})
 	processBatch(t, w)
 
 	line := findLogLine(t, buf.String(), "outbox publish failed; will retry")
 	want := map[string]any{
-		"worker": "room_outbox", "node_id": "node-7", "event_id": "log-1", "event_type": "RoomGiftSent",
-		"room_id": "room-42", "retry_count": float64(1), "status": "pending", "error": outboxtest.ErrInjected.Error(),
+		"worker": "orders_outbox", "node_id": "node-7", "event_id": "log-1", "event_type": "OrderPaid",
+		"order_id": "order-42", "retry_count": float64(1), "status": "pending", "error": outboxtest.ErrInjected.Error(),
 	}
 	for k, v := range want {
 		require.Equal(t, v, line[k], "log field %q", k)
@@ -446,7 +446,7 @@ func testPublishNowFailing(t *testing.T, h Harness) {
 		require.Zero(t, r.Attempts)
 	}
 
-	sink.FailIf(nil) // IM is back
+	sink.FailIf(nil) // the downstream is back
 	runWorker(t, w)
 	waitDistinct(t, rec, n)
 	waitPublished(t, h.Store, all)

@@ -1,0 +1,23 @@
+package outbox_test
+
+import (
+	"context"
+	"testing"
+
+	"github.com/outboxrelay/outboxrelay/outbox/backend"
+	"github.com/outboxrelay/outboxrelay/outbox/backend/backendtest"
+	"github.com/outboxrelay/outboxrelay/outbox/outboxtest"
+)
+
+// TestWorker runs the worker's conformance suite on the in-memory store:
+// every promise of the worker, tested without a database.
+func TestWorker(t *testing.T) {
+	backendtest.RunWorkerTests(t, func(*testing.T) backendtest.Harness {
+		s := outboxtest.NewStore()
+		return backendtest.Harness{
+			Store:     s,
+			Begin:     func(context.Context) (backendtest.Tx, error) { return s.Begin(), nil },
+			OpenStore: func(*testing.T) backend.Store { return s },
+		}
+	})
+}
