@@ -4,12 +4,14 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"fmt"
 	"log"
 	"log/slog"
 	"os/signal"
 	"syscall"
 
 	"github.com/outboxrelay/outboxrelay/outbox"
+	"github.com/outboxrelay/outboxrelay/outbox/outboxtest"
 	"github.com/outboxrelay/outboxrelay/store/mysql"
 )
 
@@ -20,13 +22,13 @@ func Example() {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 
-	db, err := sql.Open("mysql", "app:secret@tcp(127.0.0.1:3306)/rooms?interpolateParams=true")
+	db, err := sql.Open("mysql", "app:secret@tcp(127.0.0.1:3306)/shop?interpolateParams=true")
 	if err != nil {
 		log.Fatal(err)
 	}
 	defer db.Close() // last: after the worker has stopped
 
-	store, err := mysql.New(db, mysql.Options{Table: "room_outbox"})
+	store, err := mysql.New(db, mysql.Options{Table: "orders_outbox"})
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -34,10 +36,10 @@ func Example() {
 		log.Fatal(err)
 	}
 	sink := outbox.SinkFunc(func(ctx context.Context, m outbox.Message) error {
-		slog.InfoContext(ctx, "deliver", "event_id", m.ID) // call IM, a broker, …
+		slog.InfoContext(ctx, "deliver", "event_id", m.ID) // call an API, a broker, …
 		return nil
 	})
-	worker, err := outbox.NewWorker(store, sink, outbox.WorkerOptions{Name: "room_outbox", KeyAttr: "room_id"})
+	worker, err := outbox.NewWorker(store, sink, outbox.WorkerOptions{Name: "orders_outbox", KeyAttr: "order_id"})
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -45,12 +47,12 @@ func Example() {
 	go func() { done <- worker.Run(ctx) }()
 
 	// One command: state change and event in one transaction.
-	msg := outbox.Message{ID: "evt-1", Key: "room-1", Type: "RoomUserJoined", Payload: []byte(`{"user":"u1"}`)}
+	msg := outbox.Message{ID: "evt-1", Key: "order-1", Type: "OrderPaid", Payload: []byte(`{"amount":42}`)}
 	tx, err := db.BeginTx(ctx, nil)
 	if err != nil {
 		log.Fatal(err)
 	}
-	if _, err := tx.ExecContext(ctx, "UPDATE rooms SET members = members + 1 WHERE id = ?", "room-1"); err != nil {
+	if _, err := tx.ExecContext(ctx, "UPDATE orders SET state = 'paid' WHERE id = ?", "order-1"); err != nil {
 		_ = tx.Rollback()
 		log.Fatal(err)
 	}
@@ -73,4 +75,81 @@ func Example() {
 	if err := <-done; err != nil {
 		log.Print(err)
 	}
+}
+
+// The after-commit fast path: the writer publishes its own message right
+// after commit, and it ends published without waiting for a worker's
+// round. (Runs in memory, with outboxtest.NewStore.)
+func ExampleWorker_PublishNow() {
+	ctx := context.Background()
+	store := outboxtest.NewStore()
+	sink := outbox.SinkFunc(func(_ context.Context, m outbox.Message) error {
+		fmt.Println("delivered", m.ID)
+		return nil
+	})
+	worker, err := outbox.NewWorker(store, sink, outbox.WorkerOptions{Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		log.Fatal(err)
+	}
+
+	msg := outbox.Message{ID: "evt-1", Key: "order-1", Type: "OrderPaid", Payload: []byte(`{"amount":42}`)}
+	tx := store.Begin() // with a database: the *sql.Tx of the state change
+	if err := store.Enqueue(ctx, tx, &outbox.EnqueueOptions{HeadStart: outbox.DefaultHeadStart}, msg); err != nil {
+		log.Fatal(err)
+	}
+	if err := tx.Commit(); err != nil {
+		log.Fatal(err)
+	}
+	if err := worker.PublishNow(ctx, msg); err != nil {
+		log.Print("the worker will deliver it: ", err)
+	}
+	rec, _ := store.Get(ctx, msg.ID)
+	fmt.Println(rec.Status)
+	// Output:
+	// delivered evt-1
+	// published
+}
+
+// One round of a worker: each record fails or succeeds alone, a failed
+// one is scheduled again by the retry policy, and one the sink marks
+// Permanent becomes a dead letter.
+func ExampleWorker_ProcessBatch() {
+	ctx := context.Background()
+	store := outboxtest.NewStore()
+	tx := store.Begin()
+	for _, id := range []string{"ok", "busy", "gone"} {
+		if err := store.Enqueue(ctx, tx, nil, outbox.Message{ID: id, Type: "OrderPaid"}); err != nil {
+			log.Fatal(err)
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		log.Fatal(err)
+	}
+	sink := outbox.SinkFunc(func(_ context.Context, m outbox.Message) error {
+		switch m.ID {
+		case "busy":
+			return errors.New("503: try later")
+		case "gone":
+			return outbox.Permanent(errors.New("404: no such queue"))
+		}
+		return nil
+	})
+	worker, err := outbox.NewWorker(store, sink, outbox.WorkerOptions{Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		log.Fatal(err)
+	}
+	res, err := worker.ProcessBatch(ctx)
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Printf("published %d, retried %d, dead %d\n", res.Published, res.Retried, res.Dead)
+	for _, id := range []string{"ok", "busy", "gone"} {
+		rec, _ := store.Get(ctx, id)
+		fmt.Printf("%s: %s after %d failed attempts %q\n", id, rec.Status, rec.Attempts, rec.LastError)
+	}
+	// Output:
+	// published 1, retried 1, dead 1
+	// ok: published after 0 failed attempts ""
+	// busy: pending after 1 failed attempts "503: try later"
+	// gone: dead after 1 failed attempts "404: no such queue"
 }
