@@ -93,9 +93,9 @@ type Config struct {
 	// to Message.Key. An error, or an empty ID, fails the message
 	// permanently.
 	GroupID func(outbox.Message) (string, error)
-	// SkipTypes are message types that need no IM call: Publish returns
-	// nil for them at once, so they end published (room-service:
-	// RoomCreated, RoomHeatChanged, RoomRankChanged).
+	// SkipTypes are message types that need no IM call (say, events that
+	// only other consumers care about): Publish returns nil for them at
+	// once, so they end published.
 	SkipTypes []string
 	// MaxMessageBytes bounds the encoded message body. Defaults to
 	// DefaultMaxMessageBytes.
