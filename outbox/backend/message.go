@@ -1,8 +1,6 @@
 package backend
 
 import (
-	"context"
-	"database/sql"
 	"fmt"
 	"time"
 	"unicode/utf8"
@@ -129,16 +127,3 @@ type Record struct {
 	// page by it.
 	Seq int64
 }
-
-// Execer is the part of a database handle Store.Enqueue needs. *sql.Tx,
-// *sql.DB and *sql.Conn satisfy it; pass the *sql.Tx of the transaction that
-// changes the state the messages announce.
-type Execer interface {
-	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
-}
-
-var (
-	_ Execer = (*sql.Tx)(nil)
-	_ Execer = (*sql.DB)(nil)
-	_ Execer = (*sql.Conn)(nil)
-)

@@ -2,6 +2,7 @@ package backend
 
 import (
 	"context"
+	"database/sql"
 	"time"
 )
 
@@ -44,6 +45,19 @@ type Store interface {
 	// is idempotent, so it may be retried after an error.
 	Settle(ctx context.Context, token string, outcomes []Outcome) (SettleResult, error)
 }
+
+// Execer is the part of a database handle Store.Enqueue needs. *sql.Tx,
+// *sql.DB and *sql.Conn satisfy it; pass the *sql.Tx of the transaction that
+// changes the state the messages announce.
+type Execer interface {
+	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
+}
+
+var (
+	_ Execer = (*sql.Tx)(nil)
+	_ Execer = (*sql.DB)(nil)
+	_ Execer = (*sql.Conn)(nil)
+)
 
 // EnqueueOptions adjusts Store.Enqueue. The zero value (or nil) means
 // the defaults.
