@@ -4,11 +4,11 @@
 // Cloud IM right after commit, and a worker delivers whatever that could
 // not.
 //
-//	go run ./examples/roomservice -demo                 # the whole loop, narrated
-//	go run ./examples/roomservice -config config.yaml   # the service
+//	go run ./examples/roomservice -config examples/roomservice/config.yaml
 //
-// The demo takes MySQL from -dsn or MYSQL_DSN; without either it starts a
-// MySQL container where Docker runs, and otherwise an embedded engine.
+// This is the production command: it links no demo machinery. The
+// narrated demo, its fallback databases and the Tencent IM fake are the
+// demo command's (examples/roomservice/demo).
 package main
 
 import (
@@ -19,26 +19,19 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+
+	"github.com/outboxrelay/outboxrelay/examples/roomservice/internal/roomservice"
 )
 
 func main() {
-	// A flag set of our own: the embedded engine's vitess dependency
-	// registers flags on the global one.
 	flags := flag.NewFlagSet("roomservice", flag.ExitOnError)
-	configPath := flags.String("config", "", "path of the YAML config file")
-	demo := flags.Bool("demo", false, "run the end-to-end demo and exit")
-	dsn := flags.String("dsn", os.Getenv("MYSQL_DSN"), "demo only: MySQL server DSN (default $MYSQL_DSN)")
+	configPath := flags.String("config", "", "path of the YAML config file (required); the demo is go run ./examples/roomservice/demo")
 	_ = flags.Parse(os.Args[1:])
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
-	var err error
-	switch {
-	case *demo:
-		err = runDemo(ctx, os.Stdout, *dsn)
-	case *configPath == "":
-		err = fmt.Errorf("-config PATH is required (or -demo)")
-	default:
+	err := fmt.Errorf("-config PATH is required (the demo is a command of its own: go run ./examples/roomservice/demo)")
+	if *configPath != "" {
 		err = serve(ctx, *configPath)
 	}
 	if err != nil {
@@ -48,12 +41,12 @@ func main() {
 }
 
 func serve(ctx context.Context, path string) error {
-	cfg, err := LoadConfig(path)
+	cfg, err := roomservice.LoadConfig(path)
 	if err != nil {
 		return err
 	}
 	logger := slog.New(slog.NewJSONHandler(os.Stderr, nil))
-	app, err := NewApp(ctx, cfg, logger)
+	app, err := roomservice.NewApp(ctx, cfg, logger)
 	if err != nil {
 		return err
 	}

@@ -1,4 +1,4 @@
-package main
+package roomservice
 
 import (
 	"bytes"
@@ -50,9 +50,12 @@ type MySQLConfig struct {
 
 // TencentIMConfig is the tencent_im block.
 type TencentIMConfig struct {
-	// Fake serves IM from an in-process fake (tencentimtest) instead of
-	// Tencent: for local runs and the demo, never for production.
-	Fake            bool   `yaml:"fake"`
+	// Fake is refused: room-service has no Tencent IM fake inside. Set,
+	// it fails validation with an error that points at the demo command,
+	// which runs one (and can serve one for base_url to point at).
+	Fake bool `yaml:"fake"`
+	// BaseURL is the REST API's origin, e.g. https://console.tim.qq.com
+	// (http only to loopback, such as the demo command's fake). Required.
 	BaseURL         string `yaml:"base_url"`
 	SDKAppID        int    `yaml:"sdk_app_id"`
 	AdminIdentifier string `yaml:"admin_identifier"`
@@ -170,14 +173,15 @@ func ParseConfig(data []byte) (Config, error) {
 	if secret := os.Getenv(EnvSecretKey); secret != "" {
 		c.TencentIM.SecretKey = secret
 	}
-	c = c.withDefaults()
+	c = c.WithDefaults()
 	if err := c.validate(); err != nil {
 		return Config{}, err
 	}
 	return c, nil
 }
 
-func (c Config) withDefaults() Config {
+// WithDefaults returns a copy of c with the documented defaults filled in.
+func (c Config) WithDefaults() Config {
 	if c.HTTP.Addr == "" {
 		c.HTTP.Addr = ":8080"
 	}
@@ -200,9 +204,11 @@ func (c Config) validate() error {
 	} else if err := opts.Validate(); err != nil {
 		errs = append(errs, fmt.Errorf("config: outbox_worker: %w", err))
 	}
-	if im := c.TencentIM; !im.Fake {
+	if im := c.TencentIM; im.Fake {
+		errs = append(errs, errFakeIM)
+	} else {
 		if im.BaseURL == "" {
-			errs = append(errs, errors.New("config: tencent_im.base_url: required (or tencent_im.fake: true for local runs)"))
+			errs = append(errs, errors.New("config: tencent_im.base_url: required"))
 		}
 		if im.SDKAppID <= 0 {
 			errs = append(errs, fmt.Errorf("config: tencent_im.sdk_app_id %d: must be positive", im.SDKAppID))
@@ -216,6 +222,12 @@ func (c Config) validate() error {
 	}
 	return errors.Join(errs...)
 }
+
+// errFakeIM answers tencent_im.fake: true. The fake lives in the demo
+// command, so that this binary links no test machinery.
+var errFakeIM = errors.New("config: tencent_im.fake: true: room-service has no in-process Tencent IM fake; " +
+	"run the demo (go run ./examples/roomservice/demo), or serve the fake for this config " +
+	"(go run ./examples/roomservice/demo -fake-im -config FILE) and leave tencent_im.fake out")
 
 var yamlLineRE = regexp.MustCompile(`^line (\d+): (.*)$`)
 

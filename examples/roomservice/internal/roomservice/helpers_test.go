@@ -1,4 +1,4 @@
-package main
+package roomservice
 
 import (
 	"bytes"
@@ -16,14 +16,27 @@ import (
 	"github.com/outboxrelay/outboxrelay/internal/testutil"
 	"github.com/outboxrelay/outboxrelay/outbox"
 	"github.com/outboxrelay/outboxrelay/outbox/outboxtest"
+	"github.com/outboxrelay/outboxrelay/sink/tencentim/tencentimtest"
 )
 
 // testApp is a running room-service on a fresh database, with Tencent IM
-// served by the in-process fake.
+// served by a fake of the test's own.
 type testApp struct {
 	*App
-	t  *testing.T
-	db *testutil.Database
+	t      *testing.T
+	db     *testutil.Database
+	fakeIM *tencentimtest.Server
+}
+
+// startFakeIM starts a Tencent IM fake for t and returns the tencent_im
+// block that points at it.
+func startFakeIM(t *testing.T) (*tencentimtest.Server, TencentIMConfig) {
+	t.Helper()
+	im := TencentIMConfig{SDKAppID: 1400000000, AdminIdentifier: "administrator", SecretKey: "test-secret-key"}
+	fake := tencentimtest.NewServer(tencentimtest.Config{SDKAppID: im.SDKAppID, SecretKey: im.SecretKey, AdminIdentifier: im.AdminIdentifier})
+	t.Cleanup(fake.Close)
+	im.BaseURL = fake.URL()
+	return fake, im
 }
 
 // startApp starts room-service. By default the worker is switched off, so
@@ -34,16 +47,16 @@ func startApp(t *testing.T, db *testutil.Database, mod func(*Config)) *testApp {
 	if db == nil {
 		db = testutil.NewDatabase(t)
 	}
+	fake, im := startFakeIM(t)
 	var cfg Config
 	off := false
-	cfg.NodeID, cfg.HTTP.Addr, cfg.MySQL.DSN = "test-node", "127.0.0.1:0", db.DSN
-	cfg.TencentIM.Fake = true
+	cfg.NodeID, cfg.HTTP.Addr, cfg.MySQL.DSN, cfg.TencentIM = "test-node", "127.0.0.1:0", db.DSN, im
 	cfg.OutboxWorker.Enabled = &off
 	cfg.OutboxWorker.PollInterval = 20 * time.Millisecond
 	if mod != nil {
 		mod(&cfg)
 	}
-	cfg = cfg.withDefaults()
+	cfg = cfg.WithDefaults()
 	require.NoError(t, cfg.validate())
 	app, err := NewApp(context.Background(), cfg, outboxtest.Logger(t))
 	require.NoError(t, err)
@@ -53,7 +66,7 @@ func startApp(t *testing.T, db *testutil.Database, mod func(*Config)) *testApp {
 		defer cancel()
 		_ = app.Shutdown(ctx)
 	})
-	return &testApp{App: app, t: t, db: db}
+	return &testApp{App: app, t: t, db: db, fakeIM: fake}
 }
 
 // do sends a request and returns the status and the body.

@@ -1,10 +1,8 @@
-package main
+package roomservice
 
 import (
 	"context"
-	"crypto/rand"
 	"database/sql"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -20,7 +18,6 @@ import (
 	"github.com/outboxrelay/outboxrelay/outbox"
 	"github.com/outboxrelay/outboxrelay/outbox/outboxprom"
 	"github.com/outboxrelay/outboxrelay/sink/tencentim"
-	"github.com/outboxrelay/outboxrelay/sink/tencentim/tencentimtest"
 	"github.com/outboxrelay/outboxrelay/store/mysql"
 )
 
@@ -48,9 +45,6 @@ type App struct {
 	worker *outbox.Worker
 	svc    *Service
 	server *http.Server
-	// fakeIM is the in-process Tencent IM fake when tencent_im.fake is
-	// set; nil otherwise.
-	fakeIM *tencentimtest.Server
 	// metrics is the registry /metrics serves.
 	metrics *prometheus.Registry
 
@@ -120,18 +114,10 @@ func (a *App) build(ctx context.Context) error {
 	return nil
 }
 
-// newSink builds the Tencent IM sink, against the in-process fake when the
-// config asks for it.
+// newSink builds the Tencent IM sink. There is no fake in here: the demo
+// command and the tests start one and put its address in base_url.
 func (a *App) newSink() (*tencentim.Sink, error) {
 	im := a.cfg.TencentIM
-	if im.Fake {
-		var key [16]byte
-		_, _ = rand.Read(key[:])
-		im = TencentIMConfig{SDKAppID: 1400000000, AdminIdentifier: "administrator", SecretKey: hex.EncodeToString(key[:])}
-		a.fakeIM = tencentimtest.NewServer(tencentimtest.Config{SDKAppID: im.SDKAppID, SecretKey: im.SecretKey, AdminIdentifier: im.AdminIdentifier})
-		im.BaseURL = a.fakeIM.URL()
-		a.log.Warn("tencent_im.fake is set: IM is served by an in-process fake, for local runs only", slog.String("url", im.BaseURL))
-	}
 	return tencentim.New(tencentim.Config{
 		BaseURL: im.BaseURL, SDKAppID: im.SDKAppID, SecretKey: im.SecretKey, AdminIdentifier: im.AdminIdentifier,
 		SkipTypes: noIMTypes, Logger: a.log,
@@ -187,6 +173,10 @@ func (a *App) Start() error {
 	return nil
 }
 
+// Store is the room_outbox store, for tools that look at an event's
+// record (the demo narrates them).
+func (a *App) Store() *mysql.Store { return a.store }
+
 // Addr is the address the HTTP server listens on.
 func (a *App) Addr() string { return a.listener.Addr().String() }
 
@@ -232,9 +222,6 @@ func (a *App) Shutdown(ctx context.Context) error {
 func (a *App) closeResources() error {
 	err := a.db.Close()
 	a.step("mysql closed")
-	if a.fakeIM != nil {
-		a.fakeIM.Close()
-	}
 	return err
 }
 

@@ -1,4 +1,4 @@
-package main
+package roomservice
 
 import (
 	"os"
@@ -11,12 +11,13 @@ import (
 // FuzzParseConfig: any file either fails with an error or gives a config
 // the service can start the worker with; never a panic.
 func FuzzParseConfig(f *testing.F) {
-	for _, name := range []string{"config.yaml", "config.docker.yaml", "config.tencent.example.yaml"} {
+	for _, name := range shippedConfigs {
 		if data, err := testdataFile(name); err == nil {
 			f.Add(data)
 		}
 	}
-	f.Add("mysql:\n  dsn: x\ntencent_im:\n  fake: true\noutbox_worker:\n  poll_interval: -5s\n  retry_strategy: exponential\n  retry_jitter: 7\n")
+	f.Add("mysql:\n  dsn: x\n" + imBlock + "outbox_worker:\n  poll_interval: -5s\n  retry_strategy: exponential\n  retry_jitter: 7\n")
+	f.Add("mysql:\n  dsn: x\ntencent_im:\n  fake: true\n")
 	f.Add("outbox_worker:\n  batch_size: 99999999999999999999\n")
 	f.Add("mysql: [a, b]\n")
 	f.Add(":\n- -\n")

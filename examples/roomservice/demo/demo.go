@@ -14,7 +14,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/outboxrelay/outboxrelay/examples/roomservice/internal/roomservice"
 	"github.com/outboxrelay/outboxrelay/outbox"
+	"github.com/outboxrelay/outboxrelay/sink/tencentim/tencentimtest"
 )
 
 // runDemo finds a MySQL (see demoMySQL), makes a scratch database on it,
@@ -39,11 +41,13 @@ type demoReport struct {
 	Lifecycle    []string
 }
 
-// demo is one run: the app, an HTTP client, and where to narrate.
+// demo is one run: the app, the IM fake, an HTTP client, and where to
+// narrate.
 type demo struct {
 	ctx    context.Context
 	out    io.Writer
-	app    *App
+	app    *roomservice.App
+	im     *tencentimtest.Server
 	client *http.Client
 	step   int
 }
@@ -52,19 +56,21 @@ type demo struct {
 // (through at most maxOpenConns connections; 0: no cap), printing each
 // step, and checks every step; an unexpected outcome is an error.
 func runDemoOn(ctx context.Context, out io.Writer, dsn string, maxOpenConns int) (demoReport, error) {
-	var cfg Config
+	im, imCfg := startFakeIM()
+	defer im.Close() // after the app has shut down
+	var cfg roomservice.Config
 	cfg.NodeID, cfg.HTTP.Addr, cfg.MySQL.DSN, cfg.MySQL.MaxOpenConns = "demo-node", "127.0.0.1:0", dsn, maxOpenConns
-	cfg.TencentIM.Fake = true
+	cfg.TencentIM = imCfg
 	cfg.OutboxWorker.PollInterval, cfg.OutboxWorker.PublishTimeout = 200*time.Millisecond, 2*time.Second
 	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError}))
-	app, err := NewApp(ctx, cfg.withDefaults(), logger)
+	app, err := roomservice.NewApp(ctx, cfg.WithDefaults(), logger)
 	if err != nil {
 		return demoReport{}, err
 	}
 	if err := app.Start(); err != nil {
 		return demoReport{}, err
 	}
-	d := &demo{ctx: ctx, out: out, app: app, client: &http.Client{Timeout: 10 * time.Second}}
+	d := &demo{ctx: ctx, out: out, app: app, im: im, client: &http.Client{Timeout: 10 * time.Second}}
 	report, err := d.run()
 	shutdownErr := d.shutdown(&report)
 	return report, errors.Join(err, shutdownErr)
@@ -80,7 +86,7 @@ func (d *demo) stepf(format string, args ...any) {
 }
 
 func (d *demo) run() (demoReport, error) {
-	im := d.app.fakeIM
+	im := d.im
 	report := demoReport{IMDeliveries: map[string]int{}}
 	d.say("Tencent IM: a local fake of the REST API at %s, told to fail the next call (ErrorCode 10002) and leave the one after it unanswered", im.URL())
 	// The failed sync publish wakes the worker at once; its first try
@@ -107,7 +113,7 @@ func (d *demo) run() (demoReport, error) {
 	}
 	d.stepf("sync publish to Tencent IM failed: ErrorCode %d", reqs[len(reqs)-1].ErrorCode)
 	d.stepf("HTTP response still succeeded: 200, room-1 members %v, heat %d", joined.Room.Members, joined.Room.Heat)
-	rec, err := d.app.store.Get(d.ctx, report.JoinEventID)
+	rec, err := d.app.Store().Get(d.ctx, report.JoinEventID)
 	if err != nil || rec.Status != outbox.StatusPending || rec.Attempts != 0 {
 		return report, fmt.Errorf("demo: want the join event pending with retry_count 0, got %+v (%v)", rec, err)
 	}
@@ -164,22 +170,22 @@ func (d *demo) shutdown(report *demoReport) error {
 }
 
 // command posts body and decodes a 200 result.
-func (d *demo) command(path string, body map[string]any) (Result, error) {
+func (d *demo) command(path string, body map[string]any) (roomservice.Result, error) {
 	b, _ := json.Marshal(body)
 	req, err := http.NewRequestWithContext(d.ctx, http.MethodPost, "http://"+d.app.Addr()+path, bytes.NewReader(b))
 	if err != nil {
-		return Result{}, err
+		return roomservice.Result{}, err
 	}
 	resp, err := d.client.Do(req)
 	if err != nil {
-		return Result{}, err
+		return roomservice.Result{}, err
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
 		msg, _ := io.ReadAll(resp.Body)
-		return Result{}, fmt.Errorf("demo: POST %s: %s: %s", path, resp.Status, msg)
+		return roomservice.Result{}, fmt.Errorf("demo: POST %s: %s: %s", path, resp.Status, msg)
 	}
-	var res Result
+	var res roomservice.Result
 	err = json.NewDecoder(resp.Body).Decode(&res)
 	if err == nil && len(res.EventIDs) == 0 {
 		err = fmt.Errorf("demo: POST %s emitted no events", path)
@@ -188,7 +194,7 @@ func (d *demo) command(path string, body map[string]any) (Result, error) {
 }
 
 func (d *demo) status(id string) string {
-	rec, err := d.app.store.Get(d.ctx, id)
+	rec, err := d.app.Store().Get(d.ctx, id)
 	if err != nil {
 		return err.Error()
 	}
@@ -199,7 +205,7 @@ func (d *demo) status(id string) string {
 func (d *demo) waitPublished(id string) (outbox.Record, error) {
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		rec, err := d.app.store.Get(d.ctx, id)
+		rec, err := d.app.Store().Get(d.ctx, id)
 		if err == nil && rec.Status == outbox.StatusPublished {
 			return rec, nil
 		}

@@ -1,4 +1,4 @@
-package main
+package roomservice
 
 import (
 	"strings"
@@ -11,9 +11,16 @@ import (
 	"github.com/outboxrelay/outboxrelay/outbox/backend"
 )
 
+// shippedConfigs are the configuration files beside the command, in
+// examples/roomservice.
+var shippedConfigs = []string{"../../config.yaml", "../../config.docker.yaml", "../../config.tencent.example.yaml"}
+
+// imBlock is a valid tencent_im block, for tests about the rest.
+const imBlock = "tencent_im:\n  base_url: https://console.tim.qq.com\n  sdk_app_id: 1400000000\n  admin_identifier: administrator\n  secret_key: k\n"
+
 func TestShippedConfigFilesParse(t *testing.T) {
 	t.Setenv(EnvSecretKey, "from-the-environment")
-	for _, name := range []string{"config.yaml", "config.docker.yaml", "config.tencent.example.yaml"} {
+	for _, name := range shippedConfigs {
 		t.Run(name, func(t *testing.T) {
 			cfg, err := LoadConfig(name)
 			require.NoError(t, err)
@@ -25,16 +32,14 @@ func TestShippedConfigFilesParse(t *testing.T) {
 			require.Equal(t, "fixed_interval", w.RetryStrategy)
 			require.NotEmpty(t, cfg.MySQL.DSN)
 			require.NotEmpty(t, cfg.HTTP.Addr)
-			if !cfg.TencentIM.Fake {
-				require.Equal(t, "from-the-environment", cfg.TencentIM.SecretKey, "%s overrides the file", EnvSecretKey)
-				require.NotEmpty(t, cfg.TencentIM.BaseURL)
-			}
+			require.Equal(t, "from-the-environment", cfg.TencentIM.SecretKey, "%s overrides the file", EnvSecretKey)
+			require.NotEmpty(t, cfg.TencentIM.BaseURL)
 		})
 	}
 }
 
 func TestConfigDefaults(t *testing.T) {
-	minimal := "mysql:\n  dsn: \"root@tcp(db:3306)/rooms\"\ntencent_im:\n  fake: true\n"
+	minimal := "mysql:\n  dsn: \"root@tcp(db:3306)/rooms\"\n" + imBlock
 	for name, yaml := range map[string]string{
 		"block missing":   minimal,
 		"zeros":           minimal + "outbox_worker:\n  poll_interval: 0s\n  batch_size: 0\n  publish_timeout: 0s\n  retry_strategy: \"\"\n",
@@ -77,16 +82,17 @@ func TestConfigRejectsMistakes(t *testing.T) {
 	cases := []struct {
 		name, yaml, want string
 	}{
-		{"unknown retry strategy", base + "tencent_im:\n  fake: true\noutbox_worker:\n  retry_strategy: exponential_backof\n", `retry_strategy "exponential_backof": unknown`},
-		{"typo in a key", base + "tencent_im:\n  fake: true\noutbox_worker:\n  pol_interval: 1s\n", "field pol_interval not found"},
-		{"bad exponential parameters", base + "tencent_im:\n  fake: true\noutbox_worker:\n  retry_strategy: exponential\n  retry_multiplier: 0.5\n", "multiplier 0.5: must be at least 1"},
-		{"negative max attempts", base + "tencent_im:\n  fake: true\noutbox_worker:\n  retry_max_attempts: -1\n", "retry_max_attempts -1"},
-		{"busy loop", base + "tencent_im:\n  fake: true\noutbox_worker:\n  poll_interval: 1ms\n", "config: outbox_worker: outbox: PollInterval 1ms: must be at least 10ms"},
-		{"batch too big", base + "tencent_im:\n  fake: true\noutbox_worker:\n  batch_size: 50000\n", "BatchSize 50000: must be at most 10000"},
-		{"bad duration", base + "tencent_im:\n  fake: true\noutbox_worker:\n  poll_interval: soon\n", "poll_interval"},
-		{"no dsn", "tencent_im:\n  fake: true\n", "mysql.dsn: required"},
-		{"negative pool cap", base + "  max_open_conns: -1\ntencent_im:\n  fake: true\n", "mysql.max_open_conns: -1: must not be negative"},
+		{"unknown retry strategy", base + imBlock + "outbox_worker:\n  retry_strategy: exponential_backof\n", `retry_strategy "exponential_backof": unknown`},
+		{"typo in a key", base + imBlock + "outbox_worker:\n  pol_interval: 1s\n", "field pol_interval not found"},
+		{"bad exponential parameters", base + imBlock + "outbox_worker:\n  retry_strategy: exponential\n  retry_multiplier: 0.5\n", "multiplier 0.5: must be at least 1"},
+		{"negative max attempts", base + imBlock + "outbox_worker:\n  retry_max_attempts: -1\n", "retry_max_attempts -1"},
+		{"busy loop", base + imBlock + "outbox_worker:\n  poll_interval: 1ms\n", "config: outbox_worker: outbox: PollInterval 1ms: must be at least 10ms"},
+		{"batch too big", base + imBlock + "outbox_worker:\n  batch_size: 50000\n", "BatchSize 50000: must be at most 10000"},
+		{"bad duration", base + imBlock + "outbox_worker:\n  poll_interval: soon\n", "poll_interval"},
+		{"no dsn", imBlock, "mysql.dsn: required"},
+		{"negative pool cap", base + "  max_open_conns: -1\n" + imBlock, "mysql.max_open_conns: -1: must not be negative"},
 		{"real IM without settings", base, "tencent_im.base_url: required"},
+		{"the fake", base + "tencent_im:\n  fake: true\n", "config: tencent_im.fake: true: room-service has no in-process Tencent IM fake; run the demo (go run ./examples/roomservice/demo)"},
 		{"real IM without secret", base + "tencent_im:\n  base_url: https://console.tim.qq.com\n  sdk_app_id: 1400000000\n  admin_identifier: admin\n", "tencent_im.secret_key: required (set TENCENT_IM_SECRET_KEY)"},
 	}
 	for _, tc := range cases {
