@@ -15,16 +15,16 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/require"
 
-	"github.com/outboxrelay/outboxrelay/internal/testutil"
 	"github.com/outboxrelay/outboxrelay/outbox"
 	"github.com/outboxrelay/outboxrelay/sink/natsjs"
+	"github.com/outboxrelay/outboxrelay/sink/natsjs/internal/natstest"
 )
 
 // ownConn is a connection of the test's own, so that a message that
 // closes it cannot take other tests down with it.
 func ownConn(t *testing.T) (*nats.Conn, jetstream.JetStream) {
 	t.Helper()
-	nc := testutil.NATS(t)
+	nc := natstest.NATS(t)
 	js, err := jetstream.New(nc)
 	require.NoError(t, err)
 	return nc, js

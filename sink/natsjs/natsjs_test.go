@@ -21,6 +21,7 @@ import (
 	"github.com/outboxrelay/outboxrelay/outbox"
 	"github.com/outboxrelay/outboxrelay/outbox/outboxtest"
 	"github.com/outboxrelay/outboxrelay/sink/natsjs"
+	"github.com/outboxrelay/outboxrelay/sink/natsjs/internal/natstest"
 	"github.com/outboxrelay/outboxrelay/store/mysql"
 )
 
@@ -56,7 +57,7 @@ func message(id, key string) outbox.Message {
 }
 
 func TestMessagesLandInOrderPerKey(t *testing.T) {
-	js, err := jetstream.New(testutil.NATS(t))
+	js, err := jetstream.New(natstest.NATS(t))
 	require.NoError(t, err)
 	str, prefix := stream(t, js, nil)
 	sink := newSink(t, natsjs.Config{JetStream: js, Prefix: prefix})
@@ -97,7 +98,7 @@ func TestMessagesLandInOrderPerKey(t *testing.T) {
 }
 
 func TestRedeliveryIsStoredOnce(t *testing.T) {
-	js, err := jetstream.New(testutil.NATS(t))
+	js, err := jetstream.New(natstest.NATS(t))
 	require.NoError(t, err)
 	str, prefix := stream(t, js, nil)
 	var logs bytes.Buffer
@@ -117,7 +118,7 @@ func TestRedeliveryIsStoredOnce(t *testing.T) {
 // stream acknowledged (as when a process dies there) publishes again,
 // and the stream still holds every event once.
 func TestWorkerThroughJetStream(t *testing.T) {
-	js, err := jetstream.New(testutil.NATS(t))
+	js, err := jetstream.New(natstest.NATS(t))
 	require.NoError(t, err)
 	str, prefix := stream(t, js, nil)
 	sink := newSink(t, natsjs.Config{JetStream: js, Prefix: prefix})
@@ -179,7 +180,7 @@ func TestWorkerThroughJetStream(t *testing.T) {
 }
 
 func TestErrorsAreClassified(t *testing.T) {
-	nc := testutil.NATS(t)
+	nc := natstest.NATS(t)
 	js, err := jetstream.New(nc)
 	require.NoError(t, err)
 	ctx := context.Background()
@@ -228,7 +229,7 @@ func TestErrorsAreClassified(t *testing.T) {
 	}
 
 	t.Run("closed connection", func(t *testing.T) {
-		nc2 := testutil.NATS(t)
+		nc2 := natstest.NATS(t)
 		js2, err := jetstream.New(nc2)
 		require.NoError(t, err)
 		sink := newSink(t, natsjs.Config{JetStream: js2, Prefix: prefix})
@@ -245,7 +246,7 @@ func TestErrorsAreClassified(t *testing.T) {
 // Credentials never reach an error or a log line.
 func TestServerSideFailures(t *testing.T) {
 	const password = "s3cret-pa55word"
-	srv := testutil.StartNATSServer(t, `
+	srv := natstest.StartNATSServer(t, `
 jetstream {}
 authorization {
   users = [
@@ -283,7 +284,7 @@ authorization {
 	require.NotContains(t, err.Error(), password)
 
 	t.Run("no JetStream", func(t *testing.T) {
-		plain := testutil.StartNATSServer(t, "")
+		plain := natstest.StartNATSServer(t, "")
 		nc, err := nats.Connect("nats://" + plain.Addr)
 		require.NoError(t, err)
 		defer nc.Close()
@@ -296,7 +297,7 @@ authorization {
 	})
 
 	t.Run("server down", func(t *testing.T) {
-		gone := testutil.StartNATSServer(t, "jetstream {}")
+		gone := natstest.StartNATSServer(t, "jetstream {}")
 		url := "nats://someone:" + password + "@" + gone.Addr
 		nc, err := nats.Connect(url, nats.MaxReconnects(-1), nats.ReconnectWait(50*time.Millisecond))
 		require.NoError(t, err)
@@ -317,7 +318,7 @@ authorization {
 func TestConfigIsValidated(t *testing.T) {
 	_, err := natsjs.New(natsjs.Config{})
 	require.ErrorContains(t, err, "JetStream: required")
-	js, err := jetstream.New(testutil.NATS(t))
+	js, err := jetstream.New(natstest.NATS(t))
 	require.NoError(t, err)
 	for _, bad := range []string{"a..b", "a.*", "a.>", " a", "a."} {
 		_, err := natsjs.New(natsjs.Config{JetStream: js, Prefix: bad})

@@ -12,9 +12,9 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/require"
 
-	"github.com/outboxrelay/outboxrelay/internal/testutil"
 	"github.com/outboxrelay/outboxrelay/outbox"
 	"github.com/outboxrelay/outboxrelay/sink/natsjs"
+	"github.com/outboxrelay/outboxrelay/sink/natsjs/internal/natstest"
 )
 
 // chain is err and every error it wraps, through Unwrap() error and
@@ -69,7 +69,7 @@ authorization { token: "` + token + `" }`
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			srv := testutil.StartNATSServer(t, tc.conf)
+			srv := natstest.StartNATSServer(t, tc.conf)
 			url := tc.url(srv.Addr)
 			nc, err := nats.Connect(url, append(tc.opts, nats.MaxReconnects(-1), nats.ReconnectWait(20*time.Millisecond),
 				nats.ErrorHandler(func(*nats.Conn, *nats.Subscription, error) {}))...)

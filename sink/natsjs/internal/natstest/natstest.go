@@ -1,4 +1,8 @@
-package testutil
+// Package natstest gives the NATS sink's tests a real NATS server: the
+// shared one with JetStream, or nats-server processes of a test's own.
+// It lives in the natsjs module, with nats.go, so that the root module
+// does not require nats.go for tests.
+package natstest
 
 import (
 	"fmt"
