@@ -37,7 +37,7 @@ func TestClaimHeadsRechecksTheHead(t *testing.T) {
 	require.Len(t, heads, 1, "k2 is K's head while k1 is dead")
 	_, err = d.DB.ExecContext(ctx, "UPDATE outbox SET status = 'pending', next_attempt_at = UTC_TIMESTAMP(6) WHERE event_id = 'k1'")
 	require.NoError(t, err)
-	rows, err := readRows(ctx, tx, s.q.claimHeadsPrefix+"?"+s.q.claimHeadsSuffix, heads[0].id, 10)
+	rows, err := readRows(ctx, tx, claimHeadsSQL(s.t, heads[:1], 10))
 	require.NoError(t, err)
 	require.Empty(t, rows, "k1 is pending again: k2 is no longer the head")
 }

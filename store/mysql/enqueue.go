@@ -56,15 +56,12 @@ func (s *Store) Enqueue(ctx context.Context, tx backend.Execer, opts *backend.En
 	if err != nil {
 		return err
 	}
-	due := "UTC_TIMESTAMP(6) + INTERVAL " + strconv.FormatInt(headStart.Microseconds(), 10) + " MICROSECOND"
-	rowSQL := "(?, ?, ?, ?, ?, ?, UTC_TIMESTAMP(6), " + due + ")"
 	chunks := chunkRows(rows)
-
 	if db, ok := tx.(*sql.DB); ok && len(chunks) > 1 {
-		return s.enqueueInTx(ctx, db, rowSQL, chunks)
+		return s.enqueueInTx(ctx, db, headStart, chunks)
 	}
 	for _, c := range chunks {
-		if err := s.insert(ctx, tx, rowSQL, c); err != nil {
+		if err := s.insert(ctx, tx, headStart, c); err != nil {
 			return err
 		}
 	}
@@ -73,14 +70,14 @@ func (s *Store) Enqueue(ctx context.Context, tx backend.Execer, opts *backend.En
 
 // enqueueInTx writes several statements' worth of rows through a *sql.DB
 // in one transaction of its own, so that the call stays all-or-nothing.
-func (s *Store) enqueueInTx(ctx context.Context, db *sql.DB, rowSQL string, chunks [][]insertRow) error {
+func (s *Store) enqueueInTx(ctx context.Context, db *sql.DB, headStart time.Duration, chunks [][]insertRow) error {
 	tx, err := db.BeginTx(ctx, nil)
 	if err != nil {
 		return s.wrap("enqueue", err)
 	}
 	defer func() { _ = tx.Rollback() }()
 	for _, c := range chunks {
-		if err := s.insert(ctx, tx, rowSQL, c); err != nil {
+		if err := s.insert(ctx, tx, headStart, c); err != nil {
 			return err
 		}
 	}
@@ -90,24 +87,26 @@ func (s *Store) enqueueInTx(ctx context.Context, db *sql.DB, rowSQL string, chun
 	return nil
 }
 
-func (s *Store) insert(ctx context.Context, tx outbox.Execer, rowSQL string, rows []insertRow) error {
-	var b strings.Builder
-	b.WriteString(s.oq.insertPrefix)
-	args := make([]any, 0, len(rows)*6)
-	for i, r := range rows {
-		if i > 0 {
-			b.WriteString(", ")
-		}
-		b.WriteString(rowSQL)
-		args = append(args, r.id, r.key, r.typ, r.payload, r.headers, r.occurredAt)
-	}
-	if _, err := tx.ExecContext(ctx, b.String(), args...); err != nil {
+// insert writes rows in one statement, due headStart after now.
+func (s *Store) insert(ctx context.Context, tx backend.Execer, headStart time.Duration, rows []insertRow) error {
+	if _, err := insertSQL(s.t, headStart, rows).exec(ctx, tx); err != nil {
 		if classify(err) == classDuplicate {
 			return fmt.Errorf("mysql store: enqueue: message ID %s already exists: %w", duplicateEntry(err), outbox.ErrDuplicateID)
 		}
 		return s.wrap("enqueue", err)
 	}
 	return nil
+}
+
+// insertSQL writes rows as pending messages, due headStart after now by
+// the database clock.
+func insertSQL(t *target, headStart time.Duration, rows []insertRow) statement {
+	due := any(headStart.Microseconds())
+	args := make([]any, 0, 7*len(rows))
+	for _, r := range rows {
+		args = append(args, r.id, r.key, r.typ, r.payload, r.headers, r.occurredAt, due)
+	}
+	return t.renderRows("INSERT INTO {outbox} (event_id, event_key, event_type, payload, headers, occurred_at, created_at, next_attempt_at) VALUES (?, ?, ?, ?, ?, ?, UTC_TIMESTAMP(6), UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND)", len(rows), args...)
 }
 
 // insertRow is one validated message, encoded for the INSERT.

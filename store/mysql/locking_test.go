@@ -27,7 +27,7 @@ func TestClaimDoesNotBlockWriters(t *testing.T) {
 	tx, err := d.DB.BeginTx(ctx, claimTxOptions)
 	require.NoError(t, err)
 	defer func() { _ = tx.Rollback() }()
-	rows, err := tx.QueryContext(ctx, s.q.claimDue, 100)
+	rows, err := claimDueSQL(s.t, 100).query(ctx, tx)
 	require.NoError(t, err)
 	n := 0
 	for rows.Next() {

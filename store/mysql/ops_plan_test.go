@@ -35,11 +35,12 @@ func TestStatsAndRetentionOnAMillionPublishedRows(t *testing.T) {
 	require.NoError(t, err)
 
 	// Stats: the backlog only.
-	plan := explain(t, d.DB, s.q.stats)
+	stats := statsSQL(s.t).text
+	plan := explain(t, d.DB, stats)
 	t.Logf("stats plan: %v", plan)
 	require.Contains(t, []string{"idx_due", "idx_key"}, plan["key"], "index-backed")
 	require.Equal(t, "range", plan["type"])
-	rows, read := countReads(t, d.DB, s.q.stats, nil)
+	rows, read := countReads(t, d.DB, stats, nil)
 	t.Logf("stats read %d rows and index entries for %d pending and %d dead among %d published", read, pending, dead, published)
 	require.Equal(t, 3, rows, "pending × 2 types, dead × 1 type")
 	require.LessOrEqual(t, read, int64(2*(pending+dead)+10), "never the published history")
@@ -54,7 +55,7 @@ func TestStatsAndRetentionOnAMillionPublishedRows(t *testing.T) {
 	// range of idx_due in index order.
 	window := strings.NewReplacer("status = ?", "status = 'published'", "INTERVAL ? MICROSECOND", "INTERVAL 86400000000 MICROSECOND",
 		"next_attempt_at > ?", "next_attempt_at > '0001-01-01'", "next_attempt_at = ?", "next_attempt_at = '0001-01-01'",
-		"id > ?", "id > 0", "LIMIT ?", "LIMIT 1000").Replace(s.oq.purgeWindow)
+		"id > ?", "id > 0", "LIMIT ?", "LIMIT 1000").Replace(purgeWindowSQL(s.t, "published", 0, purgePos{}, 0).text)
 	plan = explain(t, d.DB, window)
 	t.Logf("purge window plan: %v", plan)
 	require.Equal(t, "idx_due", plan["key"])

@@ -35,7 +35,7 @@ func TestClaimPlan(t *testing.T) {
 	_, err := d.DB.ExecContext(ctx, "ANALYZE TABLE "+s.table)
 	require.NoError(t, err)
 
-	query := strings.Replace(s.q.claimDue, "LIMIT ?", fmt.Sprintf("LIMIT %d", limit), 1)
+	query := strings.Replace(claimDueSQL(s.t, limit).text, "LIMIT ?", fmt.Sprintf("LIMIT %d", limit), 1)
 	plan := explain(t, d.DB, query)
 	t.Logf("claim plan: %v", plan)
 	require.Equal(t, "idx_due", plan["key"], "the claim uses idx_due")
@@ -148,7 +148,7 @@ func TestKeyHeadsPlan(t *testing.T) {
 	_, err := d.DB.ExecContext(ctx, "ANALYZE TABLE "+s.table)
 	require.NoError(t, err)
 
-	query := strings.NewReplacer("event_key > ?", "event_key > ''", "LIMIT ?", "LIMIT 100").Replace(s.q.keyHeads)
+	query := strings.NewReplacer("event_key > ?", "event_key > ''", "LIMIT ?", "LIMIT 100").Replace(keyHeadsSQL(s.t, "", 100).text)
 	plan := explain(t, d.DB, query)
 	t.Logf("key heads plan: %v", plan)
 	require.Equal(t, "idx_key", plan["key"])
@@ -170,7 +170,8 @@ func TestKeyHeadsPlan(t *testing.T) {
 	for i, h := range heads {
 		ids[i] = strconv.FormatUint(h.id, 10)
 	}
-	lock := s.q.claimHeadsPrefix + strings.Join(ids, ", ") + strings.Replace(s.q.claimHeadsSuffix, "LIMIT ?", "LIMIT 100", 1)
+	lockHeads := claimHeadsSQL(s.t, heads[:1], 100).text
+	lock := strings.NewReplacer("IN (?)", "IN ("+strings.Join(ids, ", ")+")", "LIMIT ?", "LIMIT 100").Replace(lockHeads)
 	n, read = countReads(t, d.DB, lock, claimTxOptions)
 	require.Equal(t, 100, n)
 	t.Logf("locking 100 key heads (each re-checked) read %d index entries", read)

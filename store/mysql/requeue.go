@@ -64,20 +64,15 @@ func (s *channel) requeue(ctx context.Context, where string, args []any, limit i
 		if err != nil {
 			return err
 		}
-		byDue := map[time.Time][]any{}
+		byDue := map[time.Time][]uint64{}
 		for _, d := range dead {
 			byDue[leaseEnds[d.key]] = append(byDue[leaseEnds[d.key]], d.seq)
 		}
-		for end, seqs := range byDue {
-			var due any // nil: now
-			if !end.IsZero() {
-				due = formatTime(end)
-			}
-			res, err := tx.ExecContext(ctx, s.q.requeuePrefix+placeholders(len(seqs))+")", append([]any{due}, seqs...)...)
+		for due, seqs := range byDue {
+			n, err := requeueSQL(s.t, due, seqs).exec(ctx, tx)
 			if err != nil {
 				return err
 			}
-			n, _ := res.RowsAffected()
 			done += int(n)
 		}
 		return tx.Commit()
@@ -92,7 +87,7 @@ type deadLetterRow struct {
 
 // lockDead locks up to limit dead letters that match where, oldest first.
 func (s *channel) lockDead(ctx context.Context, tx *sql.Tx, where string, args []any, limit int) ([]deadLetterRow, error) {
-	rows, err := tx.QueryContext(ctx, s.q.requeueLockPrefix+where+" ORDER BY "+s.t.seq+" LIMIT ? FOR UPDATE", append(args, limit)...)
+	rows, err := lockDeadSQL(s.t, where, args, limit).query(ctx, tx)
 	if err != nil {
 		return nil, err
 	}
@@ -111,7 +106,7 @@ func (s *channel) lockDead(ctx context.Context, tx *sql.Tx, where string, args [
 // keyLeases locks the pending records of the dead letters' keys and
 // returns, per key, when its last live lease ends (absent: none).
 func (s *channel) keyLeases(ctx context.Context, tx *sql.Tx, dead []deadLetterRow) (map[string]time.Time, error) {
-	var keys []any
+	var keys []string
 	seen := map[string]bool{}
 	for _, d := range dead {
 		if d.key != "" && !seen[d.key] {
@@ -123,7 +118,7 @@ func (s *channel) keyLeases(ctx context.Context, tx *sql.Tx, dead []deadLetterRo
 	if len(keys) == 0 {
 		return ends, nil
 	}
-	rows, err := tx.QueryContext(ctx, s.q.keyLeasesPrefix+placeholders(len(keys))+") FOR UPDATE", keys...)
+	rows, err := keyLeasesSQL(s.t, keys).query(ctx, tx)
 	if err != nil {
 		return nil, err
 	}
@@ -234,8 +229,41 @@ func (s *channel) RequeueDead(ctx context.Context, f DeadFilter, opts RequeueOpt
 func (s *channel) CountDead(ctx context.Context, f DeadFilter) (int, error) {
 	where, args := f.where()
 	var n int
-	if err := s.db.QueryRowContext(ctx, "SELECT COUNT(*) FROM "+s.t.table+" WHERE "+s.t.scope+where, args...).Scan(&n); err != nil {
+	if err := countDeadSQL(s.t, where, args).queryRow(ctx, s.db).Scan(&n); err != nil {
 		return 0, s.wrap("count dead", err)
 	}
 	return n, nil
+}
+
+// lockDeadSQL locks up to limit dead letters that match the conditions
+// where, oldest first, waiting for claims and settles that hold them.
+func lockDeadSQL(t *target, where string, args []any, limit int) statement {
+	args = append(args[:len(args):len(args)], limit)
+	return t.render("SELECT {seq}, event_key FROM {table} WHERE {scope}{filter} ORDER BY {seq} LIMIT ? FOR UPDATE", args...).withFilter(where)
+}
+
+// keyLeasesSQL locks the pending records of keys and reads, for each,
+// when it is next due and whether that is the end of a live lease.
+func keyLeasesSQL(t *target, keys []string) statement {
+	return t.renderList("SELECT event_key, next_attempt_at, lease_token IS NOT NULL AND next_attempt_at > UTC_TIMESTAMP(6) FROM {table} WHERE {scope}status = 'pending' AND event_key IN ({list}) FOR UPDATE", len(keys), anyArgs(keys)...)
+}
+
+// requeueSQL gives dead letters a fresh start, due at the later of now
+// and due (zero: now).
+func requeueSQL(t *target, due time.Time, seqs []uint64) statement {
+	args := make([]any, 0, len(seqs)+1)
+	if due.IsZero() {
+		args = append(args, nil)
+	} else {
+		args = append(args, formatTime(due))
+	}
+	for _, seq := range seqs {
+		args = append(args, seq)
+	}
+	return t.renderList("UPDATE {table} SET status = 'pending', retry_count = 0, next_attempt_at = COALESCE(GREATEST(UTC_TIMESTAMP(6), CAST(? AS DATETIME(6))), UTC_TIMESTAMP(6)), lease_token = NULL, lease_owner = NULL WHERE {scope}status = 'dead' AND {seq} IN ({list})", len(seqs), args...)
+}
+
+// countDeadSQL counts the records that match the conditions where.
+func countDeadSQL(t *target, where string, args []any) statement {
+	return t.render("SELECT COUNT(*) FROM {table} WHERE {scope}{filter}", args...).withFilter(where)
 }

@@ -27,14 +27,9 @@ type scannedRecord struct {
 
 type scanner interface{ Scan(dest ...any) error }
 
-// querier is a *sql.DB or a *sql.Tx.
-type querier interface {
-	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
-}
-
 // column runs a query of one column and returns its values.
-func column[T any](ctx context.Context, q querier, query string, args ...any) ([]T, error) {
-	rows, err := q.QueryContext(ctx, query, args...)
+func column[T any](ctx context.Context, q querier, st statement) ([]T, error) {
+	rows, err := st.query(ctx, q)
 	if err != nil {
 		return nil, err
 	}
@@ -51,15 +46,15 @@ func column[T any](ctx context.Context, q querier, query string, args ...any) ([
 }
 
 // readRows runs a select of a target's columns and scans the rows.
-func readRows(ctx context.Context, q querier, query string, args ...any) ([]scannedRecord, error) {
-	return readRowsWithin(ctx, q, nil, query, args...)
+func readRows(ctx context.Context, q querier, st statement) ([]scannedRecord, error) {
+	return readRowsWithin(ctx, q, nil, st)
 }
 
 // readRowsWithin is readRows that stops at the first row the budget has
 // no room for (a nil budget has room for everything). The rows after it
 // are not kept; the driver reads past them.
-func readRowsWithin(ctx context.Context, q querier, budget *byteBudget, query string, args ...any) ([]scannedRecord, error) {
-	rows, err := q.QueryContext(ctx, query, args...)
+func readRowsWithin(ctx context.Context, q querier, budget *byteBudget, st statement) ([]scannedRecord, error) {
+	rows, err := st.query(ctx, q)
 	if err != nil {
 		return nil, err
 	}
@@ -125,40 +120,11 @@ func (b *byteBudget) take(size int) bool {
 // apart. Records the budget had no room for are left out of both. For the
 // outbox table itself it returns rows as they are.
 func (s *channel) fill(ctx context.Context, q querier, budget *byteBudget, rows []scannedRecord) (filled []scannedRecord, orphans []uint64, err error) {
-	if s.content == "" || len(rows) == 0 {
+	if s.t.consumer == "" || len(rows) == 0 {
 		return rows, nil, nil
 	}
-	args := make([]any, len(rows))
-	for i, r := range rows {
-		args[i] = r.seq
-	}
-	res, err := q.QueryContext(ctx, s.content+placeholders(len(args))+") ORDER BY id", args...)
+	bodies, cut, err := s.readBodies(ctx, q, budget, rows)
 	if err != nil {
-		return nil, nil, err
-	}
-	defer res.Close()
-	type body struct {
-		payload  []byte
-		headers  sql.NullString
-		occurred dbTime
-	}
-	bodies := make(map[uint64]body, len(rows))
-	cut := uint64(math.MaxUint64) // records from here on had no room
-	for res.Next() {
-		var (
-			seq uint64
-			b   body
-		)
-		if err := res.Scan(&seq, &b.payload, &b.headers, &b.occurred); err != nil {
-			return nil, nil, err
-		}
-		if !budget.take(len(b.payload) + len(b.headers.String)) {
-			cut = seq
-			break
-		}
-		bodies[seq] = b
-	}
-	if err := res.Err(); err != nil {
 		return nil, nil, err
 	}
 	filled = rows[:0:0]
@@ -182,6 +148,51 @@ func (s *channel) fill(ctx context.Context, q querier, budget *byteBudget, rows 
 		filled = append(filled, r)
 	}
 	return filled, orphans, nil
+}
+
+// body is what fill reads of a message from the outbox table.
+type body struct {
+	payload  []byte
+	headers  sql.NullString
+	occurred dbTime
+}
+
+// readBodies reads the bodies of the messages of rows, in id order, while
+// budget has room; cut is the first message it had no room for
+// (math.MaxUint64: none).
+func (s *channel) readBodies(ctx context.Context, q querier, budget *byteBudget, rows []scannedRecord) (bodies map[uint64]body, cut uint64, err error) {
+	res, err := contentSQL(s.t, rows).query(ctx, q)
+	if err != nil {
+		return nil, 0, err
+	}
+	defer res.Close()
+	bodies = make(map[uint64]body, len(rows))
+	cut = math.MaxUint64
+	for res.Next() {
+		var (
+			seq uint64
+			b   body
+		)
+		if err := res.Scan(&seq, &b.payload, &b.headers, &b.occurred); err != nil {
+			return nil, 0, err
+		}
+		if !budget.take(len(b.payload) + len(b.headers.String)) {
+			cut = seq
+			break
+		}
+		bodies[seq] = b
+	}
+	return bodies, cut, res.Err()
+}
+
+// contentSQL reads the bodies of the messages of rows from the outbox
+// table.
+func contentSQL(t *target, rows []scannedRecord) statement {
+	args := make([]any, len(rows))
+	for i, r := range rows {
+		args[i] = r.seq
+	}
+	return t.renderList("SELECT id, payload, headers, occurred_at FROM {outbox} WHERE id IN ({list}) ORDER BY id", len(rows), args...)
 }
 
 func scanRecord(sc scanner) (scannedRecord, error) {

@@ -9,7 +9,7 @@ import (
 
 // deliveryStateColumns are a consumer's delivery state, the same in the
 // outbox table (the default consumer) and the consumption table (named
-// consumers), so that one set of statements serves both (queries.go).
+// consumers), so that one set of statements serves both (see target).
 const deliveryStateColumns = `
   status          VARCHAR(16) CHARACTER SET ascii COLLATE ascii_bin NOT NULL DEFAULT 'pending',
   retry_count     INT UNSIGNED NOT NULL DEFAULT 0,
@@ -20,9 +20,7 @@ const deliveryStateColumns = `
   lease_owner     VARCHAR(255) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NULL,
   lease_token     CHAR(32) CHARACTER SET ascii COLLATE ascii_bin NULL,`
 
-// createTable is the outbox table. The seed's column names are kept where
-// the seed has them (event_id, event_type, status, retry_count,
-// last_error), so operators' queries carry over.
+// createTable is the outbox table.
 //
 //   - id orders records in insert order and is the claim tie-breaker.
 //   - event_key is binary: compared byte by byte, which for UTF-8 is code
@@ -45,11 +43,11 @@ const deliveryStateColumns = `
 //   - lease_token fences settles: only the holder of the current lease
 //     can record an outcome.
 //   - fanout is 1 once the message has been handed over to the named
-//     consumers (consumer.go); idx_fanout finds the ones still to hand
+//     consumers; idx_fanout finds the ones still to hand
 //     over, however long the history.
 //
 // All times are UTC on the database clock (UTC_TIMESTAMP).
-const createTable = "CREATE TABLE IF NOT EXISTS `%s` (" + `
+const createTable = "CREATE TABLE IF NOT EXISTS {outbox} (" + `
   id              BIGINT UNSIGNED NOT NULL AUTO_INCREMENT,
   event_id        VARCHAR(255) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NOT NULL,
   event_key       VARBINARY(1020) NOT NULL DEFAULT '',
@@ -71,7 +69,7 @@ const createTable = "CREATE TABLE IF NOT EXISTS `%s` (" + `
 // from the beginning has been handed the messages that existed before it.
 // removing is 1 from the moment RemoveConsumer starts until its state is
 // gone; add_token is the AddConsumer call that registered it.
-const createConsumers = "CREATE TABLE IF NOT EXISTS `%s` (" + `
+const createConsumers = "CREATE TABLE IF NOT EXISTS {consumers} (" + `
   name            VARCHAR(64) CHARACTER SET ascii COLLATE ascii_bin NOT NULL,
   start_seq       BIGINT UNSIGNED NOT NULL,
   backfill_cursor BIGINT UNSIGNED NULL,
@@ -87,7 +85,7 @@ const createConsumers = "CREATE TABLE IF NOT EXISTS `%s` (" + `
 // outbox table). Its indexes mirror the outbox table's, prefixed by the
 // consumer, so each consumer's claims read only its own rows; idx_msg
 // serves retention.
-const createConsumption = "CREATE TABLE IF NOT EXISTS `%s` (" + `
+const createConsumption = "CREATE TABLE IF NOT EXISTS {consumption} (" + `
   consumer        VARCHAR(64) CHARACTER SET ascii COLLATE ascii_bin NOT NULL,
   msg_id          BIGINT UNSIGNED NOT NULL,
   event_id        VARCHAR(255) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NOT NULL,
@@ -139,21 +137,21 @@ var requiredIndexes = map[string][]string{
 type upgrade struct {
 	suffix string // the table: "" for the outbox table, or a companion's suffix
 	what   string // "column x", "index x" or "type of x": what it adds
-	ddl    string // %s is the table name
+	ddl    string // on the same table: {outbox}, {consumers} or {consumption}
 }
 
 // upgrades, in the order they run. Changing event_key's type rebuilds the
 // table (a copy on both servers): on a large table, run it in a quiet
 // hour, or apply the same statement with an online schema tool first.
 var upgrades = []upgrade{
-	{"", "index idx_key", "ALTER TABLE `%s` ADD INDEX idx_key (status, event_key, id)"},
-	{"", "column fanout", "ALTER TABLE `%s` ADD COLUMN fanout TINYINT UNSIGNED NOT NULL DEFAULT 0"},
-	{"", "index idx_fanout", "ALTER TABLE `%s` ADD INDEX idx_fanout (fanout, id)"},
-	{"", "column occurred_at", "ALTER TABLE `%s` ADD COLUMN occurred_at DATETIME(6) NULL"},
-	{"", "type of event_key", "ALTER TABLE `%s` MODIFY event_key VARBINARY(1020) NOT NULL DEFAULT ''"},
-	{consumptionSuffix, "type of event_key", "ALTER TABLE `%s` MODIFY event_key VARBINARY(1020) NOT NULL DEFAULT ''"},
-	{consumersSuffix, "column removing", "ALTER TABLE `%s` ADD COLUMN removing TINYINT UNSIGNED NOT NULL DEFAULT 0"},
-	{consumersSuffix, "column add_token", "ALTER TABLE `%s` ADD COLUMN add_token CHAR(32) CHARACTER SET ascii COLLATE ascii_bin NULL"},
+	{"", "index idx_key", "ALTER TABLE {outbox} ADD INDEX idx_key (status, event_key, id)"},
+	{"", "column fanout", "ALTER TABLE {outbox} ADD COLUMN fanout TINYINT UNSIGNED NOT NULL DEFAULT 0"},
+	{"", "index idx_fanout", "ALTER TABLE {outbox} ADD INDEX idx_fanout (fanout, id)"},
+	{"", "column occurred_at", "ALTER TABLE {outbox} ADD COLUMN occurred_at DATETIME(6) NULL"},
+	{"", "type of event_key", "ALTER TABLE {outbox} MODIFY event_key VARBINARY(1020) NOT NULL DEFAULT ''"},
+	{consumptionSuffix, "type of event_key", "ALTER TABLE {consumption} MODIFY event_key VARBINARY(1020) NOT NULL DEFAULT ''"},
+	{consumersSuffix, "column removing", "ALTER TABLE {consumers} ADD COLUMN removing TINYINT UNSIGNED NOT NULL DEFAULT 0"},
+	{consumersSuffix, "column add_token", "ALTER TABLE {consumers} ADD COLUMN add_token CHAR(32) CHARACTER SET ascii COLLATE ascii_bin NULL"},
 }
 
 // Migrate creates the outbox table and its two companion tables for named
@@ -163,12 +161,8 @@ var upgrades = []upgrade{
 // instances at start-up. A table of the same name that the store did not
 // make fails with an error naming what it lacks.
 func (s *Store) Migrate(ctx context.Context) error {
-	for _, ddl := range []string{
-		fmt.Sprintf(createTable, s.table),
-		fmt.Sprintf(createConsumers, consumersTable(s.table)),
-		fmt.Sprintf(createConsumption, consumptionTable(s.table)),
-	} {
-		if _, err := s.db.ExecContext(ctx, ddl); err != nil {
+	for _, ddl := range []string{createTable, createConsumers, createConsumption} {
+		if _, err := s.t.render(ddl).exec(ctx, s.db); err != nil {
 			return s.wrap("migrate", err)
 		}
 	}
@@ -179,21 +173,29 @@ func (s *Store) Migrate(ctx context.Context) error {
 	if missing := sc.missing(true); len(missing) > 0 {
 		return s.notOurs("migrate", missing)
 	}
-	for _, u := range upgrades {
-		if !sc.needs(u) {
-			continue
-		}
-		// Another instance may be running the same upgrade at this moment.
-		_, err := s.db.ExecContext(ctx, fmt.Sprintf(u.ddl, s.table+u.suffix))
-		if err != nil && classify(err) != classDuplicateIndex && classify(err) != classDuplicateColumn {
-			return s.wrap(fmt.Sprintf("migrate: add %s to %s", u.what, s.table+u.suffix), err)
-		}
+	if err := s.runUpgrades(ctx, sc); err != nil {
+		return err
 	}
 	if sc, err = s.readSchema(ctx); err != nil {
 		return s.wrap("migrate", err)
 	}
 	if missing := sc.missing(false); len(missing) > 0 {
 		return s.notOurs("migrate", missing)
+	}
+	return nil
+}
+
+// runUpgrades runs the upgrades the tables need, as sc says.
+func (s *Store) runUpgrades(ctx context.Context, sc schema) error {
+	for _, u := range upgrades {
+		if !sc.needs(u) {
+			continue
+		}
+		// Another instance may be running the same upgrade at this moment.
+		_, err := s.t.render(u.ddl).exec(ctx, s.db)
+		if err != nil && classify(err) != classDuplicateIndex && classify(err) != classDuplicateColumn {
+			return s.wrap(fmt.Sprintf("migrate: add %s to %s", u.what, s.table+u.suffix), err)
+		}
 	}
 	return nil
 }
@@ -283,11 +285,6 @@ func (sc schema) missing(beforeUpgrades bool) []string {
 	return out
 }
 
-const (
-	columnsQuery = "SELECT TABLE_NAME, COLUMN_NAME, DATA_TYPE FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME IN (?, ?, ?)"
-	indexesQuery = "SELECT DISTINCT TABLE_NAME, INDEX_NAME FROM information_schema.STATISTICS WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME IN (?, ?, ?)"
-)
-
 // readSchema reads the columns and indexes of the outbox table and its
 // companions.
 func (s *Store) readSchema(ctx context.Context) (schema, error) {
@@ -295,35 +292,52 @@ func (s *Store) readSchema(ctx context.Context) (schema, error) {
 	for _, suffix := range []string{"", consumersSuffix, consumptionSuffix} {
 		sc[suffix] = tableSchema{columns: map[string]string{}, indexes: map[string]bool{}}
 	}
-	args := []any{s.table, consumersTable(s.table), consumptionTable(s.table)}
-	for _, q := range []string{columnsQuery, indexesQuery} {
-		rows, err := s.db.QueryContext(ctx, q, args...)
-		if err != nil {
-			return nil, err
-		}
-		for rows.Next() {
-			var table, name, typ string
-			dest := []any{&table, &name, &typ}
-			if q == indexesQuery {
-				dest = dest[:2]
-			}
-			if err := rows.Scan(dest...); err != nil {
-				rows.Close()
-				return nil, err
-			}
-			ts := sc[strings.TrimPrefix(table, s.table)]
-			if q == indexesQuery {
-				ts.indexes[strings.ToLower(name)] = true
-			} else {
-				ts.columns[strings.ToLower(name)] = strings.ToLower(typ)
-			}
-		}
-		rows.Close()
-		if err := rows.Err(); err != nil {
-			return nil, err
-		}
+	of := func(table string) tableSchema { return sc[strings.TrimPrefix(table, s.table)] }
+	err := scanTriples(ctx, s.db, columnsSQL(s.t, s.table), func(table, column, typ string) {
+		of(table).columns[strings.ToLower(column)] = strings.ToLower(typ)
+	})
+	if err != nil {
+		return nil, err
+	}
+	err = scanTriples(ctx, s.db, indexesSQL(s.t, s.table), func(table, index, _ string) {
+		of(table).indexes[strings.ToLower(index)] = true
+	})
+	if err != nil {
+		return nil, err
 	}
 	return sc, nil
+}
+
+// scanTriples runs st, a query of three text columns, and passes each row
+// to f.
+func scanTriples(ctx context.Context, q querier, st statement, f func(a, b, c string)) error {
+	rows, err := st.query(ctx, q)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var a, b, c string
+		if err := rows.Scan(&a, &b, &c); err != nil {
+			return err
+		}
+		f(a, b, c)
+	}
+	return rows.Err()
+}
+
+// columnsSQL reads the columns of the outbox table and its companions:
+// table, column, data type.
+func columnsSQL(t *target, table string) statement {
+	return t.render("SELECT TABLE_NAME, COLUMN_NAME, DATA_TYPE FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME IN (?, ?, ?)",
+		table, consumersTable(table), consumptionTable(table))
+}
+
+// indexesSQL reads the indexes of the outbox table and its companions:
+// table, index, and an empty third column.
+func indexesSQL(t *target, table string) statement {
+	return t.render("SELECT DISTINCT TABLE_NAME, INDEX_NAME, '' FROM information_schema.STATISTICS WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME IN (?, ?, ?)",
+		table, consumersTable(table), consumptionTable(table))
 }
 
 // notOurs reports a table of the same name made by something else, at

@@ -7,8 +7,6 @@ import (
 	"slices"
 	"time"
 
-	"github.com/cenkalti/backoff/v4"
-
 	"github.com/outboxrelay/outboxrelay/outbox/backend"
 )
 
@@ -27,8 +25,8 @@ import (
 // could not. Error texts are stored as backend.Truncate makes them: valid
 // UTF-8 of at most backend.MaxLastErrorBytes, whatever the outcome holds.
 func (s *channel) Settle(ctx context.Context, token string, outcomes []backend.Outcome) (backend.SettleResult, error) {
-	res, err := s.applySettle(token, outcomes, func(query string, args ...any) (int64, error) {
-		return s.execRetrying(ctx, query, args...)
+	res, err := s.applySettle(token, outcomes, func(st statement) (int64, error) {
+		return execRetrying(ctx, s.db, st)
 	})
 	if err != nil {
 		return res, s.wrap("settle", err)
@@ -38,7 +36,7 @@ func (s *channel) Settle(ctx context.Context, token string, outcomes []backend.O
 
 // applySettle writes outcomes with exec: one fenced UPDATE per group,
 // each on its own, so that one that fails leaves the others written.
-func (s *channel) applySettle(token string, outcomes []backend.Outcome, exec func(query string, args ...any) (int64, error)) (backend.SettleResult, error) {
+func (s *channel) applySettle(token string, outcomes []backend.Outcome, exec func(statement) (int64, error)) (backend.SettleResult, error) {
 	if token == "" {
 		return backend.SettleResult{}, errors.New("mysql store: settle: empty token")
 	}
@@ -52,8 +50,7 @@ func (s *channel) applySettle(token string, outcomes []backend.Outcome, exec fun
 		failed int
 	)
 	for _, g := range groups {
-		query, args := g.statement(s.q, token)
-		n, err := exec(query, args...)
+		n, err := exec(settleSQL(s.t, g, token))
 		if err != nil {
 			failed += len(g.ids)
 			errs = append(errs, fmt.Errorf("%d %s outcome(s) not recorded: %w", len(g.ids), g.kind, err))
@@ -77,25 +74,29 @@ type outcomeGroup struct {
 	ids     []string
 }
 
-// statement returns the fenced UPDATE that writes the group.
-func (g *outcomeGroup) statement(q queries, token string) (string, []any) {
+// settleSQL writes the outcomes of a group, fenced by the lease token:
+// a record no longer leased under token is left alone. Every outcome
+// drops the lease. (groupOutcomes lets only the four kinds through.)
+func settleSQL(t *target, g *outcomeGroup, token string) statement {
+	var text string
 	args := make([]any, 0, len(g.ids)+3)
-	query := q.settlePublished
 	switch g.kind {
+	case backend.OutcomePublished:
+		text = "UPDATE {table} SET status = 'published', published_at = UTC_TIMESTAMP(6), last_error = NULL, next_attempt_at = UTC_TIMESTAMP(6), lease_token = NULL WHERE {scope}lease_token = ? AND event_id IN ({list})"
 	case backend.OutcomeRetry:
-		query = q.settleRetry
+		text = "UPDATE {table} SET retry_count = retry_count + 1, last_error = ?, next_attempt_at = UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND, lease_token = NULL WHERE {scope}lease_token = ? AND event_id IN ({list})"
 		args = append(args, g.errText, g.retryIn.Microseconds())
 	case backend.OutcomeDead:
-		query = q.settleDead
+		text = "UPDATE {table} SET status = 'dead', retry_count = retry_count + 1, last_error = ?, next_attempt_at = UTC_TIMESTAMP(6), lease_token = NULL WHERE {scope}lease_token = ? AND event_id IN ({list})"
 		args = append(args, g.errText)
 	case backend.OutcomeRelease:
-		query = q.settleRelease
+		text = "UPDATE {table} SET next_attempt_at = UTC_TIMESTAMP(6), lease_token = NULL WHERE {scope}lease_token = ? AND event_id IN ({list})"
 	}
 	args = append(args, token)
 	for _, id := range g.ids {
 		args = append(args, id)
 	}
-	return query + placeholders(len(g.ids)) + ")", args
+	return t.renderList(text, len(g.ids), args...)
 }
 
 // groupOutcomes groups outcomes by what their statement writes; each dead
@@ -134,40 +135,4 @@ func groupOutcomes(outcomes []backend.Outcome) ([]*outcomeGroup, error) {
 		g.ids = append(g.ids, o.ID)
 	}
 	return groups, nil
-}
-
-// Statements that may be retried are tried this many times in all.
-const maxStatementTries = 4
-
-// execRetrying runs an idempotent statement, retrying transient failures.
-// It returns the rows affected.
-func (s *channel) execRetrying(ctx context.Context, query string, args ...any) (int64, error) {
-	var affected int64
-	err := retryTransient(ctx, func() error {
-		res, err := s.db.ExecContext(ctx, query, args...)
-		if err != nil {
-			return err
-		}
-		affected, err = res.RowsAffected()
-		return err
-	})
-	return affected, err
-}
-
-// retryTransient runs op, retrying it with a short exponential backoff
-// while it fails with a deadlock, a lock wait timeout or a lost
-// connection. op must be safe to repeat.
-func retryTransient(ctx context.Context, op func() error) error {
-	policy := backoff.NewExponentialBackOff(
-		backoff.WithInitialInterval(20*time.Millisecond),
-		backoff.WithMaxInterval(500*time.Millisecond),
-		backoff.WithMaxElapsedTime(0),
-	)
-	return backoff.Retry(func() error {
-		err := op()
-		if err != nil && !IsTransient(err) {
-			return backoff.Permanent(err)
-		}
-		return err
-	}, backoff.WithContext(backoff.WithMaxRetries(policy, maxStatementTries-1), ctx))
 }

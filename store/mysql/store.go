@@ -111,8 +111,6 @@ func (o Options) validate() error {
 // Further consumers (Store.Consumer) have state of their own.
 type Store struct {
 	channel
-	oq        outboxQueries
-	cq        consumerQueries
 	purgeDead bool
 	// maxPayload and maxHeaders bound what Enqueue accepts.
 	maxPayload, maxHeaders int
@@ -123,18 +121,14 @@ type Store struct {
 }
 
 // channel is one consumer's view of the outbox: where its delivery state
-// lives and the statements that claim, settle and report it. The Store
-// is one (the default consumer) and every ConsumerStore another.
+// lives (its target) and the methods that claim, settle and report it.
+// The Store is one (the default consumer) and every ConsumerStore another.
 type channel struct {
 	db    *sql.DB
 	table string // the outbox table, validated, unquoted
 	// what prefixes errors: "mysql store" or `mysql store: consumer "x"`.
 	what string
-	t    target
-	q    queries
-	// content, when set, reads payload and headers from the outbox table
-	// for records claimed from a consumption table (+ placeholders + ")").
-	content string
+	t    *target
 	// maxClaimBytes bounds the payload and header bytes of one claim.
 	maxClaimBytes int
 
@@ -162,14 +156,11 @@ func New(db *sql.DB, opts Options) (*Store, error) {
 	if err := opts.validate(); err != nil {
 		return nil, err
 	}
-	t := outboxTarget(opts.Table)
 	return &Store{
 		channel: channel{
-			db: db, table: opts.Table, what: "mysql store", t: t, q: buildQueries(t),
+			db: db, table: opts.Table, what: "mysql store", t: newTarget(opts.Table, "", opts.PurgeDead),
 			maxClaimBytes: opts.MaxClaimBytes,
 		},
-		oq:         buildOutboxQueries(opts.Table),
-		cq:         buildConsumerQueries(opts.Table),
 		purgeDead:  opts.PurgeDead,
 		maxPayload: opts.MaxPayloadBytes,
 		maxHeaders: opts.MaxHeaderBytes,
@@ -188,7 +179,7 @@ func (s *Store) Get(ctx context.Context, id string) (outbox.Record, error) {
 
 // get reads the record of message id in the channel's target.
 func (s *channel) get(ctx context.Context, id string) (outbox.Record, error) {
-	rows, err := readRows(ctx, s.db, s.q.get, id)
+	rows, err := readRows(ctx, s.db, getSQL(s.t, id))
 	if err == nil {
 		rows, _, err = s.fill(ctx, s.db, nil, rows)
 	}
@@ -202,6 +193,11 @@ func (s *channel) get(ctx context.Context, id string) (outbox.Record, error) {
 		return rows[0].rec, fmt.Errorf("%s: get %q: %w", s.what, id, rows[0].decodeErr)
 	}
 	return rows[0].rec, nil
+}
+
+// getSQL reads the record of message id.
+func getSQL(t *target, id string) statement {
+	return t.render("SELECT {cols} FROM {table} WHERE {scope}event_id = ?", id)
 }
 
 // wrap gives a database error the channel's prefix and, where it helps, a
