@@ -9,10 +9,10 @@ import (
 	"time"
 )
 
-// ConsumerNameMaxLength is the longest consumer name.
-const ConsumerNameMaxLength = 64
+// MaxConsumerNameLength is the longest consumer name.
+const MaxConsumerNameLength = 64
 
-var consumerNameRE = regexp.MustCompile(fmt.Sprintf(`^[A-Za-z0-9_][A-Za-z0-9_.-]{0,%d}$`, ConsumerNameMaxLength-1))
+var consumerNameRE = regexp.MustCompile(fmt.Sprintf(`^[A-Za-z0-9_][A-Za-z0-9_.-]{0,%d}$`, MaxConsumerNameLength-1))
 
 // Errors of the consumer registry.
 var (
@@ -65,7 +65,7 @@ type ConsumerInfo struct {
 
 func validConsumerName(name string) error {
 	if !consumerNameRE.MatchString(name) {
-		return fmt.Errorf("mysql store: consumer name %q: must be 1 to %d letters, digits, '_', '.' or '-', not starting with '.' or '-'", name, ConsumerNameMaxLength)
+		return fmt.Errorf("mysql store: consumer name %q: must be 1 to %d letters, digits, '_', '.' or '-', not starting with '.' or '-'", name, MaxConsumerNameLength)
 	}
 	return nil
 }

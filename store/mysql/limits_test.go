@@ -29,9 +29,9 @@ func TestSizeOptions(t *testing.T) {
 		want string
 	}{
 		{mysql.Options{MaxPayloadBytes: -1}, "MaxPayloadBytes -1"},
-		{mysql.Options{MaxPayloadBytes: mysql.MaxPayloadLimit + 1}, fmt.Sprintf("MaxPayloadBytes %d", mysql.MaxPayloadLimit+1)},
+		{mysql.Options{MaxPayloadBytes: 64<<20 + 1}, "MaxPayloadBytes 67108865: must be 1 to 67108864"},
 		{mysql.Options{MaxHeaderBytes: -1}, "MaxHeaderBytes -1"},
-		{mysql.Options{MaxHeaderBytes: mysql.MaxHeaderLimit + 1}, "MaxHeaderBytes 65536"},
+		{mysql.Options{MaxHeaderBytes: 65536}, "MaxHeaderBytes 65536: must be 1 to 65535"},
 		{mysql.Options{MaxClaimBytes: -5}, "MaxClaimBytes -5"},
 		{mysql.Options{Table: "bad name", MaxClaimBytes: -5}, `Table "bad name"`},
 	} {

@@ -39,13 +39,13 @@ type Options struct {
 	PurgeDead bool
 	// MaxPayloadBytes is the largest Message.Payload Enqueue accepts; a
 	// larger one fails with outbox.ErrInvalidMessage. Defaults to
-	// DefaultMaxPayloadBytes (1 MiB); at most MaxPayloadLimit (64 MiB).
-	// The server's max_allowed_packet must hold a message this large.
+	// DefaultMaxPayloadBytes (1 MiB); at most 64 MiB. The server's
+	// max_allowed_packet must hold a message this large.
 	MaxPayloadBytes int
 	// MaxHeaderBytes bounds a message's headers as stored (a JSON
 	// object); larger ones fail with outbox.ErrInvalidMessage. Defaults
-	// to DefaultMaxHeaderBytes (16 KiB); at most MaxHeaderLimit (65,535,
-	// the column's size).
+	// to DefaultMaxHeaderBytes (16 KiB); at most 65,535 (the column's
+	// size).
 	MaxHeaderBytes int
 	// MaxClaimBytes bounds the payload and header bytes one claim loads
 	// into memory: a claim takes records while they fit, and always at
@@ -54,13 +54,18 @@ type Options struct {
 	MaxClaimBytes int
 }
 
-// Defaults and limits of the size options.
+// Defaults of the size options: Default<Field>.
 const (
 	DefaultMaxPayloadBytes = 1 << 20
-	MaxPayloadLimit        = 64 << 20
 	DefaultMaxHeaderBytes  = 16 << 10
-	MaxHeaderLimit         = 65535
 	DefaultMaxClaimBytes   = 16 << 20
+)
+
+// The largest MaxPayloadBytes and MaxHeaderBytes accepted; the options'
+// docs and validation errors state them.
+const (
+	payloadBytesCeiling = 64 << 20
+	headerBytesCeiling  = 65535 // the headers column is a TEXT
 )
 
 // withDefaults fills in the size options.
@@ -87,11 +92,11 @@ func (o Options) validate() error {
 	if len(o.Table) > MaxTableLength || !tableNameRE.MatchString(o.Table) {
 		errs = append(errs, fmt.Errorf("mysql store: Table %q: must be letters, digits and underscores, not starting with a digit, at most %d characters", o.Table, MaxTableLength))
 	}
-	if o.MaxPayloadBytes < 0 || o.MaxPayloadBytes > MaxPayloadLimit {
-		errs = append(errs, fmt.Errorf("mysql store: MaxPayloadBytes %d: must be 1 to %d (0 for the default)", o.MaxPayloadBytes, MaxPayloadLimit))
+	if o.MaxPayloadBytes < 0 || o.MaxPayloadBytes > payloadBytesCeiling {
+		errs = append(errs, fmt.Errorf("mysql store: MaxPayloadBytes %d: must be 1 to %d (0 for the default)", o.MaxPayloadBytes, payloadBytesCeiling))
 	}
-	if o.MaxHeaderBytes < 0 || o.MaxHeaderBytes > MaxHeaderLimit {
-		errs = append(errs, fmt.Errorf("mysql store: MaxHeaderBytes %d: must be 1 to %d (0 for the default)", o.MaxHeaderBytes, MaxHeaderLimit))
+	if o.MaxHeaderBytes < 0 || o.MaxHeaderBytes > headerBytesCeiling {
+		errs = append(errs, fmt.Errorf("mysql store: MaxHeaderBytes %d: must be 1 to %d (0 for the default)", o.MaxHeaderBytes, headerBytesCeiling))
 	}
 	if o.MaxClaimBytes < 0 {
 		errs = append(errs, fmt.Errorf("mysql store: MaxClaimBytes %d: must not be negative (0 for the default)", o.MaxClaimBytes))
