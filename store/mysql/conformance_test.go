@@ -13,8 +13,8 @@ import (
 	"github.com/outboxrelay/outboxrelay/store/mysql"
 )
 
-// testTable is room-service's table name, so that the suites also cover a
-// non-default name.
+// testTable is not DefaultTable, so that the suites also cover another
+// name.
 const testTable = "room_outbox"
 
 func newStore(t *testing.T, db *sql.DB) *mysql.Store {

@@ -4,14 +4,14 @@
 // # Table
 //
 // One table per outbox (Options.Table, default "outbox"), created by
-// Store.Migrate. It keeps the seed's column names: event_id, event_type,
-// status ('pending', 'published', 'dead'), retry_count, last_error; the
-// key column is event_key. Useful operator queries:
+// Store.Migrate. Its columns include event_id, event_key, event_type,
+// status ('pending', 'published', 'dead'), retry_count and last_error.
+// Useful operator queries:
 //
 //	-- backlog and the oldest waiting event
-//	SELECT COUNT(*), MIN(created_at) FROM room_outbox WHERE status = 'pending';
+//	SELECT COUNT(*), MIN(created_at) FROM outbox WHERE status = 'pending';
 //	-- what keeps failing
-//	SELECT event_id, event_type, retry_count, last_error FROM room_outbox
+//	SELECT event_id, event_type, retry_count, last_error FROM outbox
 //	 WHERE status = 'pending' AND retry_count > 0 ORDER BY retry_count DESC LIMIT 20;
 //
 // # How a claim works
@@ -48,19 +48,23 @@
 // # Several consumers
 //
 // The Store is the table's default consumer: the status columns above are
-// its delivery state (room-service's Tencent IM channel). Further
-// consumers are registered by name (Store.AddConsumer, starting from now
-// or from the beginning) and each gets a ConsumerStore (Store.Consumer)
-// to build its own outbox.Worker on. Their state lives in the companion
-// table <table>_consumption, one row per consumer and message with the
-// same state columns, so one consumer's failures, backlog and dead
-// letters never touch another's, and <table>_consumers is the registry.
-// Retention (Store.PurgePublished) deletes a message only when every
-// consumer has finished with it. See consumer.go for how messages are
-// handed over.
+// its delivery state. Further consumers are registered by name
+// (Store.AddConsumer, starting from now or from the beginning) and each
+// gets a ConsumerStore (Store.Consumer) to build its own outbox.Worker
+// on. Their state lives in the companion table <table>_consumption, one
+// row per consumer and message with the same state columns, so one
+// consumer's failures, backlog and dead letters never touch another's,
+// and <table>_consumers is the registry.
+//
+// A message is written once, into the outbox table. Each claim of a named
+// consumer first hands the messages not handed over yet to every named
+// consumer (a row each in <table>_consumption), oldest first, in a short
+// transaction of its own that never waits for the default consumer's
+// claims. Retention (Store.PurgePublished) deletes a message only when
+// every consumer has finished with it.
 //
 //	-- a named consumer's backlog
-//	SELECT COUNT(*), MIN(created_at) FROM room_outbox_consumption
+//	SELECT COUNT(*), MIN(created_at) FROM outbox_consumption
 //	 WHERE consumer = 'activity' AND status = 'pending';
 //
 // The *sql.DB may use any DSN options; interpolateParams=true saves a

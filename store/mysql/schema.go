@@ -156,10 +156,10 @@ var upgrades = []upgrade{
 
 // Migrate creates the outbox table and its two companion tables for named
 // consumers if they do not exist, upgrades tables made by earlier
-// versions (see upgrades), and checks that they have the columns and
-// indexes the store needs. It is idempotent and safe to run from several
-// instances at start-up. A table of the same name that the store did not
-// make fails with an error naming what it lacks.
+// versions (adding the columns and indexes added since), and checks that
+// they have the columns and indexes the store needs. It is idempotent and
+// safe to run from several instances at start-up. A table of the same name
+// that the store did not make fails with an error naming what it lacks.
 func (s *Store) Migrate(ctx context.Context) error {
 	for _, ddl := range []string{createTable, createConsumers, createConsumption} {
 		if _, err := s.t.render(ddl).exec(ctx, s.db); err != nil {

@@ -25,11 +25,11 @@ var tableNameRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 // Options configures a Store. The zero value means all defaults.
 type Options struct {
 	// Table is the name of the outbox table in the database the *sql.DB
-	// points at. Defaults to DefaultTable ("outbox"); room-service uses
-	// "room_outbox". It must be a plain identifier (letters, digits,
-	// underscores; not starting with a digit) of at most MaxTableLength
-	// characters. Named consumers keep their state in the companion
-	// tables <Table>_consumers and <Table>_consumption.
+	// points at. Defaults to DefaultTable ("outbox"). It must be a plain
+	// identifier (letters, digits, underscores; not starting with a
+	// digit) of at most MaxTableLength characters. Named consumers keep
+	// their state in the companion tables <Table>_consumers and
+	// <Table>_consumption.
 	Table string
 	// PurgeDead makes retention (PurgePublished) treat dead letters like
 	// published records: a message is purged once every consumer has
@@ -54,7 +54,7 @@ type Options struct {
 	MaxClaimBytes int
 }
 
-// Defaults of the size options: Default<Field>.
+// Defaults of the size options.
 const (
 	DefaultMaxPayloadBytes = 1 << 20
 	DefaultMaxHeaderBytes  = 16 << 10
@@ -112,8 +112,8 @@ func (o Options) validate() error {
 // database clock, so instances whose clocks disagree behave the same.
 //
 // The Store is the default consumer of its table: it delivers through the
-// status columns of the outbox table itself (room-service's IM channel).
-// Further consumers (Store.Consumer) have state of their own.
+// status columns of the outbox table itself. Further consumers
+// (Store.Consumer) have state of their own.
 type Store struct {
 	channel
 	purgeDead bool
