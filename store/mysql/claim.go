@@ -47,7 +47,7 @@ func (s *channel) claim(ctx context.Context, st *backend.Settlement, p backend.C
 	if err != nil {
 		return settled, backend.Batch{}, fmt.Errorf("mysql store: claim: lease token: %w", err)
 	}
-	tx, err := s.db.BeginTx(ctx, claimTxOptions)
+	tx, err := s.db.BeginTx(ctx, readCommitted)
 	if err != nil {
 		return settled, backend.Batch{}, s.wrap("claim", err)
 	}
@@ -155,12 +155,6 @@ func toBatch(token string, rows []scannedRecord) backend.Batch {
 	}
 	return batch
 }
-
-// claimTxOptions: READ COMMITTED, because under REPEATABLE READ the
-// claim's range scan would take next-key (gap) locks, and a writer
-// inserting a new due record into that gap would wait for the claim to
-// commit (TestClaimDoesNotBlockWriters).
-var claimTxOptions = &sql.TxOptions{Isolation: sql.LevelReadCommitted}
 
 func validateClaim(p backend.ClaimParams) error {
 	var errs []error

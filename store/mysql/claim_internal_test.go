@@ -29,7 +29,7 @@ func TestClaimHeadsRechecksTheHead(t *testing.T) {
 	_, err = s.Settle(ctx, b.Token, []backend.Outcome{{ID: "k1", Kind: backend.OutcomeDead, Error: "x"}})
 	require.NoError(t, err)
 
-	tx, err := d.DB.BeginTx(ctx, claimTxOptions)
+	tx, err := d.DB.BeginTx(ctx, readCommitted)
 	require.NoError(t, err)
 	defer func() { _ = tx.Rollback() }()
 	heads, err := s.headWindow(ctx, tx, "", 10)

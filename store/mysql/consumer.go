@@ -99,7 +99,7 @@ func (s *Store) AddConsumer(ctx context.Context, name string, from StartFrom) er
 
 // register is AddConsumer's transaction; token names the call.
 func (s *Store) register(ctx context.Context, name string, from StartFrom, token string) error {
-	tx, err := s.db.BeginTx(ctx, claimTxOptions)
+	tx, err := s.db.BeginTx(ctx, readCommitted)
 	if err != nil {
 		return err
 	}

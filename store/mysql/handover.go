@@ -46,7 +46,7 @@ import (
 // and otherwise leaves them to the worker.
 func (s *Store) handOver(ctx context.Context, name string, limit int) (backfilling bool, err error) {
 	err = retryTransient(ctx, func() error {
-		tx, err := s.db.BeginTx(ctx, claimTxOptions)
+		tx, err := s.db.BeginTx(ctx, readCommitted)
 		if err != nil {
 			return err
 		}
@@ -121,7 +121,7 @@ func (s *Store) shareRegistry(ctx context.Context, tx *sql.Tx, name string) (reg
 // is locked).
 func (s *Store) backfill(ctx context.Context, name string, limit int) error {
 	return retryTransient(ctx, func() error {
-		tx, err := s.db.BeginTx(ctx, claimTxOptions)
+		tx, err := s.db.BeginTx(ctx, readCommitted)
 		if err != nil {
 			return err
 		}

@@ -24,7 +24,7 @@ func TestClaimDoesNotBlockWriters(t *testing.T) {
 	}
 
 	// Hold a claim's transaction open after its locking read.
-	tx, err := d.DB.BeginTx(ctx, claimTxOptions)
+	tx, err := d.DB.BeginTx(ctx, readCommitted)
 	require.NoError(t, err)
 	defer func() { _ = tx.Rollback() }()
 	rows, err := claimDueSQL(s.t, 100).query(ctx, tx)

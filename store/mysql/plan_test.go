@@ -44,7 +44,7 @@ func TestClaimPlan(t *testing.T) {
 	require.NotContains(t, plan["Extra"], "temporary", "no temporary table")
 
 	// Count what the claim actually reads, in a transaction like its own.
-	n, read := countReads(t, d.DB, query, claimTxOptions)
+	n, read := countReads(t, d.DB, query, readCommitted)
 	require.Equal(t, due, n)
 	t.Logf("claim of %d due rows read %d index entries (backlog %d pending not due, %d published)", due, read, backlog, published)
 	require.LessOrEqual(t, read, int64(2*due+10), "the claim read %d index entries for %d due rows; the backlog is %d", read, due, backlog)
@@ -161,7 +161,7 @@ func TestKeyHeadsPlan(t *testing.T) {
 
 	// Locking the heads re-checks each is still its key's oldest pending
 	// record: one more index probe per head, not a scan of the key.
-	tx, err := d.DB.BeginTx(ctx, claimTxOptions)
+	tx, err := d.DB.BeginTx(ctx, readCommitted)
 	require.NoError(t, err)
 	heads, err := s.headWindow(ctx, tx, "", 100)
 	require.NoError(t, err)
@@ -172,7 +172,7 @@ func TestKeyHeadsPlan(t *testing.T) {
 	}
 	lockHeads := claimHeadsSQL(s.t, heads[:1], 100).text
 	lock := strings.NewReplacer("IN (?)", "IN ("+strings.Join(ids, ", ")+")", "LIMIT ?", "LIMIT 100").Replace(lockHeads)
-	n, read = countReads(t, d.DB, lock, claimTxOptions)
+	n, read = countReads(t, d.DB, lock, readCommitted)
 	require.Equal(t, 100, n)
 	t.Logf("locking 100 key heads (each re-checked) read %d index entries", read)
 	require.LessOrEqual(t, read, int64(5*100), "not a read of every record of each key (200 here)")

@@ -51,7 +51,7 @@ func (s *channel) requeue(ctx context.Context, where string, args []any, limit i
 	var done int
 	err := retryTransient(ctx, func() error {
 		done = 0
-		tx, err := s.db.BeginTx(ctx, claimTxOptions)
+		tx, err := s.db.BeginTx(ctx, readCommitted)
 		if err != nil {
 			return err
 		}

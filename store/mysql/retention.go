@@ -137,7 +137,7 @@ func (s *Store) purgeWindow(ctx context.Context, status string, olderThan time.D
 
 // purgeWindowTx is one try of purgeWindow: a transaction of its own.
 func (s *Store) purgeWindowTx(ctx context.Context, status string, olderThan time.Duration, from purgePos, limit int) (deleted int, next purgePos, swept bool, err error) {
-	tx, err := s.db.BeginTx(ctx, claimTxOptions)
+	tx, err := s.db.BeginTx(ctx, readCommitted)
 	if err != nil {
 		return 0, from, false, err
 	}

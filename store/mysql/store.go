@@ -143,6 +143,14 @@ type channel struct {
 	keyCursor string
 }
 
+// readCommitted is the isolation of every transaction of the store:
+// under REPEATABLE READ a claim's range scan would take next-key (gap)
+// locks, and a writer inserting a new due record into that gap would wait
+// for the claim to commit (TestClaimDoesNotBlockWriters). The store's
+// other transactions (hand-over, requeue, retention, the registry) use it
+// too: each locks the rows it decides on explicitly.
+var readCommitted = &sql.TxOptions{Isolation: sql.LevelReadCommitted}
+
 var (
 	_ backend.Store         = (*Store)(nil)
 	_ backend.SettleClaimer = (*Store)(nil)
