@@ -31,9 +31,12 @@ import (
 // so that the default consumer and every named one run the same
 // statements. Table and consumer names are validated before they get here
 // (letters, digits and a few punctuation marks, never a quote); every
-// value is a placeholder argument. A list of values is written {list} and
-// becomes one placeholder per value. The statements of the schema (CREATE
-// and ALTER TABLE) are written the same way in schema.go.
+// value is a placeholder argument. Three things are filled in per call: a
+// list of values, written {list}, becomes one placeholder per value; the
+// conditions of a filter (DeadFilter, ListFilter), written {filter}, come
+// from a fixed set of column conditions with placeholders; and an INSERT
+// of n rows repeats its VALUES row n times. The statements of the schema
+// (CREATE and ALTER TABLE) are written the same way in schema.go.
 
 // recordColumns are the columns scanRecord reads, in its order.
 const recordColumns = "id, event_id, event_key, event_type, payload, headers, occurred_at, created_at, status, retry_count, last_error, next_attempt_at, published_at"
