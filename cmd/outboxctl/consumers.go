@@ -16,34 +16,9 @@ func runConsumers(c *cli, args []string) int {
 	if code, ok := c.parse(fs, args); !ok {
 		return code
 	}
-	verb, name := "list", ""
-	if len(c.args) > 0 {
-		verb = c.args[0]
-	}
-	switch {
-	case verb == "list" && len(c.args) <= 1:
-	case (verb == "add" || verb == "remove") && len(c.args) == 2:
-		name = c.args[1]
-	case verb == "add" || verb == "remove":
-		return c.usageError("%s takes one consumer name", verb)
-	default:
-		return c.usageError("want list, add NAME or remove NAME, got %q", c.args)
-	}
-	start := mysql.StartFrom(0)
-	switch *from {
-	case "now":
-		start = mysql.StartNow
-	case "beginning":
-		start = mysql.StartBeginning
-	case "":
-		if verb == "add" {
-			return c.usageError("add needs --from now or --from beginning")
-		}
-	default:
-		return c.usageError("--from %q: must be now or beginning", *from)
-	}
-	if verb != "add" && *from != "" {
-		return c.usageError("--from is for add only")
+	verb, name, start, code := c.consumersArgs(*from)
+	if code != exitOK {
+		return code
 	}
 	ctx := context.Background()
 	if code, ok := c.connect(ctx); !ok {
@@ -56,6 +31,44 @@ func runConsumers(c *cli, args []string) int {
 	case "remove":
 		return c.removeConsumer(ctx, name, cf)
 	}
+	return c.listConsumers(ctx)
+}
+
+// consumersArgs reads the verb, the consumer name and --from.
+func (c *cli) consumersArgs(from string) (verb, name string, start mysql.StartFrom, code int) {
+	verb = "list"
+	if len(c.args) > 0 {
+		verb = c.args[0]
+	}
+	switch {
+	case verb == "list" && len(c.args) <= 1:
+	case (verb == "add" || verb == "remove") && len(c.args) == 2:
+		name = c.args[1]
+	case verb == "add" || verb == "remove":
+		return "", "", 0, c.usageError("%s takes one consumer name", verb)
+	default:
+		return "", "", 0, c.usageError("want list, add NAME or remove NAME, got %q", c.args)
+	}
+	switch from {
+	case "now":
+		start = mysql.StartNow
+	case "beginning":
+		start = mysql.StartBeginning
+	case "":
+		if verb == "add" {
+			return "", "", 0, c.usageError("add needs --from now or --from beginning")
+		}
+	default:
+		return "", "", 0, c.usageError("--from %q: must be now or beginning", from)
+	}
+	if verb != "add" && from != "" {
+		return "", "", 0, c.usageError("--from is for add only")
+	}
+	return verb, name, start, exitOK
+}
+
+// listConsumers prints the registered consumers.
+func (c *cli) listConsumers(ctx context.Context) int {
 	infos, err := c.store.Consumers(ctx)
 	if err != nil {
 		return c.fail(exitFailed, err)

@@ -46,27 +46,9 @@ func runStats(c *cli, args []string) int {
 	if err != nil {
 		return c.fail(exitFailed, err)
 	}
-	infos, err := c.store.Consumers(ctx)
+	consumers, err := c.consumerStats(ctx)
 	if err != nil {
 		return c.fail(exitFailed, err)
-	}
-	consumers := make([]consumerStats, 0, len(infos))
-	for _, info := range infos {
-		cs, err := c.store.Consumer(info.Name)
-		if err != nil {
-			return c.fail(exitFailed, err)
-		}
-		cst, err := cs.Stats(ctx)
-		if errors.Is(err, mysql.ErrUnknownConsumer) {
-			continue // removed meanwhile
-		}
-		if err != nil {
-			return c.fail(exitFailed, err)
-		}
-		consumers = append(consumers, consumerStats{
-			Name: info.Name, StartSeq: info.StartSeq, Backfilling: info.Backfilling, BackfillAt: info.BackfillAt,
-			Pending: cst.Pending, Leased: cst.Leased, Dead: cst.Dead, OldestPendingMS: cst.OldestPending.Milliseconds(), ByType: cst.ByType,
-		})
 	}
 	if c.json {
 		return c.printJSON(map[string]any{
@@ -74,6 +56,40 @@ func runStats(c *cli, args []string) int {
 			"oldest_pending_ms": st.OldestPending.Milliseconds(), "by_type": st.ByType, "consumers": consumers,
 		})
 	}
+	c.printStats(st)
+	c.printConsumers(consumers)
+	return exitOK
+}
+
+// consumerStats reads every named consumer's backlog.
+func (c *cli) consumerStats(ctx context.Context) ([]consumerStats, error) {
+	infos, err := c.store.Consumers(ctx)
+	if err != nil {
+		return nil, err
+	}
+	consumers := make([]consumerStats, 0, len(infos))
+	for _, info := range infos {
+		cs, err := c.store.Consumer(info.Name)
+		if err != nil {
+			return nil, err
+		}
+		cst, err := cs.Stats(ctx)
+		if errors.Is(err, mysql.ErrUnknownConsumer) {
+			continue // removed meanwhile
+		}
+		if err != nil {
+			return nil, err
+		}
+		consumers = append(consumers, consumerStats{
+			Name: info.Name, StartSeq: info.StartSeq, Backfilling: info.Backfilling, BackfillAt: info.BackfillAt,
+			Pending: cst.Pending, Leased: cst.Leased, Dead: cst.Dead, OldestPendingMS: cst.OldestPending.Milliseconds(), ByType: cst.ByType,
+		})
+	}
+	return consumers, nil
+}
+
+// printStats prints the default consumer's backlog and its types.
+func (c *cli) printStats(st backend.Stats) {
 	fmt.Fprintf(c.out, "table %s: %d pending (%d leased), %d dead, oldest pending %s\n",
 		c.table, st.Pending, st.Leased, st.Dead, age(st.OldestPending))
 	if len(st.ByType) > 0 {
@@ -88,8 +104,6 @@ func runStats(c *cli, args []string) int {
 		}
 		_ = tw.Flush()
 	}
-	c.printConsumers(consumers)
-	return exitOK
 }
 
 // printConsumers prints the named consumers' backlogs as a table.

@@ -49,50 +49,27 @@ func run(ctx context.Context, serverDSN string) error {
 	}
 	defer cleanup()
 
-	store, err := mysql.New(db, mysql.Options{Table: "room_outbox"})
+	store, err := mysql.New(db, mysql.Options{Table: "orders_outbox"})
 	if err != nil {
 		return err
 	}
 	if err := store.Migrate(ctx); err != nil {
 		return err
 	}
-	if _, err := db.ExecContext(ctx, "CREATE TABLE rooms (id VARCHAR(64) PRIMARY KEY, members INT NOT NULL)"); err != nil {
+	if _, err := db.ExecContext(ctx, "CREATE TABLE orders (id VARCHAR(64) PRIMARY KEY, state VARCHAR(16) NOT NULL)"); err != nil {
 		return err
 	}
-
-	// A sink standing in for Tencent IM: down for its first two calls.
-	var calls atomic.Int32
-	sink := outbox.SinkFunc(func(_ context.Context, m outbox.Message) error {
-		if calls.Add(1) <= 2 {
-			fmt.Printf("  sink: IM unavailable for %s\n", m.ID)
-			return errors.New("im: connection refused")
-		}
-		fmt.Printf("  sink: delivered %s (%s)\n", m.ID, m.Type)
-		return nil
-	})
-	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	worker, err := outbox.NewWorker(store, sink, outbox.WorkerOptions{
-		Name: "room_outbox", KeyAttr: "room_id", PollInterval: 100 * time.Millisecond, Logger: logger,
+	worker, err := outbox.NewWorker(store, flakySink(), outbox.WorkerOptions{
+		Name: "orders_outbox", KeyAttr: "order_id", PollInterval: 100 * time.Millisecond,
+		Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
 	})
 	if err != nil {
 		return err
 	}
 
-	fmt.Println("1. command: create room-1 and write RoomCreated in one transaction")
-	msg := outbox.Message{ID: "evt-room-1-created", Key: "room-1", Type: "RoomCreated", Payload: []byte(`{"room_id":"room-1"}`)}
-	tx, err := db.BeginTx(ctx, nil)
-	if err != nil {
-		return err
-	}
-	if _, err := tx.ExecContext(ctx, "INSERT INTO rooms (id, members) VALUES ('room-1', 0)"); err != nil {
-		_ = tx.Rollback()
-		return err
-	}
-	if err := store.Enqueue(ctx, tx, &outbox.EnqueueOptions{HeadStart: outbox.DefaultHeadStart}, msg); err != nil {
-		_ = tx.Rollback()
-		return err
-	}
-	if err := tx.Commit(); err != nil {
+	fmt.Println("1. command: place order-1 and write OrderPlaced in one transaction")
+	msg := outbox.Message{ID: "evt-order-1-placed", Key: "order-1", Type: "OrderPlaced", Payload: []byte(`{"order_id":"order-1"}`)}
+	if err := placeOrder(ctx, db, store, msg); err != nil {
 		return err
 	}
 	fmt.Println("2. committed; publishing right after commit")
@@ -106,24 +83,61 @@ func run(ctx context.Context, serverDSN string) error {
 	fmt.Printf("4. outbox: status=%s retry_count=%d\n", rec.Status, rec.Attempts)
 
 	fmt.Println("5. starting the worker")
-	runCtx, stop := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() { done <- worker.Run(runCtx) }()
-	for rec.Status != outbox.StatusPublished {
-		time.Sleep(50 * time.Millisecond)
-		if rec, err = store.Get(ctx, msg.ID); err != nil {
-			stop()
-			<-done
-			return err
-		}
-	}
-	stop()
-	if err := <-done; err != nil {
+	if rec, err = runUntilPublished(ctx, worker, store, msg.ID); err != nil {
 		return err
 	}
 	fmt.Printf("6. outbox: status=%s retry_count=%d last_error=%q\n", rec.Status, rec.Attempts, rec.LastError)
 	fmt.Println("7. worker stopped before the database is closed")
 	return nil
+}
+
+// flakySink stands in for a downstream API that is down for its first two
+// calls.
+func flakySink() outbox.Sink {
+	var calls atomic.Int32
+	return outbox.SinkFunc(func(_ context.Context, m outbox.Message) error {
+		if calls.Add(1) <= 2 {
+			fmt.Printf("  sink: downstream unavailable for %s\n", m.ID)
+			return errors.New("downstream: connection refused")
+		}
+		fmt.Printf("  sink: delivered %s (%s)\n", m.ID, m.Type)
+		return nil
+	})
+}
+
+// placeOrder is a command: the state change and its event in one
+// transaction, the event head-started for the after-commit publish.
+func placeOrder(ctx context.Context, db *sql.DB, store *mysql.Store, msg outbox.Message) error {
+	tx, err := db.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = tx.Rollback() }()
+	if _, err := tx.ExecContext(ctx, "INSERT INTO orders (id, state) VALUES ('order-1', 'placed')"); err != nil {
+		return err
+	}
+	if err := store.Enqueue(ctx, tx, &outbox.EnqueueOptions{HeadStart: outbox.DefaultHeadStart}, msg); err != nil {
+		return err
+	}
+	return tx.Commit()
+}
+
+// runUntilPublished runs the worker until message id is published, then
+// stops it and waits for it to return.
+func runUntilPublished(ctx context.Context, worker *outbox.Worker, store *mysql.Store, id string) (outbox.Record, error) {
+	runCtx, stop := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- worker.Run(runCtx) }()
+	var (
+		rec outbox.Record
+		err error
+	)
+	for err == nil && rec.Status != outbox.StatusPublished {
+		time.Sleep(50 * time.Millisecond)
+		rec, err = store.Get(ctx, id)
+	}
+	stop()
+	return rec, errors.Join(err, <-done)
 }
 
 // openScratchDB creates a fresh database on the server and returns a pool on

@@ -86,62 +86,19 @@ func (d *demo) stepf(format string, args ...any) {
 }
 
 func (d *demo) run() (demoReport, error) {
-	im := d.im
 	report := demoReport{IMDeliveries: map[string]int{}}
-	d.say("Tencent IM: a local fake of the REST API at %s, told to fail the next call (ErrorCode 10002) and leave the one after it unanswered", im.URL())
+	d.say("Tencent IM: a local fake of the REST API at %s, told to fail the next call (ErrorCode 10002) and leave the one after it unanswered", d.im.URL())
 	// The failed sync publish wakes the worker at once; its first try
 	// hangs until its PublishTimeout, so that the record is seen as the
 	// sync path left it, whatever the scheduling.
-	im.FailNext(1, 10002, "internal error, please retry")
-	im.HangNext(1)
-
-	created, err := d.command("/v1/rooms", map[string]any{"room_id": "room-1", "owner_id": "alice", "command_id": "cmd-create-1"})
-	if err != nil {
-		return report, err
+	d.im.FailNext(1, 10002, "internal error, please retry")
+	d.im.HangNext(1)
+	for _, step := range []func(*demoReport) error{d.failedSyncPublish, d.workerRepublishes, d.giftAndReplay} {
+		if err := step(&report); err != nil {
+			return report, err
+		}
 	}
-	d.stepf("POST /v1/rooms room-1 → 200; RoomCreated %s needs no IM call: %s", created.EventIDs[0], d.status(created.EventIDs[0]))
-
-	joined, err := d.command("/v1/rooms/room-1/join", map[string]any{"user_id": "bob", "command_id": "cmd-join-1"})
-	if err != nil {
-		return report, err
-	}
-	report.JoinEventID = joined.EventIDs[0]
-	d.stepf("command committed: bob joined room-1, emitting RoomUserJoined %s and RoomHeatChanged", report.JoinEventID)
-	reqs := im.Requests()
-	if len(reqs) == 0 || reqs[len(reqs)-1].ErrorCode != 10002 {
-		return report, errors.New("demo: the after-commit publish was expected to fail")
-	}
-	d.stepf("sync publish to Tencent IM failed: ErrorCode %d", reqs[len(reqs)-1].ErrorCode)
-	d.stepf("HTTP response still succeeded: 200, room-1 members %v, heat %d", joined.Room.Members, joined.Room.Heat)
-	rec, err := d.app.Store().Get(d.ctx, report.JoinEventID)
-	if err != nil || rec.Status != outbox.StatusPending || rec.Attempts != 0 {
-		return report, fmt.Errorf("demo: want the join event pending with retry_count 0, got %+v (%v)", rec, err)
-	}
-	d.stepf("outbox: %s status=%s retry_count=%d (a failed sync publish is not a retry)", rec.ID, rec.Status, rec.Attempts)
-
-	if rec, err = d.waitPublished(report.JoinEventID); err != nil {
-		return report, err
-	}
-	d.stepf("worker republished the same event_id %s to group room-1 (its first try timed out: retry_count=%d)", rec.ID, rec.Attempts)
-	d.stepf("outbox: %s status=%s", rec.ID, rec.Status)
-
-	gift, err := d.command("/v1/rooms/room-1/gifts", map[string]any{"user_id": "bob", "gift_id": "rocket", "count": 2, "command_id": "cmd-gift-1"})
-	if err != nil {
-		return report, err
-	}
-	report.GiftEventID = gift.EventIDs[0]
-	d.stepf("POST gifts (IM healthy again): RoomGiftSent %s %s right after commit; heat %d, ranking %v",
-		report.GiftEventID, d.status(report.GiftEventID), gift.Room.Heat, gift.Room.GiftRanking)
-	again, err := d.command("/v1/rooms/room-1/gifts", map[string]any{"user_id": "bob", "gift_id": "rocket", "count": 2, "command_id": "cmd-gift-1"})
-	if err != nil {
-		return report, err
-	}
-	if !slices.Equal(again.EventIDs, gift.EventIDs) || again.Room.Heat != gift.Room.Heat {
-		return report, errors.New("demo: a repeated command_id must return the first result")
-	}
-	d.stepf("the same command_id again → the first result, no new events")
-
-	for _, m := range im.AllMessages() {
+	for _, m := range d.im.AllMessages() {
 		for _, e := range m.Elems {
 			var ext struct {
 				EventID string `json:"event_id"`
@@ -151,8 +108,72 @@ func (d *demo) run() (demoReport, error) {
 			}
 		}
 	}
-	d.stepf("Tencent IM group room-1 holds %d messages: the join once, the gift once", len(im.Messages("room-1")))
+	d.stepf("Tencent IM group room-1 holds %d messages: the join once, the gift once", len(d.im.Messages("room-1")))
 	return report, nil
+}
+
+// failedSyncPublish: a room is created, bob joins, and the join's
+// publish right after commit fails, while the command still succeeds and
+// the event stays pending with retry_count 0.
+func (d *demo) failedSyncPublish(report *demoReport) error {
+	created, err := d.command("/v1/rooms", map[string]any{"room_id": "room-1", "owner_id": "alice", "command_id": "cmd-create-1"})
+	if err != nil {
+		return err
+	}
+	d.stepf("POST /v1/rooms room-1 → 200; RoomCreated %s needs no IM call: %s", created.EventIDs[0], d.status(created.EventIDs[0]))
+
+	joined, err := d.command("/v1/rooms/room-1/join", map[string]any{"user_id": "bob", "command_id": "cmd-join-1"})
+	if err != nil {
+		return err
+	}
+	report.JoinEventID = joined.EventIDs[0]
+	d.stepf("command committed: bob joined room-1, emitting RoomUserJoined %s and RoomHeatChanged", report.JoinEventID)
+	reqs := d.im.Requests()
+	if len(reqs) == 0 || reqs[len(reqs)-1].ErrorCode != 10002 {
+		return errors.New("demo: the after-commit publish was expected to fail")
+	}
+	d.stepf("sync publish to Tencent IM failed: ErrorCode %d", reqs[len(reqs)-1].ErrorCode)
+	d.stepf("HTTP response still succeeded: 200, room-1 members %v, heat %d", joined.Room.Members, joined.Room.Heat)
+	rec, err := d.app.Store().Get(d.ctx, report.JoinEventID)
+	if err != nil || rec.Status != outbox.StatusPending || rec.Attempts != 0 {
+		return fmt.Errorf("demo: want the join event pending with retry_count 0, got %+v (%v)", rec, err)
+	}
+	d.stepf("outbox: %s status=%s retry_count=%d (a failed sync publish is not a retry)", rec.ID, rec.Status, rec.Attempts)
+	return nil
+}
+
+// workerRepublishes: the worker delivers the same event_id and marks it
+// published.
+func (d *demo) workerRepublishes(report *demoReport) error {
+	rec, err := d.waitPublished(report.JoinEventID)
+	if err != nil {
+		return err
+	}
+	d.stepf("worker republished the same event_id %s to group room-1 (its first try timed out: retry_count=%d)", rec.ID, rec.Attempts)
+	d.stepf("outbox: %s status=%s", rec.ID, rec.Status)
+	return nil
+}
+
+// giftAndReplay: with IM healthy, a gift is published right after commit,
+// and the same command_id again returns the first result.
+func (d *demo) giftAndReplay(report *demoReport) error {
+	cmd := map[string]any{"user_id": "bob", "gift_id": "rocket", "count": 2, "command_id": "cmd-gift-1"}
+	gift, err := d.command("/v1/rooms/room-1/gifts", cmd)
+	if err != nil {
+		return err
+	}
+	report.GiftEventID = gift.EventIDs[0]
+	d.stepf("POST gifts (IM healthy again): RoomGiftSent %s %s right after commit; heat %d, ranking %v",
+		report.GiftEventID, d.status(report.GiftEventID), gift.Room.Heat, gift.Room.GiftRanking)
+	again, err := d.command("/v1/rooms/room-1/gifts", cmd)
+	if err != nil {
+		return err
+	}
+	if !slices.Equal(again.EventIDs, gift.EventIDs) || again.Room.Heat != gift.Room.Heat {
+		return errors.New("demo: a repeated command_id must return the first result")
+	}
+	d.stepf("the same command_id again → the first result, no new events")
+	return nil
 }
 
 // shutdown stops the app in the seed's order and checks the order.
