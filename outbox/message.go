@@ -21,6 +21,10 @@ type (
 	// Execer is the part of a database handle Store.Enqueue writes
 	// through: *sql.Tx, *sql.DB and *sql.Conn satisfy it.
 	Execer = backend.Execer
+	// Store keeps the messages and their delivery state: store/mysql
+	// provides one, outboxtest.NewStore an in-memory one for tests. Its
+	// contract, for those who write a store, is backend.Store.
+	Store = backend.Store
 	// EnqueueOptions adjusts Store.Enqueue: HeadStart keeps new messages
 	// away from workers for a while, for the writer's PublishNow.
 	EnqueueOptions = backend.EnqueueOptions

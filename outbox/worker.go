@@ -22,7 +22,7 @@ import (
 // A Worker is safe for concurrent use, but Run runs at most once at a time.
 // The store's database must stay open until Run has returned.
 type Worker struct {
-	store backend.Store
+	store Store
 	sink  Sink
 	opts  WorkerOptions
 	log   *slog.Logger
@@ -37,7 +37,7 @@ type Worker struct {
 //
 // store is where the messages are, such as a *mysql.Store
 // (store/mysql); its contract is backend.Store.
-func NewWorker(store backend.Store, sink Sink, opts WorkerOptions) (*Worker, error) {
+func NewWorker(store Store, sink Sink, opts WorkerOptions) (*Worker, error) {
 	if store == nil {
 		return nil, errors.New("outbox: NewWorker: store is nil")
 	}
