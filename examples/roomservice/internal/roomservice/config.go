@@ -15,37 +15,100 @@ import (
 	"github.com/outboxrelay/outboxrelay/outbox"
 )
 
-// EnvSecretKey, when set, overrides tencent_im.secret_key, so that no
-// secret needs to be in a config file.
-const EnvSecretKey = "TENCENT_IM_SECRET_KEY"
+// The environment variables that override the file, so that no secret
+// needs to be in a config file or an image. A *_FILE variable names a
+// file holding the value (a mounted Kubernetes or Docker secret); the
+// plain variable wins when both are set.
+const (
+	EnvSecretKey     = "TENCENT_IM_SECRET_KEY"
+	EnvSecretKeyFile = "TENCENT_IM_SECRET_KEY_FILE"
+	EnvMySQLDSN      = "MYSQL_DSN"
+	EnvMySQLDSNFile  = "MYSQL_DSN_FILE"
+)
 
 // Config is room-service's configuration file.
 type Config struct {
 	// NodeID names this instance in logs and leases. Defaults to
 	// <hostname>-<pid>.
-	NodeID string `yaml:"node_id"`
-	HTTP   struct {
-		// Addr is the listen address. Defaults to ":8080".
-		Addr string `yaml:"addr"`
-	} `yaml:"http"`
+	NodeID       string             `yaml:"node_id"`
+	HTTP         HTTPConfig         `yaml:"http"`
 	MySQL        MySQLConfig        `yaml:"mysql"`
 	TencentIM    TencentIMConfig    `yaml:"tencent_im"`
 	OutboxWorker OutboxWorkerConfig `yaml:"outbox_worker"`
-	// ShutdownTimeout bounds a graceful stop. Defaults to 30s.
+	Commands     CommandsConfig     `yaml:"commands"`
+	// ShutdownTimeout bounds a graceful stop after the drain delay: the
+	// HTTP server's drain, the worker's last publish and MySQL's close.
+	// Defaults to 30s.
 	ShutdownTimeout time.Duration `yaml:"shutdown_timeout"`
 	// MetricsStatsInterval is how long one reading of the outbox backlog
 	// serves /metrics scrapes. Defaults to 2s.
 	MetricsStatsInterval time.Duration `yaml:"metrics_stats_interval"`
 }
 
+// HTTPConfig is the http block: the public API's listener and its
+// limits, and the admin listener.
+type HTTPConfig struct {
+	// Addr is the public API's listen address. Defaults to ":8080".
+	Addr string `yaml:"addr"`
+	// AdminAddr serves /metrics (and /healthz, /readyz) for operators.
+	// Defaults to "127.0.0.1:9090": loopback, so that only the host (or a
+	// sidecar) reaches it; set ":9090" where a scraper must.
+	AdminAddr string `yaml:"admin_addr"`
+	// ReadHeaderTimeout, ReadTimeout, WriteTimeout and IdleTimeout are
+	// the http.Server's (defaults 5s, 10s, 15s, 60s): a client that sends
+	// its headers or body too slowly, or idles on a keep-alive
+	// connection, is cut off.
+	ReadHeaderTimeout time.Duration `yaml:"read_header_timeout"`
+	ReadTimeout       time.Duration `yaml:"read_timeout"`
+	WriteTimeout      time.Duration `yaml:"write_timeout"`
+	IdleTimeout       time.Duration `yaml:"idle_timeout"`
+	// MaxHeaderBytes bounds a request's headers. Defaults to 16 KiB.
+	MaxHeaderBytes int `yaml:"max_header_bytes"`
+	// MaxConnections caps the public listener's open connections; more
+	// wait in the kernel's backlog. Defaults to 1024.
+	MaxConnections int `yaml:"max_connections"`
+	// MaxInFlight caps the API requests handled at once; beyond it the
+	// answer is 503 with Retry-After. Defaults to 256.
+	MaxInFlight int `yaml:"max_in_flight"`
+	// DrainDelay is how long /readyz answers 503 before the server stops
+	// taking connections, so that load balancers (Kubernetes endpoints)
+	// stop sending first. Defaults to 5s; 0s is allowed (tests, local).
+	DrainDelay *time.Duration `yaml:"drain_delay"`
+}
+
 // MySQLConfig is the mysql block.
 type MySQLConfig struct {
 	// DSN is the go-sql-driver/mysql DSN of the service's database.
-	// Required.
+	// Required, here or, better, in MYSQL_DSN or the file MYSQL_DSN_FILE
+	// names (a mounted Kubernetes secret); the environment wins.
 	DSN string `yaml:"dsn"`
-	// MaxOpenConns caps the connection pool (sql.DB.SetMaxOpenConns);
-	// 0, the default, means no cap.
+	// MaxOpenConns caps the pool (sql.DB.SetMaxOpenConns). Defaults to
+	// 20: a command holds one connection for a few milliseconds, the
+	// worker one more, and a server's max_connections (151 by default)
+	// is shared by every instance, so that 5 instances stay below 110.
 	MaxOpenConns int `yaml:"max_open_conns"`
+	// MaxIdleConns keeps up to this many idle connections. Defaults to
+	// 10, and never more than MaxOpenConns.
+	MaxIdleConns int `yaml:"max_idle_conns"`
+	// ConnMaxLifetime closes connections older than this, so that a
+	// failover or a proxy's rebalancing is picked up and the server's
+	// wait_timeout never cuts a pooled connection. Defaults to 5m.
+	ConnMaxLifetime time.Duration `yaml:"conn_max_lifetime"`
+	// ConnMaxIdleTime closes connections idle this long. Defaults to 1m.
+	ConnMaxIdleTime time.Duration `yaml:"conn_max_idle_time"`
+}
+
+// CommandsConfig is the commands block: the command log that makes
+// command IDs idempotent.
+type CommandsConfig struct {
+	// Retention is how long a command ID is remembered: a retry within it
+	// replays the first result, one after it runs the command again.
+	// Defaults to 168h (7 days).
+	Retention time.Duration `yaml:"retention"`
+	// RetentionInterval is how often old commands are deleted, at most
+	// RetentionBatch rows per statement. Defaults to 1m and 1000.
+	RetentionInterval time.Duration `yaml:"retention_interval"`
+	RetentionBatch    int           `yaml:"retention_batch"`
 }
 
 // TencentIMConfig is the tencent_im block.
@@ -180,24 +243,78 @@ func ParseConfig(data []byte) (Config, error) {
 	return c, nil
 }
 
-// WithDefaults returns a copy of c with the documented defaults filled in.
+// The defaults WithDefaults fills in.
+const (
+	DefaultHTTPAddr          = ":8080"
+	DefaultAdminAddr         = "127.0.0.1:9090"
+	DefaultReadHeaderTimeout = 5 * time.Second
+	DefaultReadTimeout       = 10 * time.Second
+	DefaultWriteTimeout      = 15 * time.Second
+	DefaultIdleTimeout       = 60 * time.Second
+	DefaultMaxHeaderBytes    = 16 << 10
+	DefaultMaxConnections    = 1024
+	DefaultMaxInFlight       = 256
+	DefaultDrainDelay        = 5 * time.Second
+	DefaultMaxOpenConns      = 20
+	DefaultMaxIdleConns      = 10
+	DefaultConnMaxLifetime   = 5 * time.Minute
+	DefaultConnMaxIdleTime   = time.Minute
+	DefaultCommandRetention  = 7 * 24 * time.Hour
+	DefaultRetentionInterval = time.Minute
+	DefaultRetentionBatch    = 1000
+	DefaultShutdownTimeout   = 30 * time.Second
+)
+
+// WithDefaults returns a copy of c with the documented defaults filled in
+// for every zero value.
 func (c Config) WithDefaults() Config {
-	if c.HTTP.Addr == "" {
-		c.HTTP.Addr = ":8080"
+	h := &c.HTTP
+	orDefault(&h.Addr, DefaultHTTPAddr)
+	orDefault(&h.AdminAddr, DefaultAdminAddr)
+	orDefault(&h.ReadHeaderTimeout, DefaultReadHeaderTimeout)
+	orDefault(&h.ReadTimeout, DefaultReadTimeout)
+	orDefault(&h.WriteTimeout, DefaultWriteTimeout)
+	orDefault(&h.IdleTimeout, DefaultIdleTimeout)
+	orDefault(&h.MaxHeaderBytes, DefaultMaxHeaderBytes)
+	orDefault(&h.MaxConnections, DefaultMaxConnections)
+	orDefault(&h.MaxInFlight, DefaultMaxInFlight)
+	if h.DrainDelay == nil {
+		d := DefaultDrainDelay
+		h.DrainDelay = &d
 	}
-	if c.ShutdownTimeout <= 0 {
-		c.ShutdownTimeout = 30 * time.Second
-	}
+	m := &c.MySQL
+	orDefault(&m.MaxOpenConns, DefaultMaxOpenConns)
+	orDefault(&m.MaxIdleConns, min(DefaultMaxIdleConns, m.MaxOpenConns))
+	orDefault(&m.ConnMaxLifetime, DefaultConnMaxLifetime)
+	orDefault(&m.ConnMaxIdleTime, DefaultConnMaxIdleTime)
+	orDefault(&c.Commands.Retention, DefaultCommandRetention)
+	orDefault(&c.Commands.RetentionInterval, DefaultRetentionInterval)
+	orDefault(&c.Commands.RetentionBatch, DefaultRetentionBatch)
+	orDefault(&c.ShutdownTimeout, DefaultShutdownTimeout)
 	return c
+}
+
+// orDefault sets *v to def when it is the zero value.
+func orDefault[T comparable](v *T, def T) {
+	var zero T
+	if *v == zero {
+		*v = def
+	}
+}
+
+// DrainDelayOrDefault is http.drain_delay, the default when unset.
+func (h HTTPConfig) DrainDelayOrDefault() time.Duration {
+	if h.DrainDelay == nil {
+		return DefaultDrainDelay
+	}
+	return *h.DrainDelay
 }
 
 func (c Config) validate() error {
 	var errs []error
-	if c.MySQL.DSN == "" {
-		errs = append(errs, errors.New("config: mysql.dsn: required"))
-	}
-	if c.MySQL.MaxOpenConns < 0 {
-		errs = append(errs, fmt.Errorf("config: mysql.max_open_conns: %d: must not be negative (0 means no cap)", c.MySQL.MaxOpenConns))
+	errs = append(errs, c.HTTP.validate(), c.MySQL.validate(), c.Commands.validate())
+	if c.ShutdownTimeout < 0 {
+		errs = append(errs, fmt.Errorf("config: shutdown_timeout: %v: must not be negative", c.ShutdownTimeout))
 	}
 	if opts, err := c.OutboxWorker.WorkerOptions(); err != nil {
 		errs = append(errs, err)
@@ -219,6 +336,64 @@ func (c Config) validate() error {
 		if im.SecretKey == "" {
 			errs = append(errs, fmt.Errorf("config: tencent_im.secret_key: required (set %s)", EnvSecretKey))
 		}
+	}
+	return errors.Join(errs...)
+}
+
+func (h HTTPConfig) validate() error {
+	var errs []error
+	for _, d := range []struct {
+		name string
+		v    time.Duration
+	}{
+		{"read_header_timeout", h.ReadHeaderTimeout}, {"read_timeout", h.ReadTimeout},
+		{"write_timeout", h.WriteTimeout}, {"idle_timeout", h.IdleTimeout}, {"drain_delay", h.DrainDelayOrDefault()},
+	} {
+		if d.v < 0 {
+			errs = append(errs, fmt.Errorf("config: http.%s: %v: must not be negative", d.name, d.v))
+		}
+	}
+	for _, n := range []struct {
+		name string
+		v    int
+	}{{"max_header_bytes", h.MaxHeaderBytes}, {"max_connections", h.MaxConnections}, {"max_in_flight", h.MaxInFlight}} {
+		if n.v < 0 {
+			errs = append(errs, fmt.Errorf("config: http.%s: %d: must not be negative", n.name, n.v))
+		}
+	}
+	if h.Addr != "" && h.Addr == h.AdminAddr {
+		errs = append(errs, fmt.Errorf("config: http.admin_addr: %q: must differ from http.addr", h.AdminAddr))
+	}
+	return errors.Join(errs...)
+}
+
+func (m MySQLConfig) validate() error {
+	var errs []error
+	if m.DSN == "" {
+		errs = append(errs, fmt.Errorf("config: mysql.dsn: required (or set %s or %s)", EnvMySQLDSN, EnvMySQLDSNFile))
+	}
+	if m.MaxOpenConns < 0 {
+		errs = append(errs, fmt.Errorf("config: mysql.max_open_conns: %d: must not be negative", m.MaxOpenConns))
+	}
+	if m.MaxIdleConns < 0 || m.MaxIdleConns > m.MaxOpenConns {
+		errs = append(errs, fmt.Errorf("config: mysql.max_idle_conns: %d: must be 0 to max_open_conns (%d)", m.MaxIdleConns, m.MaxOpenConns))
+	}
+	if m.ConnMaxLifetime < 0 || m.ConnMaxIdleTime < 0 {
+		errs = append(errs, fmt.Errorf("config: mysql.conn_max_lifetime %v, conn_max_idle_time %v: must not be negative", m.ConnMaxLifetime, m.ConnMaxIdleTime))
+	}
+	return errors.Join(errs...)
+}
+
+func (c CommandsConfig) validate() error {
+	var errs []error
+	if c.Retention < time.Minute {
+		errs = append(errs, fmt.Errorf("config: commands.retention: %v: must be at least 1m (a client's retries must fall inside it)", c.Retention))
+	}
+	if c.RetentionInterval < 0 {
+		errs = append(errs, fmt.Errorf("config: commands.retention_interval: %v: must not be negative", c.RetentionInterval))
+	}
+	if c.RetentionBatch < 0 || c.RetentionBatch > 100000 {
+		errs = append(errs, fmt.Errorf("config: commands.retention_batch: %d: must be 1 to 100000", c.RetentionBatch))
 	}
 	return errors.Join(errs...)
 }
