@@ -64,7 +64,7 @@ type App struct {
 // sink, the store, the worker and the HTTP server. Nothing serves yet.
 func NewApp(ctx context.Context, cfg Config, logger *slog.Logger) (*App, error) {
 	a := &App{cfg: cfg, log: logger, workerDone: make(chan struct{}), serveDone: make(chan error, 1)}
-	db, err := openMySQL(ctx, cfg.MySQL.DSN, cfg.MySQL.MaxOpenConns)
+	db, err := openMySQL(ctx, cfg.MySQL)
 	if err != nil {
 		return nil, err
 	}
@@ -122,30 +122,6 @@ func (a *App) newSink() (*tencentim.Sink, error) {
 		BaseURL: im.BaseURL, SDKAppID: im.SDKAppID, SecretKey: im.SecretKey, AdminIdentifier: im.AdminIdentifier,
 		SkipTypes: noIMTypes, Logger: a.log,
 	})
-}
-
-// openMySQL opens the pool and waits (up to a minute, or ctx) until the
-// server answers, as it may still be starting next to us.
-func openMySQL(ctx context.Context, dsn string, maxOpen int) (*sql.DB, error) {
-	db, err := sql.Open("mysql", dsn)
-	if err != nil {
-		return nil, fmt.Errorf("mysql: %w", err)
-	}
-	db.SetMaxOpenConns(maxOpen)
-	ctx, cancel := context.WithTimeout(ctx, time.Minute)
-	defer cancel()
-	for {
-		err = db.PingContext(ctx)
-		if err == nil {
-			return db, nil
-		}
-		select {
-		case <-ctx.Done():
-			db.Close()
-			return nil, fmt.Errorf("mysql did not answer: %w", err)
-		case <-time.After(time.Second):
-		}
-	}
 }
 
 // Start listens, marks the App serving, starts the worker (if enabled)
