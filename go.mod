@@ -16,13 +16,15 @@ require (
 //   - testify: require, in every test and in the conformance suites
 //     (outbox/backend/backendtest) that a store's tests run.
 //   - goleak: backendtest checks that a worker leaves no goroutine.
-//   - testcontainers-go: internal/testutil starts a MySQL container when
-//     OUTBOXRELAY_TEST_MYSQL_DSN is not set, so that the tests run on a
-//     machine with Docker and no database. It brings the moby,
-//     containerd, otel and gopsutil modules below.
+//   - testcontainers-go: internal/testutil starts a MySQL or MariaDB
+//     container when OUTBOXRELAY_TEST_MYSQL_DSN is not set, so that the
+//     tests run on a machine with Docker and no database (CI runs its
+//     version matrix that way). It brings moby/moby/api (named by its
+//     SQL wait) and the containerd, otel and gopsutil modules below.
 require (
+	github.com/moby/moby/api v1.56.1
 	github.com/stretchr/testify v1.12.1
-	github.com/testcontainers/testcontainers-go/modules/mysql v0.45.0
+	github.com/testcontainers/testcontainers-go v0.45.0
 	go.uber.org/goleak v1.3.0
 )
 
@@ -51,7 +53,6 @@ require (
 	github.com/magiconair/properties v1.18.12 // indirect
 	github.com/moby/docker-image-spec v1.3.1 // indirect
 	github.com/moby/go-archive v0.3.3 // indirect
-	github.com/moby/moby/api v1.56.1 // indirect
 	github.com/moby/moby/client v0.6.2 // indirect
 	github.com/moby/patternmatcher v0.6.1 // indirect
 	github.com/moby/sys/sequential v0.7.0 // indirect
@@ -63,7 +64,6 @@ require (
 	github.com/power-devops/perfstat v0.0.0-20240221224432-82ca36839d55 // indirect
 	github.com/shirou/gopsutil/v4 v4.26.6 // indirect
 	github.com/sirupsen/logrus v1.9.4 // indirect
-	github.com/testcontainers/testcontainers-go v0.45.0 // indirect
 	github.com/tklauser/go-sysconf v0.4.0 // indirect
 	github.com/tklauser/numcpus v0.12.0 // indirect
 	github.com/yusufpapurcu/wmi v1.2.4 // indirect

@@ -6,10 +6,20 @@
 //  1. the environment variable OUTBOXRELAY_TEST_MYSQL_DSN, a server DSN
 //     such as root@tcp(127.0.0.1:3306)/ (CI sets it to the machine's
 //     MariaDB);
-//  2. otherwise a MySQL 8 container started once per test binary through
-//     testcontainers-go, where Docker is available;
+//  2. otherwise a container started once per test binary through
+//     testcontainers-go, where Docker is available: the image named by
+//     OUTBOXRELAY_TEST_MYSQL_IMAGE, by default the official mysql:8.4
+//     (MySQL and MariaDB images alike: the official ones, or the local
+//     ones .ci/images builds). A package's TestMain calls Main, which
+//     terminates the container when its tests end;
 //  3. otherwise the test fails with a message saying how to provide one.
 //     Database tests never skip silently.
+//
+// testcontainers-go reads its own settings from the environment; on a
+// machine that cannot pull its reaper image, set
+// TESTCONTAINERS_RYUK_DISABLED=true (Main still removes the container,
+// and every container carries the label ContainerLabel, so that a
+// crashed run's leftovers can be found and removed).
 package testutil
 
 import (
@@ -20,6 +30,7 @@ import (
 	"fmt"
 	"io"
 	"log"
+	"net"
 	"os"
 	"regexp"
 	"strings"
@@ -28,16 +39,30 @@ import (
 	"time"
 
 	mysqldrv "github.com/go-sql-driver/mysql"
-	tcmysql "github.com/testcontainers/testcontainers-go/modules/mysql"
+	"github.com/moby/moby/api/types/network"
+	"github.com/testcontainers/testcontainers-go"
+	"github.com/testcontainers/testcontainers-go/wait"
 )
 
 // EnvDSN names the environment variable that points tests at an existing
 // server.
 const EnvDSN = "OUTBOXRELAY_TEST_MYSQL_DSN"
 
-// ContainerImage is the MySQL image started where Docker is available and
-// EnvDSN is not set.
-const ContainerImage = "mysql:8.4"
+// EnvImage names the environment variable that chooses the image started
+// when EnvDSN is not set.
+const EnvImage = "OUTBOXRELAY_TEST_MYSQL_IMAGE"
+
+// DefaultImage is the image started when neither EnvDSN nor EnvImage is
+// set.
+const DefaultImage = "mysql:8.4"
+
+// ContainerLabel is set on every container the tests start.
+const ContainerLabel = "org.outboxrelay.test"
+
+// containerPassword is the root password of a test container; the
+// container is reachable only from this machine and lives for one test
+// binary.
+const containerPassword = "test"
 
 func init() {
 	// The driver logs dropped connections on its own global logger, which
@@ -51,7 +76,39 @@ var (
 	serverDSN  string
 	serverErr  error
 	adminDB    *sql.DB
+	// container is the container findServer started, if any.
+	container testcontainers.Container
+	// serverVersion is what the server's VERSION() said.
+	serverVersion string
 )
+
+// Server describes the test server, for a test's log: its VERSION() and
+// where it came from (EnvDSN or the container's image).
+func Server(t testing.TB) string {
+	t.Helper()
+	ServerDSN(t)
+	if container != nil {
+		return fmt.Sprintf("%s, in a container of %s started by testcontainers", serverVersion, image())
+	}
+	return fmt.Sprintf("%s, from %s", serverVersion, EnvDSN)
+}
+
+// Main runs a package's tests and then terminates the container they
+// started, if any, and returns the exit code for os.Exit:
+//
+//	func TestMain(m *testing.M) { os.Exit(testutil.Main(m)) }
+func Main(m *testing.M) int {
+	code := m.Run()
+	if container != nil {
+		if err := testcontainers.TerminateContainer(container); err != nil {
+			fmt.Fprintf(os.Stderr, "testutil: terminate the test container: %v\n", err)
+			if code == 0 {
+				code = 1
+			}
+		}
+	}
+	return code
+}
 
 // ServerDSN returns the DSN of the test server (no database selected),
 // starting a container if need be. It fails t if there is no server.
@@ -61,7 +118,7 @@ func ServerDSN(t testing.TB) string {
 	if serverErr != nil {
 		t.Fatalf("no MySQL/MariaDB for tests: %v\n"+
 			"Provide one: set %s to a server DSN, e.g. %s='root@tcp(127.0.0.1:3306)/', "+
-			"or run Docker so that testcontainers-go can start %s.", serverErr, EnvDSN, EnvDSN, ContainerImage)
+			"or run Docker so that testcontainers-go can start %s (or the image in %s).", serverErr, EnvDSN, EnvDSN, image(), EnvImage)
 	}
 	return serverDSN
 }
@@ -71,7 +128,7 @@ func findServer() (string, *sql.DB, error) {
 	if dsn == "" {
 		var err error
 		if dsn, err = startContainer(); err != nil {
-			return "", nil, fmt.Errorf("%s is not set and no MySQL container could be started: %w", EnvDSN, err)
+			return "", nil, fmt.Errorf("%s is not set and no container of %s could be started: %w", EnvDSN, image(), err)
 		}
 	}
 	cfg, err := mysqldrv.ParseDSN(dsn)
@@ -86,23 +143,57 @@ func findServer() (string, *sql.DB, error) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	if err := db.PingContext(ctx); err != nil {
+	if err := db.QueryRowContext(ctx, "SELECT VERSION()").Scan(&serverVersion); err != nil {
 		_ = db.Close()
 		return "", nil, fmt.Errorf("cannot reach the server at %s: %w", Redact(dsn), err)
 	}
 	return dsn, db, nil
 }
 
-// startContainer starts MySQL 8 in Docker. The container lives as long as
-// the test binary; testcontainers' reaper removes it afterwards.
+// image is the container image to start.
+func image() string {
+	if img := os.Getenv(EnvImage); img != "" {
+		return img
+	}
+	return DefaultImage
+}
+
+// startContainer starts the test image and waits until it answers SQL: a
+// wait that fits MySQL and MariaDB alike, where a log line would not (the
+// official images start a server for their set-up first, with networking
+// off, so the first answer on the port is the real server's).
 func startContainer() (string, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	c, err := tcmysql.Run(ctx, ContainerImage, tcmysql.WithUsername("root"), tcmysql.WithPassword("test"))
+	dsnAt := func(host, port string) string {
+		return fmt.Sprintf("root:%s@tcp(%s)/", containerPassword, net.JoinHostPort(host, port))
+	}
+	c, err := testcontainers.Run(ctx, image(),
+		testcontainers.WithExposedPorts("3306/tcp"),
+		testcontainers.WithEnv(map[string]string{
+			"MYSQL_ROOT_PASSWORD":   containerPassword,
+			"MARIADB_ROOT_PASSWORD": containerPassword,
+		}),
+		testcontainers.WithLabels(map[string]string{ContainerLabel: "1"}),
+		testcontainers.WithWaitStrategyAndDeadline(3*time.Minute,
+			wait.ForSQL("3306/tcp", "mysql", func(host string, port network.Port) string { return dsnAt(host, port.Port()) }).
+				WithPollInterval(500*time.Millisecond)),
+	)
+	if c != nil {
+		container = c
+	}
 	if err != nil {
 		return "", err
 	}
-	return c.ConnectionString(ctx)
+	host, err := c.Host(ctx)
+	if err != nil {
+		return "", err
+	}
+	port, err := c.MappedPort(ctx, "3306/tcp")
+	if err != nil {
+		return "", err
+	}
+	return dsnAt(host, port.Port()), nil
 }
 
 // Database is a fresh database on the test server, dropped when the test
