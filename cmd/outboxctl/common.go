@@ -8,7 +8,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"os"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -41,7 +40,9 @@ type cli struct {
 func (c *cli) flags(usage string) *flag.FlagSet {
 	fs := flag.NewFlagSet(c.name, flag.ContinueOnError)
 	fs.SetOutput(c.errOut)
-	fs.StringVar(&c.dsn, "dsn", firstEnv("OUTBOXCTL_DSN", "MYSQL_DSN"), "MySQL DSN of the outbox's database (default $OUTBOXCTL_DSN, then $MYSQL_DSN)")
+	// The default is named, not shown: -h and a mistyped flag print a
+	// flag's default, and a DSN holds a password. connect reads it.
+	fs.StringVar(&c.dsn, "dsn", "", "MySQL DSN of the outbox's database (default $OUTBOXCTL_DSN, then $MYSQL_DSN)")
 	fs.StringVar(&c.table, "table", mysql.DefaultTable, "outbox table name")
 	fs.BoolVar(&c.json, "json", false, "print JSON instead of a table")
 	fs.Usage = func() {
@@ -84,15 +85,6 @@ func (c *cli) connectState(ctx context.Context) (st state, where string, code in
 	return cs, fmt.Sprintf("%s (consumer %s)", c.table, c.consumer), exitOK, true
 }
 
-func firstEnv(names ...string) string {
-	for _, n := range names {
-		if v := os.Getenv(n); v != "" {
-			return v
-		}
-	}
-	return ""
-}
-
 // parse parses args, flags before or after the positional arguments
 // (operators write "show ID --json"); the positional ones are left in
 // c.args. A usage problem returns (exitUsage, false), -h (exitOK, false).
@@ -128,23 +120,31 @@ func (c *cli) fail(code int, err error) int {
 // table, without changing anything.
 func (c *cli) connect(ctx context.Context) (int, bool) {
 	if c.dsn == "" {
+		c.dsn = dsnFromEnv()
+	}
+	if c.dsn == "" {
 		return c.usageError("no database: pass --dsn or set OUTBOXCTL_DSN"), false
 	}
-	cfg, err := mysqldrv.ParseDSN(c.dsn)
+	// Errors name the DSN's user, address and database, never its
+	// password; the driver's own parse errors can quote it.
+	cfg, err := parseDSN(c.dsn)
 	if err != nil {
 		return c.usageError("--dsn: %v", err), false
 	}
+	target := dsnTarget(cfg)
 	if cfg.DBName == "" {
-		return c.usageError("--dsn names no database"), false
+		return c.usageError("--dsn %s names no database", target), false
 	}
-	if c.db, err = sql.Open("mysql", c.dsn); err != nil {
-		return c.fail(exitFailed, err), false
+	connector, err := mysqldrv.NewConnector(cfg)
+	if err != nil {
+		return c.fail(exitFailed, fmt.Errorf("--dsn %s: %w", target, redactErr(err, cfg.Passwd))), false
 	}
+	c.db = sql.OpenDB(connector)
 	c.db.SetMaxOpenConns(2)
 	pingCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	if err := c.db.PingContext(pingCtx); err != nil {
-		return c.fail(exitFailed, fmt.Errorf("cannot reach %s@%s/%s: %w", cfg.User, cfg.Addr, cfg.DBName, err)), false
+		return c.fail(exitFailed, fmt.Errorf("cannot reach %s: %w", target, redactErr(err, cfg.Passwd))), false
 	}
 	if c.store, err = mysql.New(c.db, mysql.Options{Table: c.table}); err != nil {
 		return c.usageError("%v", err), false

@@ -8,7 +8,8 @@
 //	outboxctl purge --older-than DURATION   delete published records every consumer is done with (retention)
 //	outboxctl consumers [list] | add NAME --from now|beginning | remove NAME
 //
-// Every command takes --dsn (or OUTBOXCTL_DSN, then MYSQL_DSN), --table
+// Every command takes --dsn (or OUTBOXCTL_DSN, then MYSQL_DSN; usage and
+// errors never show a DSN's password), --table
 // (default "outbox") and --json. requeue, purge, consumers add and
 // consumers remove change data: without
 // --yes they only show what they would do (and exit 3); --dry-run does the

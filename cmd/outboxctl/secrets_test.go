@@ -1,0 +1,52 @@
+package main
+
+import (
+	"testing"
+
+	mysqldrv "github.com/go-sql-driver/mysql"
+	"github.com/stretchr/testify/require"
+
+	"github.com/outboxrelay/outboxrelay/internal/testutil"
+)
+
+// TestNeverPrintsTheDSNPassword runs outboxctl with a DSN password in the
+// environment (OUTBOXCTL_DSN, then MYSQL_DSN) and on the command line, and
+// checks that neither usage text nor any error shows it, nor a piece of
+// it: the password has a "/" and an "@", as generated ones do.
+func TestNeverPrintsTheDSNPassword(t *testing.T) {
+	const password = "s3cr3tA/p4ssB@w0rdC"
+	server, err := mysqldrv.ParseDSN(testutil.ServerDSN(t))
+	require.NoError(t, err)
+	var (
+		noServer   = "app:" + password + "@tcp(127.0.0.1:1)/outbox_db"
+		noDatabase = "app:" + password + "@tcp(127.0.0.1:1)"
+		wrongPass  = "nosuchuser:" + password + "@tcp(" + server.Addr + ")/outbox_db"
+	)
+	cases := []struct {
+		name string
+		env  []string
+		args []string
+		code int
+		want string
+	}{
+		{"help", []string{"OUTBOXCTL_DSN=" + noServer}, []string{"stats", "-h"}, exitOK, "$OUTBOXCTL_DSN"},
+		{"help, MYSQL_DSN", []string{"OUTBOXCTL_DSN=", "MYSQL_DSN=" + noServer}, []string{"list", "--help"}, exitOK, "$MYSQL_DSN"},
+		{"bad flag", []string{"OUTBOXCTL_DSN=" + noServer}, []string{"stats", "--no-such-flag"}, exitUsage, "$OUTBOXCTL_DSN"},
+		{"bad flag, MYSQL_DSN", []string{"OUTBOXCTL_DSN=", "MYSQL_DSN=" + noServer}, []string{"purge", "--older-than", "soon"}, exitUsage, "$MYSQL_DSN"},
+		{"no server", []string{"OUTBOXCTL_DSN=" + noServer}, []string{"stats"}, exitFailed, "cannot reach app@tcp(127.0.0.1:1)/outbox_db"},
+		{"no server, MYSQL_DSN", []string{"OUTBOXCTL_DSN=", "MYSQL_DSN=" + noServer}, []string{"stats"}, exitFailed, "cannot reach app@tcp(127.0.0.1:1)/outbox_db"},
+		{"wrong password", []string{"OUTBOXCTL_DSN=" + wrongPass}, []string{"stats"}, exitFailed, "Access denied"},
+		{"no database name", []string{"OUTBOXCTL_DSN=" + noDatabase}, []string{"stats"}, exitUsage, "--dsn: does not parse"},
+		{"no database name, --dsn", []string{"OUTBOXCTL_DSN=", "MYSQL_DSN="}, []string{"stats", "--dsn", noDatabase}, exitUsage, "--dsn: does not parse"},
+		{"empty database name", []string{"OUTBOXCTL_DSN=" + noDatabase + "/"}, []string{"stats"}, exitUsage, "--dsn app@tcp(127.0.0.1:1)/ names no database"},
+	}
+	for _, tc := range cases {
+		r := ctl(t, tc.env, tc.args...)
+		out := r.stdout + r.stderr
+		for _, piece := range []string{password, "s3cr3tA", "p4ssB", "w0rdC"} {
+			require.NotContains(t, out, piece, "%s: the DSN's password is printed:\n%s", tc.name, out)
+		}
+		require.Equal(t, tc.code, r.code, "%s: %s", tc.name, out)
+		require.Contains(t, out, tc.want, tc.name)
+	}
+}
