@@ -28,10 +28,15 @@ func main() {
 	// A flag set of our own: the embedded engine's vitess dependency
 	// registers flags on the global one.
 	flags := flag.NewFlagSet("demo", flag.ExitOnError)
-	dsn := flags.String("dsn", os.Getenv("MYSQL_DSN"), "MySQL server DSN (default $MYSQL_DSN); without it, a container or an embedded engine")
+	// The default is named, not shown: -h and a mistyped flag print a
+	// flag's default, and this one holds a password.
+	dsn := flags.String("dsn", "", "MySQL server DSN (default $MYSQL_DSN); without either, a container or an embedded engine")
 	fakeIM := flags.Bool("fake-im", false, "serve only the Tencent IM fake named by -config's tencent_im block, until interrupted")
 	configPath := flags.String("config", "", "with -fake-im: the room-service config file")
 	_ = flags.Parse(os.Args[1:])
+	if *dsn == "" {
+		*dsn = os.Getenv("MYSQL_DSN")
+	}
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
