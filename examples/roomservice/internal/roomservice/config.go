@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"regexp"
 	"strconv"
@@ -15,18 +16,8 @@ import (
 	"github.com/outboxrelay/outboxrelay/outbox"
 )
 
-// The environment variables that override the file, so that no secret
-// needs to be in a config file or an image. A *_FILE variable names a
-// file holding the value (a mounted Kubernetes or Docker secret); the
-// plain variable wins when both are set.
-const (
-	EnvSecretKey     = "TENCENT_IM_SECRET_KEY"
-	EnvSecretKeyFile = "TENCENT_IM_SECRET_KEY_FILE"
-	EnvMySQLDSN      = "MYSQL_DSN"
-	EnvMySQLDSNFile  = "MYSQL_DSN_FILE"
-)
-
-// Config is room-service's configuration file.
+// Config is room-service's configuration: a YAML file (optional), then
+// the environment (EnvSettings), then the defaults.
 type Config struct {
 	// NodeID names this instance in logs and leases. Defaults to
 	// <hostname>-<pid>.
@@ -78,9 +69,12 @@ type HTTPConfig struct {
 
 // MySQLConfig is the mysql block.
 type MySQLConfig struct {
-	// DSN is the go-sql-driver/mysql DSN of the service's database.
-	// Required, here or, better, in MYSQL_DSN or the file MYSQL_DSN_FILE
-	// names (a mounted Kubernetes secret); the environment wins.
+	// DSN is the go-sql-driver/mysql DSN of the service's database, e.g.
+	// "app:PASSWORD@tcp(db:3306)/rooms?interpolateParams=true". Required,
+	// here or, better, in MYSQL_DSN or the file MYSQL_DSN_FILE names (a
+	// mounted Kubernetes secret); the environment wins. It must name a
+	// database; the "/" before the name is what lets the password hold
+	// "/" and "@". It is never printed with its password.
 	DSN string `yaml:"dsn"`
 	// MaxOpenConns caps the pool (sql.DB.SetMaxOpenConns). Defaults to
 	// 20: a command holds one connection for a few milliseconds, the
@@ -94,8 +88,13 @@ type MySQLConfig struct {
 	// failover or a proxy's rebalancing is picked up and the server's
 	// wait_timeout never cuts a pooled connection. Defaults to 5m.
 	ConnMaxLifetime time.Duration `yaml:"conn_max_lifetime"`
-	// ConnMaxIdleTime closes connections idle this long. Defaults to 1m.
+	// ConnMaxIdleTime closes connections idle this long, so that a quiet
+	// instance gives its share of max_connections back. Defaults to 1m.
 	ConnMaxIdleTime time.Duration `yaml:"conn_max_idle_time"`
+	// StartupTimeout is how long start-up waits for MySQL to answer,
+	// retrying every second, as it may be starting beside us. Defaults
+	// to 1m; after it, start-up fails (and Kubernetes restarts the pod).
+	StartupTimeout time.Duration `yaml:"startup_timeout"`
 }
 
 // CommandsConfig is the commands block: the command log that makes
@@ -122,7 +121,10 @@ type TencentIMConfig struct {
 	BaseURL         string `yaml:"base_url"`
 	SDKAppID        int    `yaml:"sdk_app_id"`
 	AdminIdentifier string `yaml:"admin_identifier"`
-	// SecretKey may be left empty and given in TENCENT_IM_SECRET_KEY.
+	// SecretKey may be left empty and given in TENCENT_IM_SECRET_KEY or
+	// the file TENCENT_IM_SECRET_KEY_FILE names; the environment wins.
+	// It is never printed. BaseURL, SDKAppID and AdminIdentifier can come
+	// from the environment too (EnvSettings).
 	SecretKey string `yaml:"secret_key"`
 }
 
@@ -215,9 +217,13 @@ func (c OutboxWorkerConfig) retryPolicy() (outbox.RetryPolicy, error) {
 	return p, nil
 }
 
-// LoadConfig reads a YAML file, fills defaults, applies the environment
-// and validates. Unknown keys are errors, so a typo fails start-up.
+// LoadConfig reads a YAML file, applies the environment (EnvSettings),
+// fills defaults and validates. Unknown keys are errors, so a typo fails
+// start-up. With path "", the settings come from the environment alone.
 func LoadConfig(path string) (Config, error) {
+	if path == "" {
+		return ParseConfig(nil)
+	}
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return Config{}, fmt.Errorf("config: %w", err)
@@ -225,16 +231,16 @@ func LoadConfig(path string) (Config, error) {
 	return ParseConfig(data)
 }
 
-// ParseConfig is LoadConfig on bytes.
+// ParseConfig is LoadConfig on bytes; empty data is an empty file.
 func ParseConfig(data []byte) (Config, error) {
 	var c Config
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	dec.KnownFields(true)
-	if err := dec.Decode(&c); err != nil {
+	if err := dec.Decode(&c); err != nil && !errors.Is(err, io.EOF) {
 		return Config{}, fmt.Errorf("config: %w", nameFields(data, err))
 	}
-	if secret := os.Getenv(EnvSecretKey); secret != "" {
-		c.TencentIM.SecretKey = secret
+	if err := c.applyEnv(); err != nil {
+		return Config{}, err
 	}
 	c = c.WithDefaults()
 	if err := c.validate(); err != nil {
@@ -259,6 +265,7 @@ const (
 	DefaultMaxIdleConns      = 10
 	DefaultConnMaxLifetime   = 5 * time.Minute
 	DefaultConnMaxIdleTime   = time.Minute
+	DefaultStartupTimeout    = time.Minute
 	DefaultCommandRetention  = 7 * 24 * time.Hour
 	DefaultRetentionInterval = time.Minute
 	DefaultRetentionBatch    = 1000
@@ -287,6 +294,7 @@ func (c Config) WithDefaults() Config {
 	orDefault(&m.MaxIdleConns, min(DefaultMaxIdleConns, m.MaxOpenConns))
 	orDefault(&m.ConnMaxLifetime, DefaultConnMaxLifetime)
 	orDefault(&m.ConnMaxIdleTime, DefaultConnMaxIdleTime)
+	orDefault(&m.StartupTimeout, DefaultStartupTimeout)
 	orDefault(&c.Commands.Retention, DefaultCommandRetention)
 	orDefault(&c.Commands.RetentionInterval, DefaultRetentionInterval)
 	orDefault(&c.Commands.RetentionBatch, DefaultRetentionBatch)
@@ -325,16 +333,16 @@ func (c Config) validate() error {
 		errs = append(errs, errFakeIM)
 	} else {
 		if im.BaseURL == "" {
-			errs = append(errs, errors.New("config: tencent_im.base_url: required"))
+			errs = append(errs, fmt.Errorf("config: tencent_im.base_url: required (or set %s)", EnvBaseURL))
 		}
 		if im.SDKAppID <= 0 {
-			errs = append(errs, fmt.Errorf("config: tencent_im.sdk_app_id %d: must be positive", im.SDKAppID))
+			errs = append(errs, fmt.Errorf("config: tencent_im.sdk_app_id %d: must be positive (or set %s)", im.SDKAppID, EnvSDKAppID))
 		}
 		if im.AdminIdentifier == "" {
-			errs = append(errs, errors.New("config: tencent_im.admin_identifier: required"))
+			errs = append(errs, fmt.Errorf("config: tencent_im.admin_identifier: required (or set %s)", EnvAdminIdentifier))
 		}
 		if im.SecretKey == "" {
-			errs = append(errs, fmt.Errorf("config: tencent_im.secret_key: required (set %s)", EnvSecretKey))
+			errs = append(errs, fmt.Errorf("config: tencent_im.secret_key: required (set %s or %s)", EnvSecretKey, EnvSecretKeyFile))
 		}
 	}
 	return errors.Join(errs...)
@@ -371,6 +379,10 @@ func (m MySQLConfig) validate() error {
 	var errs []error
 	if m.DSN == "" {
 		errs = append(errs, fmt.Errorf("config: mysql.dsn: required (or set %s or %s)", EnvMySQLDSN, EnvMySQLDSNFile))
+	} else if dsn, err := parseDSN(m.DSN); err != nil {
+		errs = append(errs, fmt.Errorf("config: mysql.dsn: %w", err))
+	} else if dsn.DBName == "" {
+		errs = append(errs, fmt.Errorf("config: mysql.dsn %s: names no database (add /DATABASE after the address)", dsnTarget(dsn)))
 	}
 	if m.MaxOpenConns < 0 {
 		errs = append(errs, fmt.Errorf("config: mysql.max_open_conns: %d: must not be negative", m.MaxOpenConns))
@@ -378,8 +390,9 @@ func (m MySQLConfig) validate() error {
 	if m.MaxIdleConns < 0 || m.MaxIdleConns > m.MaxOpenConns {
 		errs = append(errs, fmt.Errorf("config: mysql.max_idle_conns: %d: must be 0 to max_open_conns (%d)", m.MaxIdleConns, m.MaxOpenConns))
 	}
-	if m.ConnMaxLifetime < 0 || m.ConnMaxIdleTime < 0 {
-		errs = append(errs, fmt.Errorf("config: mysql.conn_max_lifetime %v, conn_max_idle_time %v: must not be negative", m.ConnMaxLifetime, m.ConnMaxIdleTime))
+	if m.ConnMaxLifetime < 0 || m.ConnMaxIdleTime < 0 || m.StartupTimeout < 0 {
+		errs = append(errs, fmt.Errorf("config: mysql.conn_max_lifetime %v, conn_max_idle_time %v, startup_timeout %v: must not be negative",
+			m.ConnMaxLifetime, m.ConnMaxIdleTime, m.StartupTimeout))
 	}
 	return errors.Join(errs...)
 }

@@ -1,6 +1,7 @@
 package roomservice
 
 import (
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -12,33 +13,39 @@ import (
 )
 
 // shippedConfigs are the configuration files beside the command, in
-// examples/roomservice.
-var shippedConfigs = []string{"../../config.yaml", "../../config.docker.yaml", "../../config.tencent.example.yaml"}
+// examples/roomservice: config.yaml and whatever other config*.yaml.
+var shippedConfigs, _ = filepath.Glob("../../config*.yaml")
 
 // imBlock is a valid tencent_im block, for tests about the rest.
 const imBlock = "tencent_im:\n  base_url: https://console.tim.qq.com\n  sdk_app_id: 1400000000\n  admin_identifier: administrator\n  secret_key: k\n"
 
+// TestShippedConfigFilesParse loads every config*.yaml beside the
+// command, with the environment set, and checks that each parses and that
+// the environment overrides it. What the files say is theirs.
 func TestShippedConfigFilesParse(t *testing.T) {
-	t.Setenv(EnvSecretKey, "from-the-environment")
+	require.Contains(t, shippedConfigs, "../../config.yaml")
+	env := map[string]string{
+		EnvMySQLDSN: "env@tcp(db:3306)/rooms", EnvSecretKey: "from-the-environment", EnvBaseURL: "https://console.tim.qq.com",
+		EnvSDKAppID: "1400000042", EnvAdminIdentifier: "env-admin", EnvNodeID: "env-node",
+	}
 	for _, name := range shippedConfigs {
-		t.Run(name, func(t *testing.T) {
+		t.Run(filepath.Base(name), func(t *testing.T) {
+			clearEnv(t)
+			for k, v := range env {
+				t.Setenv(k, v)
+			}
 			cfg, err := LoadConfig(name)
 			require.NoError(t, err)
-			w := cfg.OutboxWorker
-			require.True(t, w.WorkerEnabled(), "the seed's block: enabled")
-			require.Equal(t, time.Second, w.PollInterval)
-			require.Equal(t, 100, w.BatchSize)
-			require.Equal(t, 3*time.Second, w.PublishTimeout)
-			require.Equal(t, "fixed_interval", w.RetryStrategy)
-			require.NotEmpty(t, cfg.MySQL.DSN)
-			require.NotEmpty(t, cfg.HTTP.Addr)
-			require.Equal(t, "from-the-environment", cfg.TencentIM.SecretKey, "%s overrides the file", EnvSecretKey)
-			require.NotEmpty(t, cfg.TencentIM.BaseURL)
+			require.Equal(t, "env@tcp(db:3306)/rooms", cfg.MySQL.DSN, "%s overrides the file", EnvMySQLDSN)
+			require.Equal(t, TencentIMConfig{BaseURL: "https://console.tim.qq.com", SDKAppID: 1400000042, AdminIdentifier: "env-admin", SecretKey: "from-the-environment"},
+				cfg.TencentIM, "the environment overrides the file")
+			require.Equal(t, "env-node", cfg.NodeID)
 		})
 	}
 }
 
 func TestConfigDefaults(t *testing.T) {
+	clearEnv(t)
 	minimal := "mysql:\n  dsn: \"root@tcp(db:3306)/rooms\"\n" + imBlock
 	for name, yaml := range map[string]string{
 		"block missing":   minimal,
@@ -50,6 +57,8 @@ func TestConfigDefaults(t *testing.T) {
 			require.NoError(t, err)
 			require.Equal(t, ":8080", cfg.HTTP.Addr)
 			require.Equal(t, 30*time.Second, cfg.ShutdownTimeout)
+			require.Equal(t, MySQLConfig{DSN: "root@tcp(db:3306)/rooms", MaxOpenConns: 20, MaxIdleConns: 10, ConnMaxLifetime: 5 * time.Minute,
+				ConnMaxIdleTime: time.Minute, StartupTimeout: time.Minute}, cfg.MySQL, "the pool is bounded by default")
 			require.True(t, cfg.OutboxWorker.WorkerEnabled(), "enabled unless switched off")
 			opts, err := cfg.OutboxWorker.WorkerOptions()
 			require.NoError(t, err)
@@ -90,14 +99,17 @@ func TestConfigRejectsMistakes(t *testing.T) {
 		{"batch too big", base + imBlock + "outbox_worker:\n  batch_size: 50000\n", "BatchSize 50000: must be at most 10000"},
 		{"bad duration", base + imBlock + "outbox_worker:\n  poll_interval: soon\n", "poll_interval"},
 		{"no dsn", imBlock, "mysql.dsn: required"},
+		{"DSN that does not parse", strings.Replace(base, "/rooms", "", 1) + imBlock, `mysql.dsn: does not parse`},
+		{"DSN without a database", strings.Replace(base, "/rooms", "/", 1) + imBlock, "mysql.dsn root@tcp(db:3306)/: names no database"},
+		{"negative startup timeout", base + "  startup_timeout: -1s\n" + imBlock, "startup_timeout -1s: must not be negative"},
 		{"negative pool cap", base + "  max_open_conns: -1\n" + imBlock, "mysql.max_open_conns: -1: must not be negative"},
 		{"real IM without settings", base, "tencent_im.base_url: required"},
 		{"the fake", base + "tencent_im:\n  fake: true\n", "config: tencent_im.fake: true: room-service has no in-process Tencent IM fake; run the demo (go run ./examples/roomservice/demo)"},
-		{"real IM without secret", base + "tencent_im:\n  base_url: https://console.tim.qq.com\n  sdk_app_id: 1400000000\n  admin_identifier: admin\n", "tencent_im.secret_key: required (set TENCENT_IM_SECRET_KEY)"},
+		{"real IM without secret", base + "tencent_im:\n  base_url: https://console.tim.qq.com\n  sdk_app_id: 1400000000\n  admin_identifier: admin\n", "tencent_im.secret_key: required (set TENCENT_IM_SECRET_KEY or TENCENT_IM_SECRET_KEY_FILE)"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			t.Setenv(EnvSecretKey, "")
+			clearEnv(t)
 			_, err := ParseConfig([]byte(tc.yaml))
 			require.ErrorContains(t, err, tc.want)
 		})
@@ -105,6 +117,7 @@ func TestConfigRejectsMistakes(t *testing.T) {
 }
 
 func TestConfigSecretNeverInErrors(t *testing.T) {
+	clearEnv(t)
 	yaml := "mysql:\n  dsn: \"\"\ntencent_im:\n  base_url: \"::bad\"\n  sdk_app_id: -1\n  admin_identifier: a\n  secret_key: very-secret-key-42\n"
 	_, err := ParseConfig([]byte(yaml))
 	require.Error(t, err)
