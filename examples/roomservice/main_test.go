@@ -23,3 +23,13 @@ func TestLinksNoDemoMachinery(t *testing.T) {
 		}
 	}
 }
+
+// TestDemoFlagPointsAtTheDemoCommand: issue 14's acceptance runs
+// "go run ./examples/roomservice -demo", but the demo is a command of its
+// own, so that this binary links no fake and no embedded database.
+// -demo says so in one line and exits 2.
+func TestDemoFlagPointsAtTheDemoCommand(t *testing.T) {
+	var out strings.Builder
+	require.Equal(t, 2, run([]string{"-demo"}, &out))
+	require.Equal(t, demoHint+"\n", out.String())
+}
