@@ -8,6 +8,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"os"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -16,6 +17,7 @@ import (
 
 	mysqldrv "github.com/go-sql-driver/mysql"
 
+	"github.com/outboxrelay/outboxrelay/internal/dsnsafe"
 	"github.com/outboxrelay/outboxrelay/outbox"
 	"github.com/outboxrelay/outboxrelay/outbox/backend"
 	"github.com/outboxrelay/outboxrelay/store/mysql"
@@ -127,24 +129,24 @@ func (c *cli) connect(ctx context.Context) (int, bool) {
 	}
 	// Errors name the DSN's user, address and database, never its
 	// password; the driver's own parse errors can quote it.
-	cfg, err := parseDSN(c.dsn)
+	cfg, err := dsnsafe.Parse(c.dsn)
 	if err != nil {
 		return c.usageError("--dsn: %v", err), false
 	}
-	target := dsnTarget(cfg)
+	target := dsnsafe.Target(cfg)
 	if cfg.DBName == "" {
 		return c.usageError("--dsn %s names no database", target), false
 	}
 	connector, err := mysqldrv.NewConnector(cfg)
 	if err != nil {
-		return c.fail(exitFailed, fmt.Errorf("--dsn %s: %w", target, redactErr(err, cfg.Passwd))), false
+		return c.fail(exitFailed, fmt.Errorf("--dsn %s: %w", target, dsnsafe.Err(err, cfg.Passwd))), false
 	}
 	c.db = sql.OpenDB(connector)
 	c.db.SetMaxOpenConns(2)
 	pingCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	if err := c.db.PingContext(pingCtx); err != nil {
-		return c.fail(exitFailed, fmt.Errorf("cannot reach %s: %w", target, redactErr(err, cfg.Passwd))), false
+		return c.fail(exitFailed, fmt.Errorf("cannot reach %s: %w", target, dsnsafe.Err(err, cfg.Passwd))), false
 	}
 	if c.store, err = mysql.New(c.db, mysql.Options{Table: c.table}); err != nil {
 		return c.usageError("%v", err), false
@@ -215,4 +217,18 @@ func age(d time.Duration) string {
 		return "-"
 	}
 	return d.Round(time.Second).String()
+}
+
+// The environment variables --dsn defaults to, in order. Only their names
+// are ever printed: a DSN holds a password.
+var dsnEnv = []string{"OUTBOXCTL_DSN", "MYSQL_DSN"}
+
+// dsnFromEnv is the first of dsnEnv that is set.
+func dsnFromEnv() string {
+	for _, n := range dsnEnv {
+		if v := os.Getenv(n); v != "" {
+			return v
+		}
+	}
+	return ""
 }

@@ -13,6 +13,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/outboxrelay/outboxrelay/internal/dsnsafe"
 	"github.com/outboxrelay/outboxrelay/outbox"
 )
 
@@ -379,10 +380,10 @@ func (m MySQLConfig) validate() error {
 	var errs []error
 	if m.DSN == "" {
 		errs = append(errs, fmt.Errorf("config: mysql.dsn: required (or set %s or %s)", EnvMySQLDSN, EnvMySQLDSNFile))
-	} else if dsn, err := parseDSN(m.DSN); err != nil {
+	} else if dsn, err := dsnsafe.Parse(m.DSN); err != nil {
 		errs = append(errs, fmt.Errorf("config: mysql.dsn: %w", err))
 	} else if dsn.DBName == "" {
-		errs = append(errs, fmt.Errorf("config: mysql.dsn %s: names no database (add /DATABASE after the address)", dsnTarget(dsn)))
+		errs = append(errs, fmt.Errorf("config: mysql.dsn %s: names no database (add /DATABASE after the address)", dsnsafe.Target(dsn)))
 	}
 	if m.MaxOpenConns < 0 {
 		errs = append(errs, fmt.Errorf("config: mysql.max_open_conns: %d: must not be negative", m.MaxOpenConns))

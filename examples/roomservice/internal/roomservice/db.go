@@ -7,6 +7,7 @@ import (
 	"time"
 
 	mysqldrv "github.com/go-sql-driver/mysql"
+	"github.com/outboxrelay/outboxrelay/internal/dsnsafe"
 )
 
 // openMySQL opens the pool with c's limits and waits (c.StartupTimeout,
@@ -16,14 +17,14 @@ import (
 // password.
 func openMySQL(ctx context.Context, c MySQLConfig) (*sql.DB, error) {
 	c = Config{MySQL: c}.WithDefaults().MySQL
-	dsn, err := parseDSN(c.DSN)
+	dsn, err := dsnsafe.Parse(c.DSN)
 	if err != nil {
 		return nil, fmt.Errorf("mysql: dsn: %w", err)
 	}
-	target := dsnTarget(dsn)
+	target := dsnsafe.Target(dsn)
 	connector, err := mysqldrv.NewConnector(dsn)
 	if err != nil {
-		return nil, fmt.Errorf("mysql %s: %w", target, redactErr(err, dsn.Passwd))
+		return nil, fmt.Errorf("mysql %s: %w", target, dsnsafe.Err(err, dsn.Passwd))
 	}
 	db := sql.OpenDB(connector)
 	db.SetMaxOpenConns(c.MaxOpenConns)
@@ -46,7 +47,7 @@ func openMySQL(ctx context.Context, c MySQLConfig) (*sql.DB, error) {
 		select {
 		case <-ctx.Done():
 			db.Close()
-			return nil, fmt.Errorf("mysql %s did not answer within %v: %w", target, c.StartupTimeout, redactErr(last, dsn.Passwd))
+			return nil, fmt.Errorf("mysql %s did not answer within %v: %w", target, c.StartupTimeout, dsnsafe.Err(last, dsn.Passwd))
 		case <-time.After(time.Second):
 		}
 	}
