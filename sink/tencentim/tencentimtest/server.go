@@ -8,6 +8,10 @@
 // scripted to fail: answer the next calls with an ErrorCode, with HTTP
 // 502, with a malformed body, or not at all until the client gives up.
 //
+// Its memory is bounded, so that it can serve a long-running local
+// setup: it keeps the last Config.MaxRecords requests and messages, and
+// can leave the UserSig out of them (Config.ForgetUserSigs).
+//
 // The request and response shapes are declared here again rather than
 // shared with the sink, so that a mistake in the sink's encoding shows up
 // as a failed test instead of being agreed on by both sides.
@@ -17,6 +21,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
@@ -35,6 +40,19 @@ type Config struct {
 	// MaxBodyBytes bounds a message body (MsgBody or Content); larger
 	// ones are answered with 80002. Defaults to 12 KB.
 	MaxBodyBytes int
+	// MaxRecords bounds what the fake remembers: the last MaxRecords
+	// calls (Requests), the last MaxRecords messages (AllMessages,
+	// Messages) and the Randoms of the last MaxRecords messages, for the
+	// five-minute dedupe. Older ones are forgotten, and a group none of
+	// whose messages is kept may number its messages from 1 again.
+	// Defaults to DefaultMaxRecords (1,000).
+	MaxRecords int
+	// ForgetUserSigs records calls and messages without their UserSig
+	// (no "usersig" in Request.Query, an empty Message.UserSig), for a
+	// fake that runs for long and whose records no one reads for
+	// signatures. Unset (the default), the UserSig is kept with the last
+	// MaxRecords records, for tests that check what a client sent.
+	ForgetUserSigs bool
 }
 
 // The APIs the fake implements.
@@ -64,7 +82,8 @@ type Message struct {
 	Content string
 	// Seq numbers a group's messages from 1.
 	Seq uint64
-	// UserSig is the signature the request carried.
+	// UserSig is the signature the request carried; empty with
+	// Config.ForgetUserSigs.
 	UserSig string
 }
 
@@ -78,7 +97,9 @@ type Elem struct {
 
 // Request is what the fake saw of one call, and how it answered.
 type Request struct {
-	API   string
+	API string
+	// Query is the query string; with Config.ForgetUserSigs, without
+	// "usersig".
 	Query map[string]string
 	// TraceParent is the request's W3C traceparent header, if any.
 	TraceParent string
@@ -97,17 +118,12 @@ type Server struct {
 	now       func() time.Time
 	faults    []fault
 	removed   map[string]bool
-	messages  []Message
+	messages  *ring[Message]
 	seq       map[string]uint64
-	randoms   map[string]map[uint32]sentRandom
-	requests  []Request
+	randoms   *randomWindow
+	requests  *ring[Request]
 	duplicate int
 	inFlight  int
-}
-
-type sentRandom struct {
-	at  time.Time
-	seq uint64
 }
 
 type faultKind int
@@ -133,9 +149,13 @@ func NewServer(cfg Config) *Server {
 	if cfg.MaxBodyBytes <= 0 {
 		cfg.MaxBodyBytes = 12 << 10
 	}
+	if cfg.MaxRecords <= 0 {
+		cfg.MaxRecords = DefaultMaxRecords
+	}
 	s := &Server{
 		cfg: cfg, closed: make(chan struct{}), now: time.Now,
-		removed: map[string]bool{}, seq: map[string]uint64{}, randoms: map[string]map[uint32]sentRandom{},
+		removed: map[string]bool{}, seq: map[string]uint64{}, randoms: newRandomWindow(cfg.MaxRecords),
+		messages: newRing[Message](cfg.MaxRecords), requests: newRing[Request](cfg.MaxRecords),
 	}
 	s.srv = httptest.NewServer(http.HandlerFunc(s.handle))
 	return s
@@ -199,31 +219,33 @@ func (s *Server) RemoveGroup(id string) {
 	s.removed[id] = true
 }
 
-// Messages returns what the group received, in order.
+// Messages returns what the group received, in order: those of the
+// last Config.MaxRecords messages that went to it.
 func (s *Server) Messages(group string) []Message {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var out []Message
-	for _, m := range s.messages {
+	s.messages.each(func(m Message) {
 		if m.GroupID == group {
 			out = append(out, m)
 		}
-	}
+	})
 	return out
 }
 
-// AllMessages returns every message received, in order.
+// AllMessages returns the last Config.MaxRecords messages received, in
+// order.
 func (s *Server) AllMessages() []Message {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return append([]Message(nil), s.messages...)
+	return s.messages.all()
 }
 
-// Requests returns every call seen, in order.
+// Requests returns the last Config.MaxRecords calls seen, in order.
 func (s *Server) Requests() []Request {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return append([]Request(nil), s.requests...)
+	return s.requests.all()
 }
 
 // Duplicates counts messages discarded because their Random repeated one
@@ -267,8 +289,12 @@ func (s *Server) handle(w http.ResponseWriter, r *http.Request) {
 	}
 	rec := Request{API: api, Query: query, TraceParent: r.Header.Get("Traceparent"), HTTPStatus: http.StatusOK}
 	defer func() {
+		if s.cfg.ForgetUserSigs {
+			rec.Query = maps.Clone(query)
+			delete(rec.Query, "usersig")
+		}
 		s.mu.Lock()
-		s.requests = append(s.requests, rec)
+		s.requests.push(rec)
 		s.mu.Unlock()
 	}()
 
@@ -448,24 +474,43 @@ func (s *Server) store(group *string, m Message, random *uint32) answer {
 	}
 	now := s.now()
 	if random != nil {
-		if prev, ok := s.randoms[*group][*random]; ok && now.Sub(prev.at) < dedupeWindow {
+		if prev, ok := s.randoms.lookup(groupRandom{*group, *random}, now); ok {
 			s.duplicate++
 			return answer{ActionStatus: "OK", MsgTime: now.Unix(), MsgSeq: prev.seq}
 		}
 	}
 	s.seq[*group]++
 	m.GroupID, m.Seq = *group, s.seq[*group]
-	s.messages = append(s.messages, m)
+	if s.cfg.ForgetUserSigs {
+		m.UserSig = ""
+	}
+	s.messages.push(m)
 	if random != nil {
-		if s.randoms[*group] == nil {
-			s.randoms[*group] = map[uint32]sentRandom{}
-		}
-		s.randoms[*group][*random] = sentRandom{at: now, seq: m.Seq}
+		s.randoms.add(groupRandom{*group, *random}, now, m.Seq)
+	}
+	if len(s.seq) > 2*s.cfg.MaxRecords {
+		s.forgetIdleGroups()
 	}
 	if m.API == APISendGroupSystemNotification {
 		return answer{ActionStatus: "OK"}
 	}
 	return answer{ActionStatus: "OK", MsgTime: now.Unix(), MsgSeq: m.Seq}
+}
+
+// forgetIdleGroups drops the message counters of groups that have no
+// message kept and no Random remembered, so that the counters stay
+// bounded by the records. s.mu is held.
+func (s *Server) forgetIdleGroups() {
+	active := map[string]bool{}
+	s.messages.each(func(m Message) { active[m.GroupID] = true })
+	for k := range s.randoms.sent {
+		active[k.group] = true
+	}
+	for g := range s.seq {
+		if !active[g] {
+			delete(s.seq, g)
+		}
+	}
 }
 
 func (s *Server) reply(w http.ResponseWriter, a answer) {
