@@ -11,7 +11,10 @@ import (
 	"net/http"
 	"net/http/httputil"
 	"net/url"
+	"os"
 	"time"
+
+	"go.yaml.in/yaml/v3"
 
 	"github.com/outboxrelay/outboxrelay/examples/roomservice/internal/roomservice"
 	"github.com/outboxrelay/outboxrelay/sink/tencentim/tencentimtest"
@@ -29,6 +32,48 @@ func startFakeIM() (*tencentimtest.Server, roomservice.TencentIMConfig) {
 	return fake, im
 }
 
+// servedFakeRecords is how many calls and messages the -fake-im server
+// keeps: nothing reads them, so a few, for a debugger to look at.
+const servedFakeRecords = 100
+
+// newServedFake starts the fake that -fake-im serves for im: it runs for
+// as long as a local setup does, so it keeps a few records, and none
+// with a UserSig.
+func newServedFake(im roomservice.TencentIMConfig) *tencentimtest.Server {
+	return tencentimtest.NewServer(tencentimtest.Config{SDKAppID: im.SDKAppID, SecretKey: im.SecretKey, AdminIdentifier: im.AdminIdentifier,
+		MaxRecords: servedFakeRecords, ForgetUserSigs: true})
+}
+
+// loadIMConfig reads the tencent_im block of the room-service config at
+// path; TENCENT_IM_SECRET_KEY overrides its secret_key, as in
+// room-service. The other blocks are room-service's business: the fake
+// needs no database, so it does not ask for a DSN.
+func loadIMConfig(path string) (roomservice.TencentIMConfig, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return roomservice.TencentIMConfig{}, fmt.Errorf("config: %w", err)
+	}
+	var cfg struct {
+		TencentIM roomservice.TencentIMConfig `yaml:"tencent_im"`
+	}
+	if err := yaml.Unmarshal(data, &cfg); err != nil {
+		return roomservice.TencentIMConfig{}, fmt.Errorf("config %s: %w", path, err)
+	}
+	im := cfg.TencentIM
+	if key := os.Getenv(roomservice.EnvSecretKey); key != "" {
+		im.SecretKey = key
+	}
+	switch {
+	case im.SDKAppID <= 0:
+		return im, fmt.Errorf("config %s: tencent_im.sdk_app_id %d: must be positive", path, im.SDKAppID)
+	case im.AdminIdentifier == "":
+		return im, fmt.Errorf("config %s: tencent_im.admin_identifier: required", path)
+	case im.SecretKey == "":
+		return im, fmt.Errorf("config %s: tencent_im.secret_key: required (or set %s)", path, roomservice.EnvSecretKey)
+	}
+	return im, nil
+}
+
 // serveFakeIM serves a Tencent IM fake for the room-service configuration
 // at path, until ctx is done: on the address of its tencent_im.base_url
 // (plain http, which the sink accepts only on loopback), accepting its SDK
@@ -38,16 +83,15 @@ func serveFakeIM(ctx context.Context, path string, out io.Writer) error {
 	if path == "" {
 		return errors.New("-fake-im needs -config: the room-service config whose tencent_im block the fake serves")
 	}
-	cfg, err := roomservice.LoadConfig(path)
+	im, err := loadIMConfig(path)
 	if err != nil {
 		return err
 	}
-	im := cfg.TencentIM
 	u, err := url.Parse(im.BaseURL)
 	if err != nil || u.Scheme != "http" || u.Host == "" || (u.Path != "" && u.Path != "/") {
 		return fmt.Errorf("tencent_im.base_url %q: the fake serves http://HOST:PORT (a loopback address)", im.BaseURL)
 	}
-	fake := tencentimtest.NewServer(tencentimtest.Config{SDKAppID: im.SDKAppID, SecretKey: im.SecretKey, AdminIdentifier: im.AdminIdentifier})
+	fake := newServedFake(im)
 	defer fake.Close()
 	target, err := url.Parse(fake.URL())
 	if err != nil {
