@@ -20,7 +20,11 @@ const (
 	classOther errClass = iota
 	// classDuplicate: a unique key was violated (ER_DUP_ENTRY).
 	classDuplicate
-	// classDeadlock: InnoDB chose this transaction as a deadlock victim.
+	// classDeadlock: InnoDB chose this transaction as a deadlock victim,
+	// or (MariaDB with innodb_snapshot_isolation, the default from 11.6.2)
+	// refused to lock a row changed since the read view was made
+	// (ER_CHECKREAD); either way it rolled the transaction back, and
+	// running it again is the cure.
 	classDeadlock
 	// classLockWait: a lock wait timed out.
 	classLockWait
@@ -43,6 +47,7 @@ const (
 	erDupFieldName      = 1060
 	erLockWaitTimeout   = 1205
 	erLockDeadlock      = 1213
+	erCheckRead         = 1020 // MariaDB 11.6.2+: "Record has changed since last read"
 	erNoSuchTable       = 1146
 	erServerShutdown    = 1053
 	erQueryInterrupted  = 1317
@@ -82,7 +87,7 @@ func classify(err error) errClass {
 		switch me.Number {
 		case erDupEntry:
 			return classDuplicate
-		case erLockDeadlock:
+		case erLockDeadlock, erCheckRead:
 			return classDeadlock
 		case erLockWaitTimeout:
 			return classLockWait
@@ -116,8 +121,9 @@ func classify(err error) errClass {
 }
 
 // IsTransient reports whether err is a database failure worth retrying as
-// a whole: a deadlock, a lock wait timeout, or a lost connection. A
-// service may use it to retry its own command transaction.
+// a whole: a deadlock (or MariaDB's "record has changed since last
+// read"), a lock wait timeout, or a lost connection. A service may use it
+// to retry its own command transaction.
 func IsTransient(err error) bool {
 	switch classify(err) {
 	case classDeadlock, classLockWait, classConnection:
