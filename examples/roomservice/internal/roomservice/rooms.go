@@ -32,24 +32,34 @@ var roomSchema = []string{
 		points  BIGINT NOT NULL,
 		PRIMARY KEY (room_id, user_id)
 	) ENGINE=InnoDB`,
-	// The command log: one row per command_id, holding the response, so
-	// that a repeated command returns the first result and emits nothing.
+	// The command log: one row per command_id, holding the command's
+	// digest and a bounded response, so that a repeated command returns
+	// the first result and emits nothing. See commands.go.
 	`CREATE TABLE IF NOT EXISTS room_commands (
-		command_id    VARCHAR(128) CHARACTER SET ascii COLLATE ascii_bin NOT NULL PRIMARY KEY,
-		room_id       VARCHAR(64) CHARACTER SET ascii COLLATE ascii_bin NOT NULL,
-		kind          VARCHAR(16) CHARACTER SET ascii COLLATE ascii_bin NOT NULL,
-		response      MEDIUMTEXT NULL,
-		created_at_ms BIGINT NOT NULL
+		command_id     VARCHAR(128) CHARACTER SET ascii COLLATE ascii_bin NOT NULL PRIMARY KEY,
+		room_id        VARCHAR(64) CHARACTER SET ascii COLLATE ascii_bin NOT NULL,
+		kind           VARCHAR(16) CHARACTER SET ascii COLLATE ascii_bin NOT NULL,
+		command_digest BINARY(32) NULL,
+		response       VARBINARY(8192) NULL,
+		created_at_ms  BIGINT NOT NULL,
+		KEY room_commands_created_at (created_at_ms)
 	) ENGINE=InnoDB`,
 }
 
-// Snapshot is a room as the API shows it.
+// Snapshot is a room as the API shows it. Its size does not grow with
+// the room: a command's result carries no members at all, and GET
+// /v1/rooms/{id} carries the first page of them (at most
+// membersPageSize, in user_id order) and NextAfter, the cursor for GET
+// /v1/rooms/{id}/members?after=... when there are more.
 type Snapshot struct {
-	RoomID      string      `json:"room_id"`
-	OwnerID     string      `json:"owner_id"`
-	Heat        int64       `json:"heat"`
-	Version     int64       `json:"version"`
-	Members     []string    `json:"members"`
+	RoomID      string `json:"room_id"`
+	OwnerID     string `json:"owner_id"`
+	Heat        int64  `json:"heat"`
+	Version     int64  `json:"version"`
+	MemberCount int64  `json:"member_count"`
+	// Members is nil, and left out of the JSON, in a command's result.
+	Members     []string    `json:"members,omitzero"`
+	NextAfter   string      `json:"next_after,omitempty"`
 	GiftRanking []RankEntry `json:"gift_ranking"`
 }
 
@@ -151,9 +161,10 @@ func memberCount(ctx context.Context, q queryer, roomID string) (int, error) {
 	return n, err
 }
 
-// loadSnapshot reads a room; an unknown room is a not-found error.
-func loadSnapshot(ctx context.Context, q queryer, id string) (Snapshot, error) {
-	s := Snapshot{RoomID: id, Members: []string{}, GiftRanking: []RankEntry{}}
+// loadSummary reads a room without its members: what a command's result
+// and the command log hold. An unknown room is a not-found error.
+func loadSummary(ctx context.Context, q queryer, id string) (Snapshot, error) {
+	s := Snapshot{RoomID: id}
 	err := q.QueryRowContext(ctx, "SELECT owner_id, heat, version FROM rooms WHERE room_id = ?", id).Scan(&s.OwnerID, &s.Heat, &s.Version)
 	if errors.Is(err, sql.ErrNoRows) {
 		return Snapshot{}, notFound("room %q does not exist", id)
@@ -161,11 +172,45 @@ func loadSnapshot(ctx context.Context, q queryer, id string) (Snapshot, error) {
 	if err != nil {
 		return Snapshot{}, err
 	}
-	if s.Members, err = scanStrings(ctx, q, "SELECT user_id FROM room_members WHERE room_id = ? ORDER BY user_id", id); err != nil {
+	n, err := memberCount(ctx, q, id)
+	if err != nil {
 		return Snapshot{}, err
 	}
+	s.MemberCount = int64(n)
 	s.GiftRanking, err = ranking(ctx, q, id)
 	return s, err
+}
+
+// loadSnapshot reads a room and the first page of its members, for GET
+// /v1/rooms/{id}; an unknown room is a not-found error.
+func loadSnapshot(ctx context.Context, q queryer, id string) (Snapshot, error) {
+	s, err := loadSummary(ctx, q, id)
+	if err != nil {
+		return Snapshot{}, err
+	}
+	s.Members, s.NextAfter, err = membersPage(ctx, q, id, "", membersPageSize)
+	return s, err
+}
+
+// Member pages: the size GET /v1/rooms/{id} shows and the members
+// endpoint's default, and the most one page may ask for.
+const (
+	membersPageSize    = 100
+	maxMembersPageSize = 500
+)
+
+// membersPage returns up to limit members of a room whose user_id sorts
+// after after, in user_id order, and the cursor for the next page ("" on
+// the last). It seeks on the primary key (room_id, user_id), so a deep
+// page costs what the first does.
+func membersPage(ctx context.Context, q queryer, roomID, after string, limit int) ([]string, string, error) {
+	page, err := scanStrings(ctx, q, "SELECT user_id FROM room_members WHERE room_id = ? AND user_id > ?"+
+		" ORDER BY user_id LIMIT ?", roomID, after, limit+1)
+	if err != nil || len(page) <= limit {
+		return page, "", err
+	}
+	page = page[:limit]
+	return page, page[limit-1], nil
 }
 
 func ranking(ctx context.Context, q queryer, roomID string) ([]RankEntry, error) {

@@ -3,7 +3,6 @@ package roomservice
 import (
 	"context"
 	"database/sql"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -36,8 +35,10 @@ type Command struct {
 	TraceParent string
 }
 
-// Result is a command's response: the room after it, and the events it
-// emitted.
+// Result is a command's response: the room after it, as a summary with
+// member_count but no members (GET /v1/rooms/{id}/members lists them),
+// and the events it emitted. It is what the command log stores, so its
+// size does not grow with the room.
 type Result struct {
 	Room     Snapshot `json:"room"`
 	EventIDs []string `json:"event_ids"`
@@ -103,8 +104,9 @@ type Service struct {
 // deadlock, lock wait timeout or lost connection.
 const maxTxTries = 3
 
-// Execute applies cmd. A repeated command ID returns the first result and
-// emits nothing. Once the transaction has committed the command has
+// Execute applies cmd. A repeated command ID with the same command
+// returns the first result and emits nothing; with another command it is
+// a 409 command_id_reused (see commands.go). Once the transaction has committed the command has
 // succeeded: a failed publish afterwards is logged and left to the worker.
 func (s *Service) Execute(ctx context.Context, cmd Command) (Result, error) {
 	if err := cmd.validate(); err != nil {
@@ -149,23 +151,24 @@ func (s *Service) runTx(ctx context.Context, cmd Command) (res Result, msgs []ou
 		}
 	}()
 	nowMs := s.now().UnixMilli()
-	_, err = tx.ExecContext(ctx, "INSERT INTO room_commands (command_id, room_id, kind, created_at_ms) VALUES (?, ?, ?, ?)",
-		cmd.CommandID, cmd.RoomID, cmd.Kind, nowMs)
-	if mysql.IsDuplicateKey(err) {
-		res, err = replay(ctx, tx, cmd)
-		return res, nil, true, err
-	}
+	taken, err := logCommand(ctx, tx, cmd, nowMs)
 	if err != nil {
 		return Result{}, nil, false, err
+	}
+	if taken {
+		// A replay only reads; end the transaction now, which releases the
+		// shared lock the duplicate key took (else it would last until ctx
+		// ends, holding up PurgeCommands and the pool).
+		res, err = replay(ctx, tx, cmd)
+		if err == nil {
+			err = tx.Rollback()
+		}
+		return res, nil, true, err
 	}
 	if res, msgs, err = s.apply(ctx, tx, cmd, nowMs); err != nil {
 		return Result{}, nil, false, err
 	}
-	response, err := json.Marshal(res)
-	if err != nil {
-		return Result{}, nil, false, err
-	}
-	if _, err = tx.ExecContext(ctx, "UPDATE room_commands SET response = ? WHERE command_id = ?", string(response), cmd.CommandID); err != nil {
+	if err = logResponse(ctx, tx, cmd.CommandID, res); err != nil {
 		return Result{}, nil, false, err
 	}
 	return res, msgs, false, tx.Commit()
@@ -198,7 +201,7 @@ func (s *Service) apply(ctx context.Context, tx *sql.Tx, cmd Command, nowMs int6
 	if err := s.store.Enqueue(ctx, tx, &outbox.EnqueueOptions{HeadStart: s.headStart}, msgs...); err != nil {
 		return Result{}, nil, err
 	}
-	res.Room, err = loadSnapshot(ctx, tx, r.id)
+	res.Room, err = loadSummary(ctx, tx, r.id)
 	return res, msgs, err
 }
 
@@ -286,24 +289,4 @@ func sendGift(ctx context.Context, tx *sql.Tx, r *room, cmd Command) ([]event, e
 		{RoomHeatChanged, map[string]any{"heat": r.heat}},
 		{RoomRankChanged, map[string]any{"gift_ranking": rank}},
 	}, nil
-}
-
-// replay returns the stored result of a command ID seen before. The ID
-// must name the same command; reusing it for another is a conflict.
-func replay(ctx context.Context, tx *sql.Tx, cmd Command) (Result, error) {
-	var roomID, kind string
-	var response sql.NullString
-	err := tx.QueryRowContext(ctx, "SELECT room_id, kind, response FROM room_commands WHERE command_id = ?", cmd.CommandID).
-		Scan(&roomID, &kind, &response)
-	if err != nil {
-		return Result{}, err
-	}
-	if roomID != cmd.RoomID || kind != cmd.Kind || !response.Valid {
-		return Result{}, conflict("command_id_reused", "command_id %q was used for a %s command on room %q", cmd.CommandID, kind, roomID)
-	}
-	var res Result
-	if err := json.Unmarshal([]byte(response.String), &res); err != nil {
-		return Result{}, fmt.Errorf("stored response of command %q: %w", cmd.CommandID, err)
-	}
-	return res, nil
 }
