@@ -38,11 +38,28 @@ func (s *channel) SettleAndClaim(ctx context.Context, st backend.Settlement, p b
 }
 
 // claim runs a claim's transaction, recording st first when it is given.
+// A transaction the server rolled back as a deadlock victim is run again:
+// a purge or another claimer can deadlock with it (seen on MariaDB 11.8),
+// and nothing of it was applied.
 func (s *channel) claim(ctx context.Context, st *backend.Settlement, p backend.ClaimParams) (backend.SettleResult, backend.Batch, error) {
-	var settled backend.SettleResult
 	if err := validateClaim(p); err != nil {
-		return settled, backend.Batch{}, err
+		return backend.SettleResult{}, backend.Batch{}, err
 	}
+	var (
+		settled backend.SettleResult
+		batch   backend.Batch
+	)
+	err := retryRolledBack(ctx, func() error {
+		var err error
+		settled, batch, err = s.claimTx(ctx, st, p)
+		return err
+	})
+	return settled, batch, err
+}
+
+// claimTx is one try of claim.
+func (s *channel) claimTx(ctx context.Context, st *backend.Settlement, p backend.ClaimParams) (backend.SettleResult, backend.Batch, error) {
+	var settled backend.SettleResult
 	token, err := newToken()
 	if err != nil {
 		return settled, backend.Batch{}, fmt.Errorf("mysql store: claim: lease token: %w", err)

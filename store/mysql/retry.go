@@ -17,6 +17,21 @@ const maxStatementTries = 4
 // connection. op must be safe to repeat: a transaction of its own, or a
 // statement that cannot apply twice.
 func retryTransient(ctx context.Context, op func() error) error {
+	return retryWhile(ctx, IsTransient, op)
+}
+
+// retryRolledBack runs op, a transaction of its own, retrying it only
+// while the server rolled it back as a deadlock victim (or, on MariaDB,
+// for a record changed since its read view): then nothing of it was
+// applied, so running it again is exact. Unlike retryTransient it never
+// repeats op after a lost connection, whose commit may have applied.
+func retryRolledBack(ctx context.Context, op func() error) error {
+	return retryWhile(ctx, func(err error) bool { return classify(err) == classDeadlock }, op)
+}
+
+// retryWhile runs op, retrying it with a short exponential backoff while
+// it fails with an error retry accepts, at most maxStatementTries times.
+func retryWhile(ctx context.Context, retry func(error) bool, op func() error) error {
 	policy := backoff.NewExponentialBackOff(
 		backoff.WithInitialInterval(20*time.Millisecond),
 		backoff.WithMaxInterval(500*time.Millisecond),
@@ -24,7 +39,7 @@ func retryTransient(ctx context.Context, op func() error) error {
 	)
 	return backoff.Retry(func() error {
 		err := op()
-		if err != nil && !IsTransient(err) {
+		if err != nil && !retry(err) {
 			return backoff.Permanent(err)
 		}
 		return err
