@@ -44,12 +44,16 @@ type App struct {
 	store  *mysql.Store
 	worker *outbox.Worker
 	svc    *Service
+	// server is the public API's; admin serves /metrics and the probes
+	// on the admin listener.
 	server *http.Server
+	admin  *http.Server
 	// metrics is the registry /metrics serves.
 	metrics *prometheus.Registry
 
 	state        atomic.Int32
 	listener     net.Listener
+	adminLn      net.Listener
 	workerCancel context.CancelFunc
 	workerDone   chan struct{}
 	serveDone    chan error
@@ -61,9 +65,11 @@ type App struct {
 }
 
 // NewApp opens MySQL (waiting for it to answer), migrates, and builds the
-// sink, the store, the worker and the HTTP server. Nothing serves yet.
+// sink, the store, the worker and the HTTP servers. Nothing serves yet.
+// Zero values in cfg get their defaults (Config.WithDefaults).
 func NewApp(ctx context.Context, cfg Config, logger *slog.Logger) (*App, error) {
-	a := &App{cfg: cfg, log: logger, workerDone: make(chan struct{}), serveDone: make(chan error, 1)}
+	cfg = cfg.WithDefaults()
+	a := &App{cfg: cfg, log: logger, workerDone: make(chan struct{}), serveDone: make(chan error, 2)}
 	db, err := openMySQL(ctx, cfg.MySQL)
 	if err != nil {
 		return nil, err
@@ -110,8 +116,25 @@ func (a *App) build(ctx context.Context) error {
 	}
 	a.store, a.worker = store, worker
 	a.svc = &Service{db: a.db, store: store, publisher: worker, headStart: outbox.DefaultHeadStart, log: a.log, now: time.Now}
-	a.server = &http.Server{Handler: a.routes(), ReadHeaderTimeout: 10 * time.Second}
+	a.server = a.newServer(a.publicHandler())
+	a.admin = a.newServer(a.adminHandler())
 	return nil
+}
+
+// newServer is an http.Server with the http block's limits, so that a
+// slow or idle client is cut off instead of holding a goroutine and a
+// file descriptor for as long as it likes.
+func (a *App) newServer(h http.Handler) *http.Server {
+	c := a.cfg.HTTP
+	return &http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: c.ReadHeaderTimeout,
+		ReadTimeout:       c.ReadTimeout,
+		WriteTimeout:      c.WriteTimeout,
+		IdleTimeout:       c.IdleTimeout,
+		MaxHeaderBytes:    c.MaxHeaderBytes,
+		ErrorLog:          slog.NewLogLogger(a.log.Handler(), slog.LevelWarn),
+	}
 }
 
 // newSink builds the Tencent IM sink. There is no fake in here: the demo
@@ -124,14 +147,20 @@ func (a *App) newSink() (*tencentim.Sink, error) {
 	})
 }
 
-// Start listens, marks the App serving, starts the worker (if enabled)
-// and serves in the background.
+// Start listens on the public and the admin address, marks the App
+// serving, starts the worker (if enabled) and serves in the background.
 func (a *App) Start() error {
 	ln, err := net.Listen("tcp", a.cfg.HTTP.Addr)
 	if err != nil {
 		return fmt.Errorf("listen %s: %w", a.cfg.HTTP.Addr, err)
 	}
-	a.listener = ln
+	adminLn, err := net.Listen("tcp", a.cfg.HTTP.AdminAddr)
+	if err != nil {
+		ln.Close()
+		return fmt.Errorf("listen %s (http.admin_addr): %w", a.cfg.HTTP.AdminAddr, err)
+	}
+	a.listener = newLimitListener(ln, a.cfg.HTTP.MaxConnections)
+	a.adminLn = adminLn
 	a.state.Store(int32(stateServing))
 	workerCtx, cancel := context.WithCancel(context.Background())
 	a.workerCancel = cancel
@@ -144,8 +173,10 @@ func (a *App) Start() error {
 		close(a.workerDone)
 		a.log.Warn("outbox_worker.enabled is false: pending events wait until a worker runs")
 	}
-	go func() { a.serveDone <- a.server.Serve(ln) }()
-	a.log.Info("room-service serving", slog.String("addr", ln.Addr().String()), slog.String("node_id", a.worker.Options().NodeID))
+	go func() { a.serveDone <- a.server.Serve(a.listener) }()
+	go func() { a.serveDone <- a.admin.Serve(a.adminLn) }()
+	a.log.Info("room-service serving", slog.String("addr", ln.Addr().String()),
+		slog.String("admin_addr", adminLn.Addr().String()), slog.String("node_id", a.worker.Options().NodeID))
 	return nil
 }
 
@@ -153,8 +184,11 @@ func (a *App) Start() error {
 // record (the demo narrates them).
 func (a *App) Store() *mysql.Store { return a.store }
 
-// Addr is the address the HTTP server listens on.
+// Addr is the address the public API listens on.
 func (a *App) Addr() string { return a.listener.Addr().String() }
+
+// AdminAddr is the address the admin listener (/metrics) listens on.
+func (a *App) AdminAddr() string { return a.adminLn.Addr().String() }
 
 // State reports where the App is in its life.
 func (a *App) State() state { return state(a.state.Load()) }
@@ -171,33 +205,87 @@ func (a *App) Run(ctx context.Context) error {
 	case <-ctx.Done():
 	case serveErr = <-a.serveDone:
 	}
-	stopCtx, cancel := context.WithTimeout(context.Background(), a.cfg.ShutdownTimeout)
+	// shutdown_timeout bounds what follows the drain delay.
+	stopCtx, cancel := context.WithTimeout(context.Background(), a.cfg.HTTP.DrainDelayOrDefault()+a.cfg.ShutdownTimeout)
 	defer cancel()
 	return errors.Join(serveErr, a.Shutdown(stopCtx))
 }
 
-// Shutdown stops the App in the seed's order: mark draining (/readyz
-// answers 503), stop the worker from claiming and wait for its in-flight
-// publish to be recorded, shut HTTP down gracefully (in-flight commands
-// finish and commit), and close MySQL last, when nothing uses it.
+// The shutdown steps, in order, as Lifecycle reports them.
+const (
+	stepDraining    = "draining: /readyz answers 503"
+	stepDrainDelay  = "drain delay over"
+	stepHTTPStopped = "http server stopped"
+	stepWorker      = "outbox worker stopped"
+	stepMySQL       = "mysql closed"
+)
+
+// Shutdown stops the App, in this order:
+//
+//  1. Mark draining: /readyz answers 503, and keep-alive connections are
+//     closed after their next response, while new requests are still
+//     served.
+//  2. Wait http.drain_delay, so that load balancers (Kubernetes
+//     endpoints) stop sending before the listener closes. ctx ending cuts
+//     the wait short.
+//  3. Shut HTTP down gracefully: in-flight commands finish and commit.
+//     If ctx ends first, the remaining connections are closed.
+//  4. Stop the worker from claiming and wait for its in-flight publish
+//     to be recorded (it ends at publish_timeout at the latest). The
+//     worker keeps delivering while HTTP drains.
+//  5. Close MySQL last, when nothing uses it.
+//
+// Only the first call does the work; every call returns its result.
 func (a *App) Shutdown(ctx context.Context) error {
 	a.stopOnce.Do(func() {
 		a.state.Store(int32(stateDraining))
-		a.step("draining: /readyz answers 503")
-		a.workerCancel()
-		<-a.workerDone
-		a.step("outbox worker stopped")
-		err := a.server.Shutdown(ctx)
-		a.step("http server stopped")
-		a.stopErr = errors.Join(err, a.closeResources())
+		a.server.SetKeepAlivesEnabled(false)
+		a.step(stepDraining)
+		a.waitDrainDelay(ctx)
+		httpErr := a.stopHTTP(ctx)
+		a.stopWorker()
+		a.stopErr = errors.Join(httpErr, a.closeResources())
 		a.state.Store(int32(stateStopped))
 	})
 	return a.stopErr
 }
 
+// waitDrainDelay waits http.drain_delay, or until ctx ends.
+func (a *App) waitDrainDelay(ctx context.Context) {
+	t := time.NewTimer(a.cfg.HTTP.DrainDelayOrDefault())
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-ctx.Done():
+		a.log.WarnContext(ctx, "drain delay cut short", slog.Any("error", ctx.Err()))
+	}
+	a.step(stepDrainDelay)
+}
+
+// stopHTTP shuts both servers down gracefully, and closes what is left
+// when ctx ends first.
+func (a *App) stopHTTP(ctx context.Context) error {
+	var errs []error
+	for _, s := range []*http.Server{a.server, a.admin} {
+		if err := s.Shutdown(ctx); err != nil {
+			errs = append(errs, fmt.Errorf("http shutdown: %w", err), s.Close())
+		}
+	}
+	a.step(stepHTTPStopped)
+	return errors.Join(errs...)
+}
+
+// stopWorker stops the worker and waits until its in-flight publish is
+// recorded.
+func (a *App) stopWorker() {
+	a.workerCancel()
+	<-a.workerDone
+	a.step(stepWorker)
+}
+
 func (a *App) closeResources() error {
 	err := a.db.Close()
-	a.step("mysql closed")
+	a.step(stepMySQL)
 	return err
 }
 

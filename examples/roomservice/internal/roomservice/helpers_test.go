@@ -53,6 +53,8 @@ func startApp(t *testing.T, db *testutil.Database, mod func(*Config)) *testApp {
 	cfg.NodeID, cfg.HTTP.Addr, cfg.MySQL.DSN, cfg.TencentIM = "test-node", "127.0.0.1:0", db.DSN, im
 	cfg.OutboxWorker.Enabled = &off
 	cfg.OutboxWorker.PollInterval = 20 * time.Millisecond
+	noDrain := time.Duration(0)
+	cfg.HTTP.AdminAddr, cfg.HTTP.DrainDelay = "localhost:0", &noDrain
 	if mod != nil {
 		mod(&cfg)
 	}
@@ -74,6 +76,9 @@ func (a *testApp) do(method, path, body string) (int, []byte) {
 	a.t.Helper()
 	req, err := http.NewRequest(method, "http://"+a.Addr()+path, strings.NewReader(body))
 	require.NoError(a.t, err)
+	if method == http.MethodPost {
+		req.Header.Set("Content-Type", "application/json")
+	}
 	resp, err := http.DefaultClient.Do(req)
 	require.NoError(a.t, err)
 	defer resp.Body.Close()

@@ -8,8 +8,11 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
-	"time"
+	"reflect"
+	"strconv"
+	"strings"
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
@@ -19,19 +22,54 @@ import (
 // maxBodyBytes bounds a request body.
 const maxBodyBytes = 64 << 10
 
-func (a *App) routes() http.Handler {
+// publicHandler serves the public listener: the API behind its limits,
+// and the probes, which no limit counts (a kubelet must reach them on the
+// pod's port however busy the API is).
+func (a *App) publicHandler() http.Handler {
+	mux := http.NewServeMux()
+	a.probes(mux)
+	mux.Handle("/", withRequestID(limitInFlight(a.cfg.HTTP.MaxInFlight, requireJSON(a.apiRoutes()))))
+	return mux
+}
+
+// adminHandler serves the admin listener (loopback by default): /metrics
+// and the probes. It is never the public API's.
+func (a *App) adminHandler() http.Handler {
+	mux := http.NewServeMux()
+	a.probes(mux)
+	mux.Handle("GET /metrics", promhttp.HandlerFor(a.metrics, promhttp.HandlerOpts{}))
+	return mux
+}
+
+func (a *App) apiRoutes() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /v1/rooms", a.handleCreate)
 	mux.HandleFunc("POST /v1/rooms/{room_id}/join", a.handleMember(KindJoin))
 	mux.HandleFunc("POST /v1/rooms/{room_id}/leave", a.handleMember(KindLeave))
 	mux.HandleFunc("POST /v1/rooms/{room_id}/gifts", a.handleGift)
 	mux.HandleFunc("GET /v1/rooms/{room_id}", a.handleGetRoom)
-	mux.Handle("GET /metrics", promhttp.HandlerFor(a.metrics, promhttp.HandlerOpts{}))
+	return mux
+}
+
+// probes adds /healthz and /readyz to mux.
+//
+// /healthz is liveness: 200 while the process can answer HTTP at all.
+//
+// /readyz is readiness, and it reflects this instance's lifecycle only:
+// 200 while serving, 503 while starting and from the first moment of a
+// shutdown (so that endpoints drop the pod during the drain delay). It
+// does not check MySQL or Tencent IM, on purpose. The database is shared
+// by every instance, so a readiness that followed it would take every pod
+// out of the Service at once during a database outage, turning quick 500s
+// (which clients retry) into refused connections, and would bring them
+// all back at once into a database still recovering. Tencent IM trouble
+// is the outbox's business: commands keep committing and the worker
+// delivers later. MySQL's health shows on /metrics (the outbox backlog and
+// publish failures) and in the logs instead.
+func (a *App) probes(mux *http.ServeMux) {
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		writeJSON(w, http.StatusOK, map[string]string{"status": "alive"})
 	})
-	// Readiness never depends on Tencent IM: IM trouble is the outbox's
-	// business, and the service keeps taking commands through it.
 	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
 		if s := a.State(); s != stateServing {
 			writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": s.String()})
@@ -39,7 +77,6 @@ func (a *App) routes() http.Handler {
 		}
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
 	})
-	return mux
 }
 
 // The request bodies, one per command, so that a field that does not
@@ -108,7 +145,7 @@ func (a *App) handleGetRoom(w http.ResponseWriter, r *http.Request) {
 }
 
 func (a *App) execute(w http.ResponseWriter, r *http.Request, cmd Command) {
-	cmd.RequestID = requestID(w, r)
+	cmd.RequestID = requestID(w)
 	cmd.TraceParent = traceParent(r)
 	res, err := a.svc.Execute(r.Context(), cmd)
 	if err != nil {
@@ -132,34 +169,79 @@ func (a *App) fail(w http.ResponseWriter, r *http.Request, err error) {
 }
 
 // decode reads one JSON object into v, strictly; on failure it has
-// answered 400 or 413 and returns false.
+// answered 4xx and returns false.
 func decode(w http.ResponseWriter, r *http.Request, v any) bool {
 	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxBodyBytes))
 	dec.DisallowUnknownFields()
 	err := dec.Decode(v)
 	if err == nil && dec.Decode(&struct{}{}) != io.EOF {
-		err = errors.New("more than one JSON value")
+		err = errMoreThanOne
 	}
 	if err == nil {
 		return true
 	}
-	var tooBig *http.MaxBytesError
-	if errors.As(err, &tooBig) {
-		writeError(w, &apiError{Status: http.StatusRequestEntityTooLarge, Code: "too_large", Message: fmt.Sprintf("body over %d bytes", maxBodyBytes)})
-		return false
-	}
-	writeError(w, badRequest("malformed_json", "request body: %v", err))
+	writeError(w, decodeError(err))
 	return false
 }
 
-// requestID returns the caller's X-Request-Id or a new one, and echoes it.
-func requestID(w http.ResponseWriter, r *http.Request) string {
-	id := r.Header.Get("X-Request-Id")
-	if id == "" || len(id) > 128 {
-		id = newEventID(time.Now())
+var errMoreThanOne = errors.New("more than one JSON value")
+
+// decodeError turns a decoding failure into the client's error. Messages
+// name the JSON field and what it must be, never the Go type behind it.
+func decodeError(err error) error {
+	var (
+		tooBig    *http.MaxBytesError
+		typeErr   *json.UnmarshalTypeError
+		syntaxErr *json.SyntaxError
+		netErr    net.Error
+	)
+	switch {
+	case errors.As(err, &tooBig):
+		return &apiError{Status: http.StatusRequestEntityTooLarge, Code: "too_large", Message: fmt.Sprintf("body over %d bytes", maxBodyBytes)}
+	case errors.As(err, &netErr) && netErr.Timeout():
+		return &apiError{Status: http.StatusRequestTimeout, Code: "timeout", Message: "request body not received in time"}
+	case errors.As(err, &typeErr) && typeErr.Field == "":
+		return badRequest("malformed_json", "request body must be a JSON object")
+	case errors.As(err, &typeErr):
+		return badRequest("invalid_field", "%s: must be %s", typeErr.Field, jsonKind(typeErr.Type))
+	case errors.As(err, &syntaxErr):
+		return badRequest("malformed_json", "request body is not valid JSON (at byte %d)", syntaxErr.Offset)
+	case errors.Is(err, io.EOF):
+		return badRequest("malformed_json", "request body is empty")
+	case errors.Is(err, io.ErrUnexpectedEOF):
+		return badRequest("malformed_json", "request body ends inside a JSON value")
+	case errors.Is(err, errMoreThanOne):
+		return badRequest("malformed_json", "request body must be one JSON object")
 	}
-	w.Header().Set("X-Request-Id", id)
-	return id
+	// encoding/json has no type for an unknown field, only this text.
+	if name, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {
+		if f, err := strconv.Unquote(name); err == nil {
+			return badRequest("malformed_json", "unknown field %.64q", f)
+		}
+	}
+	return badRequest("malformed_json", "request body is not valid JSON")
+}
+
+// jsonKind names what a Go type is as a JSON value.
+func jsonKind(t reflect.Type) string {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	switch t.Kind() {
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		return "an integer"
+	case reflect.Float32, reflect.Float64:
+		return "a number"
+	case reflect.String:
+		return "a string"
+	case reflect.Bool:
+		return "true or false"
+	case reflect.Slice, reflect.Array:
+		return "an array"
+	default:
+		return "an object"
+	}
 }
 
 // traceParent returns the request's W3C traceparent, or starts a new trace

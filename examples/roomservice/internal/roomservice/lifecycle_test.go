@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
@@ -18,71 +17,64 @@ import (
 	"github.com/outboxrelay/outboxrelay/outbox/outboxtest"
 )
 
-// TestShutdownOrder proves the seed's order with real work in flight: a
-// worker publish hanging at Tencent IM, and an HTTP command blocked on its
-// room's row lock. If MySQL closed before the worker stopped, the hung
-// publish's outcome would be lost; if it closed before HTTP shut down, the
-// command would fail. Neither may happen.
+// TestShutdownOrder proves the shutdown order with real work in flight:
+// an HTTP command blocked on its room's row lock while the shutdown
+// begins, and a worker publish hanging at Tencent IM while HTTP drains.
+// Readiness fails first; HTTP drains while the worker still delivers; the
+// worker stops once no command can add work, and records its in-flight
+// publish; MySQL closes last. If MySQL closed before the worker stopped,
+// the hung publish's outcome would be lost; if it closed before HTTP
+// drained, the command would fail. Neither may happen.
 func TestShutdownOrder(t *testing.T) {
 	on := true
 	a := startApp(t, nil, func(c *Config) {
 		c.OutboxWorker.Enabled = &on
-		// Long enough that the hung publish is surely seen in flight.
 		c.OutboxWorker.PublishTimeout = 2 * time.Second
+		// A failed publish is not retried within the test, so that its
+		// record is the same whenever the publish times out.
+		c.OutboxWorker.RetryInterval = time.Hour
 	})
 	ctx := context.Background()
 	a.command("/v1/rooms", map[string]any{"room_id": "room-1", "owner_id": "alice", "command_id": "c-create"})
 	readyz := func() int {
-		rec := httptest.NewRecorder()
-		a.server.Handler.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/readyz", nil))
-		return rec.Code
+		status, _ := a.do(http.MethodGet, "/readyz", "")
+		return status
 	}
 	require.Equal(t, http.StatusOK, readyz())
 
-	// 1. A worker publish in flight: IM does not answer.
-	a.fakeIM.HangNext(1)
-	require.NoError(t, a.store.Enqueue(ctx, a.db.DB, nil, outbox.Message{ID: "hung-1", Key: "room-1", Type: RoomUserJoined, Payload: []byte(`{}`)}))
-	outboxtest.Eventually(t, "the worker's publish hangs at IM", func() bool { return a.fakeIM.InFlight() == 1 })
+	// 1. A command in flight: the test holds room-1's row lock.
+	release := holdRoomLock(t, a, "room-1")
+	replied := a.postAsync("/v1/rooms/room-1/join", `{"user_id":"bob","command_id":"c-bob"}`)
+	waitForLockWaiters(t, a, 1)
 
-	// 2. A command in flight: the test holds room-1's row lock.
-	lock, err := a.db.DB.BeginTx(ctx, nil)
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = lock.Rollback() }) // on a failure path too, or shutdown would wait on it
-	_, err = lock.ExecContext(ctx, "SELECT * FROM rooms WHERE room_id = 'room-1' FOR UPDATE")
-	require.NoError(t, err)
-	type reply struct {
-		status int
-		body   []byte
-	}
-	replied := make(chan reply, 1)
-	go func() {
-		status, body := a.do(http.MethodPost, "/v1/rooms/room-1/join", `{"user_id":"bob","command_id":"c-bob"}`)
-		replied <- reply{status, body}
-	}()
-	outboxtest.Eventually(t, "the command waits for the room lock", func() bool {
-		// Not counting this query itself, whose text matches the pattern too.
-		return a.count("SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE DB = ? AND ID <> CONNECTION_ID()"+
-			" AND INFO LIKE '%FROM rooms WHERE room_id%FOR UPDATE%'", a.db.Name) == 1
-	})
-
-	// 3. Shut down while both are in flight.
+	// 2. Shut down while it is in flight.
 	stopped := make(chan error, 1)
 	go func() {
 		sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 		defer cancel()
 		stopped <- a.Shutdown(sctx)
 	}()
-	outboxtest.Eventually(t, "draining", func() bool { return a.State() == stateDraining })
-	require.Equal(t, http.StatusServiceUnavailable, readyz(), "/readyz answers 503 while draining")
-	outboxtest.Eventually(t, "the worker stops", func() bool { return contains(a.Lifecycle(), "outbox worker stopped") })
-	require.NotContains(t, a.Lifecycle(), "http server stopped", "HTTP waits for the command in flight")
+	outboxtest.Eventually(t, "the drain delay is over", func() bool { return contains(a.Lifecycle(), stepDrainDelay) })
+	require.Equal(t, stateDraining, a.State())
+	require.Equal(t, http.StatusServiceUnavailable, readyzOn(t, a.AdminAddr()), "/readyz answers 503 while draining")
+	require.NotContains(t, a.Lifecycle(), stepHTTPStopped, "HTTP waits for the command in flight")
 
-	// 4. Let the command go on; it commits and answers, then MySQL closes.
-	require.NoError(t, lock.Rollback())
+	// 3. The worker still delivers while HTTP drains: a publish in
+	// flight, hanging at IM.
+	a.fakeIM.HangNext(1)
+	require.NoError(t, a.store.Enqueue(ctx, a.db.DB, nil, outbox.Message{ID: "hung-1", Key: "room-1", Type: RoomUserJoined, Payload: []byte(`{}`)}))
+	outboxtest.Eventually(t, "the worker's publish hangs at IM", func() bool { return a.fakeIM.InFlight() == 1 })
+	require.NotContains(t, a.Lifecycle(), stepWorker)
+
+	// 4. Let the command go on; it commits and answers, then HTTP stops,
+	// then the worker, then MySQL.
+	release()
 	r := <-replied
 	require.Equal(t, http.StatusOK, r.status, "the in-flight command finished: %s", r.body)
 	require.NoError(t, <-stopped)
-	require.Equal(t, []string{"draining: /readyz answers 503", "outbox worker stopped", "http server stopped", "mysql closed"}, a.Lifecycle())
+	require.Equal(t, []string{stepDraining, stepDrainDelay, stepHTTPStopped, stepWorker, stepMySQL}, a.Lifecycle())
+	require.Equal(t, []string{"draining: /readyz answers 503", "drain delay over", "http server stopped", "outbox worker stopped", "mysql closed"},
+		a.Lifecycle(), "the words the demo prints and operators read in the log")
 	require.ErrorContains(t, a.App.db.Ping(), "database is closed")
 
 	// Checked through the test's own pool, after the App closed its own.
@@ -92,6 +84,54 @@ func TestShutdownOrder(t *testing.T) {
 	require.Equal(t, 1, attempts, "the in-flight publish ended at publish_timeout and was recorded before MySQL closed")
 	require.Contains(t, lastError, "timed out")
 	require.Equal(t, 1, a.count("SELECT COUNT(*) FROM room_members WHERE room_id = 'room-1' AND user_id = 'bob'"), "the command committed")
+}
+
+// readyzOn GETs /readyz at addr and returns the status.
+func readyzOn(t *testing.T, addr string) int {
+	t.Helper()
+	resp, err := http.Get("http://" + addr + "/readyz")
+	require.NoError(t, err)
+	resp.Body.Close()
+	return resp.StatusCode
+}
+
+// TestDrainDelayFailsReadinessButStillServes: during the drain delay
+// /readyz answers 503 on both listeners while new requests, on new
+// connections, are still served; the delay ends when the shutdown's
+// context does.
+func TestDrainDelayFailsReadinessButStillServes(t *testing.T) {
+	long := time.Hour // ended by the context below
+	a := startApp(t, nil, func(c *Config) { c.HTTP.DrainDelay = &long })
+	a.command("/v1/rooms", map[string]any{"room_id": "room-1", "owner_id": "alice", "command_id": "c-create"})
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	stopped := make(chan error, 1)
+	go func() { stopped <- a.Shutdown(ctx) }()
+	outboxtest.Eventually(t, "draining", func() bool { return contains(a.Lifecycle(), stepDraining) })
+
+	require.Equal(t, http.StatusServiceUnavailable, readyzOn(t, a.Addr()))
+	require.Equal(t, http.StatusServiceUnavailable, readyzOn(t, a.AdminAddr()))
+	// A client whose load balancer has not caught up yet is still served.
+	// A transport of its own: no idle connection from before the drain.
+	transport := &http.Transport{}
+	defer transport.CloseIdleConnections()
+	fresh := &http.Client{Transport: transport}
+	req, err := http.NewRequest(http.MethodPost, "http://"+a.Addr()+"/v1/rooms/room-1/join", strings.NewReader(`{"user_id":"bob","command_id":"c-bob"}`))
+	require.NoError(t, err)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := fresh.Do(req)
+	require.NoError(t, err)
+	resp.Body.Close()
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	require.True(t, resp.Close, "draining: the server closes connections after answering")
+	require.Equal(t, []string{stepDraining}, a.Lifecycle(), "still in the drain delay")
+
+	cancel()
+	err = <-stopped
+	require.True(t, err == nil || errors.Is(err, context.Canceled), "%v", err)
+	require.Equal(t, []string{stepDraining, stepDrainDelay, stepHTTPStopped, stepWorker, stepMySQL}, a.Lifecycle())
+	require.Equal(t, 1, a.count("SELECT COUNT(*) FROM room_members WHERE user_id = 'bob'"))
 }
 
 func contains(list []string, s string) bool {

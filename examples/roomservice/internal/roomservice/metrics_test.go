@@ -3,6 +3,7 @@ package roomservice
 import (
 	"bufio"
 	"bytes"
+	"io"
 	"net/http"
 	"strconv"
 	"strings"
@@ -11,12 +12,16 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// scrape GETs /metrics and returns every sample, keyed by name and labels
+// scrape GETs /metrics from the admin listener and returns every sample, keyed by name and labels
 // as the text format prints them.
 func (a *testApp) scrape() map[string]float64 {
 	a.t.Helper()
-	status, body := a.do(http.MethodGet, "/metrics", "")
-	require.Equal(a.t, http.StatusOK, status)
+	resp, err := http.Get("http://" + a.AdminAddr() + "/metrics")
+	require.NoError(a.t, err)
+	defer resp.Body.Close()
+	require.Equal(a.t, http.StatusOK, resp.StatusCode)
+	body, err := io.ReadAll(resp.Body)
+	require.NoError(a.t, err)
 	out := map[string]float64{}
 	sc := bufio.NewScanner(bytes.NewReader(body))
 	for sc.Scan() {
@@ -91,6 +96,7 @@ func TestTraceParentFromRequestToIM(t *testing.T) {
 	const tp = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
 	req, err := http.NewRequest(http.MethodPost, "http://"+a.Addr()+"/v1/rooms/room-1/join", strings.NewReader(`{"user_id":"bob","command_id":"c2"}`))
 	require.NoError(t, err)
+	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Traceparent", tp)
 	resp, err := http.DefaultClient.Do(req)
 	require.NoError(t, err)
