@@ -61,6 +61,10 @@ func runDemoOn(ctx context.Context, out io.Writer, dsn string, maxOpenConns int)
 	var cfg roomservice.Config
 	cfg.NodeID, cfg.HTTP.Addr, cfg.MySQL.DSN, cfg.MySQL.MaxOpenConns = "demo-node", "127.0.0.1:0", dsn, maxOpenConns
 	cfg.TencentIM = imCfg
+	// No drain delay: nothing balances load onto the demo. Any free port
+	// for the admin listener, so that the demo runs beside a room-service.
+	noDrain := time.Duration(0)
+	cfg.HTTP.AdminAddr, cfg.HTTP.DrainDelay = "localhost:0", &noDrain
 	cfg.OutboxWorker.PollInterval, cfg.OutboxWorker.PublishTimeout = 200*time.Millisecond, 2*time.Second
 	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError}))
 	app, err := roomservice.NewApp(ctx, cfg.WithDefaults(), logger)
@@ -176,17 +180,21 @@ func (d *demo) giftAndReplay(report *demoReport) error {
 	return nil
 }
 
-// shutdown stops the app in the seed's order and checks the order.
+// shutdown stops the app and checks the order: readiness fails, HTTP
+// drains, the worker stops, MySQL closes last.
 func (d *demo) shutdown(report *demoReport) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()
 	err := d.app.Shutdown(ctx)
 	report.Lifecycle = d.app.Lifecycle()
 	d.stepf("shutdown: %s", strings.Join(report.Lifecycle, " → "))
-	if slices.Index(report.Lifecycle, "outbox worker stopped") > slices.Index(report.Lifecycle, "mysql closed") {
-		return errors.New("demo: the worker must stop before MySQL closes")
+	httpAt := slices.Index(report.Lifecycle, "http server stopped")
+	workerAt := slices.Index(report.Lifecycle, "outbox worker stopped")
+	mysqlAt := slices.Index(report.Lifecycle, "mysql closed")
+	if httpAt < 0 || workerAt < httpAt || mysqlAt < workerAt {
+		return errors.New("demo: HTTP must drain first, then the worker stop, then MySQL close")
 	}
-	d.say("done: the room command committed, its sync publish failed, the worker delivered the same event_id, and shutdown stopped the worker before closing MySQL")
+	d.say("done: the room command committed, its sync publish failed, the worker delivered the same event_id, and shutdown drained HTTP, then stopped the worker, then closed MySQL")
 	return err
 }
 
@@ -197,6 +205,7 @@ func (d *demo) command(path string, body map[string]any) (roomservice.Result, er
 	if err != nil {
 		return roomservice.Result{}, err
 	}
+	req.Header.Set("Content-Type", "application/json")
 	resp, err := d.client.Do(req)
 	if err != nil {
 		return roomservice.Result{}, err

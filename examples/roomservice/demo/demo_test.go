@@ -57,7 +57,7 @@ func checkDemoState(t *testing.T, db *testutil.Database, report demoReport, out 
 	require.NoError(t, db.DB.QueryRow("SELECT (SELECT COUNT(*) FROM room_members WHERE room_id = 'room-1'), heat FROM rooms WHERE room_id = 'room-1'").Scan(&members, &heat))
 	require.Equal(t, 1, members)
 	require.Equal(t, 10+200, heat)
-	require.Equal(t, []string{"draining: /readyz answers 503", "outbox worker stopped", "http server stopped", "mysql closed"}, report.Lifecycle)
+	require.Equal(t, []string{"draining: /readyz answers 503", "drain delay over", "http server stopped", "outbox worker stopped", "mysql closed"}, report.Lifecycle)
 	for _, step := range []string{"command committed", "sync publish to Tencent IM failed", "HTTP response still succeeded", "status=pending retry_count=0", "worker republished the same event_id", "status=published", "shutdown:"} {
 		require.Contains(t, out, step)
 	}
