@@ -168,6 +168,8 @@ func TestInFlightCapAnswers503(t *testing.T) {
 	bob := a.postAsync("/v1/rooms/room-1/join", `{"user_id":"bob","command_id":"c-bob"}`)
 	waitForLockWaiters(t, a, 1)
 
+	// Bounded, so that a request that waited for the lock instead fails.
+	client := &http.Client{Timeout: patience}
 	for _, path := range []string{"/v1/rooms/room-1/join", "/v1/rooms/room-1"} {
 		method, body := http.MethodPost, `{"user_id":"carol","command_id":"c-carol"}`
 		if path == "/v1/rooms/room-1" {
@@ -176,8 +178,8 @@ func TestInFlightCapAnswers503(t *testing.T) {
 		req, err := http.NewRequest(method, "http://"+a.Addr()+path, strings.NewReader(body))
 		require.NoError(t, err)
 		req.Header.Set("Content-Type", "application/json")
-		resp, err := http.DefaultClient.Do(req)
-		require.NoError(t, err)
+		resp, err := client.Do(req)
+		require.NoError(t, err, "%s %s: answered at once", method, path)
 		var e struct{ Error apiError }
 		require.NoError(t, json.NewDecoder(resp.Body).Decode(&e))
 		resp.Body.Close()
