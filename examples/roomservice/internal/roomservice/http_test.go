@@ -193,7 +193,7 @@ func TestDecodeErrorsNameJSONFields(t *testing.T) {
 		status, body := a.do(http.MethodPost, tc.path, tc.body)
 		require.Equal(t, http.StatusBadRequest, status, "%s: %s", tc.name, body)
 		e := errorOf(t, body)
-		require.Equal(t, tc.code, e.Code, tc.name)
+		require.Equal(t, tc.code, e.Code, "%s: %q", tc.name, e.Message)
 		require.True(t, strings.HasPrefix(e.Message, tc.message), "%s: %q", tc.name, e.Message)
 		require.Less(t, len(e.Message), 200, "%s: the message is bounded", tc.name)
 		for _, goWord := range []string{"Go ", "struct", "Request.", "json:", "of type"} {
