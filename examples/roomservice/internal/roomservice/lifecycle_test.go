@@ -70,6 +70,7 @@ func TestShutdownOrder(t *testing.T) {
 	// then the worker, then MySQL.
 	release()
 	r := <-replied
+	require.NoError(t, r.err, "the in-flight command was answered")
 	require.Equal(t, http.StatusOK, r.status, "the in-flight command finished: %s", r.body)
 	require.NoError(t, <-stopped)
 	require.Equal(t, []string{stepDraining, stepDrainDelay, stepHTTPStopped, stepWorker, stepMySQL}, a.Lifecycle())

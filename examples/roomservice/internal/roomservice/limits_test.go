@@ -146,14 +146,24 @@ func waitForLockWaiters(t *testing.T, a *testApp, n int) {
 type reply struct {
 	status int
 	body   []byte
+	err    error
 }
 
-// postAsync posts body in the background; the reply arrives on the channel.
+// postAsync posts a JSON body in the background; the reply arrives on
+// the channel. (No require in the goroutine: it reports, the test checks.)
 func (a *testApp) postAsync(path, body string) <-chan reply {
 	replied := make(chan reply, 1)
 	go func() {
-		status, b := a.do(http.MethodPost, path, body)
-		replied <- reply{status, b}
+		var r reply
+		defer func() { replied <- r }()
+		resp, err := http.Post("http://"+a.Addr()+path, "application/json", strings.NewReader(body))
+		if err != nil {
+			r.err = err
+			return
+		}
+		defer resp.Body.Close()
+		r.status = resp.StatusCode
+		r.body, r.err = io.ReadAll(resp.Body)
 	}()
 	return replied
 }
@@ -195,6 +205,7 @@ func TestInFlightCapAnswers503(t *testing.T) {
 
 	release()
 	r := <-bob
+	require.NoError(t, r.err)
 	require.Equal(t, http.StatusOK, r.status, "%s", r.body)
 	outboxtest.Eventually(t, "the slot is free again", func() bool {
 		status, _ := a.do(http.MethodPost, "/v1/rooms/room-1/join", `{"user_id":"carol","command_id":"c-carol"}`)
