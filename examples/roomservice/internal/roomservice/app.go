@@ -36,7 +36,8 @@ func (s state) String() string {
 }
 
 // App is room-service: MySQL, the outbox store and worker, the Tencent IM
-// sink and the HTTP API, started and stopped in the seed's order.
+// sink, the public API and the admin listener, stopped in the order
+// Shutdown documents.
 type App struct {
 	cfg    Config
 	log    *slog.Logger
