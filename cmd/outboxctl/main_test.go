@@ -35,7 +35,7 @@ func TestMain(m *testing.M) {
 		fmt.Fprintf(os.Stderr, "build outboxctl: %v\n%s", err, out)
 		os.Exit(1)
 	}
-	code := m.Run()
+	code := testutil.Main(m) // terminates the test container, if any
 	os.RemoveAll(dir)
 	os.Exit(code)
 }

@@ -137,7 +137,7 @@ func (d *demo) failedSyncPublish(report *demoReport) error {
 		return errors.New("demo: the after-commit publish was expected to fail")
 	}
 	d.stepf("sync publish to Tencent IM failed: ErrorCode %d", reqs[len(reqs)-1].ErrorCode)
-	d.stepf("HTTP response still succeeded: 200, room-1 members %v, heat %d", joined.Room.Members, joined.Room.Heat)
+	d.stepf("HTTP response still succeeded: 200, room-1 member_count %d, heat %d", joined.Room.MemberCount, joined.Room.Heat)
 	rec, err := d.app.Store().Get(d.ctx, report.JoinEventID)
 	if err != nil || rec.Status != outbox.StatusPending || rec.Attempts != 0 {
 		return fmt.Errorf("demo: want the join event pending with retry_count 0, got %+v (%v)", rec, err)

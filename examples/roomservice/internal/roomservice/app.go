@@ -57,9 +57,12 @@ type App struct {
 	adminLn      net.Listener
 	workerCancel context.CancelFunc
 	workerDone   chan struct{}
-	serveDone    chan error
-	stopOnce     sync.Once
-	stopErr      error
+	// retentionDone closes when the command log's retention has stopped;
+	// it runs beside the worker and stops with it.
+	retentionDone chan struct{}
+	serveDone     chan error
+	stopOnce      sync.Once
+	stopErr       error
 
 	mu        sync.Mutex
 	lifecycle []string
@@ -70,7 +73,7 @@ type App struct {
 // Zero values in cfg get their defaults (Config.WithDefaults).
 func NewApp(ctx context.Context, cfg Config, logger *slog.Logger) (*App, error) {
 	cfg = cfg.WithDefaults()
-	a := &App{cfg: cfg, log: logger, workerDone: make(chan struct{}), serveDone: make(chan error, 2)}
+	a := &App{cfg: cfg, log: logger, workerDone: make(chan struct{}), retentionDone: make(chan struct{}), serveDone: make(chan error, 2)}
 	db, err := openMySQL(ctx, cfg.MySQL)
 	if err != nil {
 		return nil, err
@@ -84,10 +87,8 @@ func NewApp(ctx context.Context, cfg Config, logger *slog.Logger) (*App, error) 
 }
 
 func (a *App) build(ctx context.Context) error {
-	for _, ddl := range roomSchema {
-		if _, err := a.db.ExecContext(ctx, ddl); err != nil {
-			return fmt.Errorf("migrate room tables: %w", err)
-		}
+	if err := migrateRoomTables(ctx, a.db); err != nil {
+		return err
 	}
 	store, err := mysql.New(a.db, mysql.Options{Table: "room_outbox"})
 	if err != nil {
@@ -174,6 +175,10 @@ func (a *App) Start() error {
 		close(a.workerDone)
 		a.log.Warn("outbox_worker.enabled is false: pending events wait until a worker runs")
 	}
+	go func() {
+		defer close(a.retentionDone)
+		a.svc.RunCommandRetention(workerCtx, a.cfg.Commands)
+	}()
 	go func() { a.serveDone <- a.server.Serve(a.listener) }()
 	go func() { a.serveDone <- a.admin.Serve(a.adminLn) }()
 	a.log.Info("room-service serving", slog.String("addr", ln.Addr().String()),
@@ -277,10 +282,11 @@ func (a *App) stopHTTP(ctx context.Context) error {
 }
 
 // stopWorker stops the worker and waits until its in-flight publish is
-// recorded.
+// recorded, and stops the command log's retention.
 func (a *App) stopWorker() {
 	a.workerCancel()
 	<-a.workerDone
+	<-a.retentionDone
 	a.step(stepWorker)
 }
 

@@ -262,3 +262,17 @@ func TestReplayEndsItsTransaction(t *testing.T) {
 	require.NoError(t, err, "no lock held up the purge")
 	require.Equal(t, int64(2), n)
 }
+
+// TestTheAppPurgesItsCommandLog: the running App deletes commands past
+// commands.retention, and keeps the recent ones, until it stops.
+func TestTheAppPurgesItsCommandLog(t *testing.T) {
+	a := startApp(t, nil, func(c *Config) { c.Commands.RetentionInterval = 20 * time.Millisecond })
+	a.command("/v1/rooms", map[string]any{"room_id": "room-1", "owner_id": "alice", "command_id": "c-recent"})
+	old := time.Now().Add(-DefaultCommandRetention - time.Hour).UnixMilli()
+	_, err := a.db.DB.Exec("INSERT INTO room_commands (command_id, room_id, kind, created_at_ms) VALUES ('c-old', 'room-1', 'join', ?)", old)
+	require.NoError(t, err)
+	outboxtest.Eventually(t, "the old command is purged", func() bool {
+		return a.count("SELECT COUNT(*) FROM room_commands WHERE command_id = 'c-old'") == 0
+	})
+	require.Equal(t, 1, a.count("SELECT COUNT(*) FROM room_commands WHERE command_id = 'c-recent'"), "within retention: kept")
+}

@@ -370,7 +370,8 @@ func (h HTTPConfig) validate() error {
 			errs = append(errs, fmt.Errorf("config: http.%s: %d: must not be negative", n.name, n.v))
 		}
 	}
-	if h.Addr != "" && h.Addr == h.AdminAddr {
+	// Port 0 picks a free port for each, so the same ":0" is fine.
+	if h.Addr != "" && h.Addr == h.AdminAddr && !strings.HasSuffix(h.Addr, ":0") {
 		errs = append(errs, fmt.Errorf("config: http.admin_addr: %q: must differ from http.addr", h.AdminAddr))
 	}
 	return errors.Join(errs...)

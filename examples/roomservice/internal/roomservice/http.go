@@ -48,6 +48,7 @@ func (a *App) apiRoutes() http.Handler {
 	mux.HandleFunc("POST /v1/rooms/{room_id}/leave", a.handleMember(KindLeave))
 	mux.HandleFunc("POST /v1/rooms/{room_id}/gifts", a.handleGift)
 	mux.HandleFunc("GET /v1/rooms/{room_id}", a.handleGetRoom)
+	mux.HandleFunc("GET /v1/rooms/{room_id}/members", a.handleListMembers)
 	return mux
 }
 

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -41,7 +42,10 @@ func TestUpgradeFromTheOldCommandLog(t *testing.T) {
 	})
 	require.NoError(t, err)
 	require.Greater(t, len(old), maxResponseBytes, "an old response that the new column could not hold")
-	_, err = db.DB.ExecContext(ctx, "INSERT INTO room_commands VALUES ('c-old-join', 'room-1', 'join', ?, 1000), ('c-old-create', 'room-1', 'create', NULL, 900)", old)
+	// Written a minute ago: inside the retention that the App's own
+	// purge applies as it starts.
+	nowMs := time.Now().Add(-time.Minute).UnixMilli()
+	_, err = db.DB.ExecContext(ctx, "INSERT INTO room_commands VALUES ('c-old-join', 'room-1', 'join', ?, ?), ('c-old-create', 'room-1', 'create', NULL, ?)", old, nowMs, nowMs-100)
 	require.NoError(t, err)
 
 	errs := make(chan error, 2)
