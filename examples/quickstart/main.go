@@ -6,7 +6,8 @@
 //	go run ./examples/quickstart [-dsn 'root@tcp(127.0.0.1:3306)/']
 //
 // The DSN names a server; the example creates (and afterwards drops) its
-// own database on it. It can also come from MYSQL_DSN.
+// own database on it. It can also come from MYSQL_DSN; its password is
+// never printed, in usage text or in errors.
 package main
 
 import (
@@ -21,26 +22,30 @@ import (
 	"sync/atomic"
 	"time"
 
-	mysqldrv "github.com/go-sql-driver/mysql"
+	_ "github.com/go-sql-driver/mysql"
 
+	"github.com/outboxrelay/outboxrelay/internal/dsnsafe"
 	"github.com/outboxrelay/outboxrelay/outbox"
 	"github.com/outboxrelay/outboxrelay/store/mysql"
 )
 
 func main() {
-	dsn := flag.String("dsn", envOr("MYSQL_DSN", "root@tcp(127.0.0.1:3306)/"), "MySQL/MariaDB server DSN")
+	// The default is named, not shown: a DSN holds a password.
+	dsn := flag.String("dsn", "", "MySQL/MariaDB server DSN (default $MYSQL_DSN, else "+defaultDSN+")")
 	flag.Parse()
+	if *dsn == "" {
+		*dsn = os.Getenv("MYSQL_DSN")
+	}
+	if *dsn == "" {
+		*dsn = defaultDSN
+	}
 	if err := run(context.Background(), *dsn); err != nil {
 		log.Fatal(err)
 	}
 }
 
-func envOr(name, fallback string) string {
-	if v := os.Getenv(name); v != "" {
-		return v
-	}
-	return fallback
-}
+// defaultDSN is the server tried without -dsn and MYSQL_DSN.
+const defaultDSN = "root@tcp(127.0.0.1:3306)/"
 
 func run(ctx context.Context, serverDSN string) error {
 	db, cleanup, err := openScratchDB(ctx, serverDSN, "outboxrelay_quickstart")
@@ -143,9 +148,9 @@ func runUntilPublished(ctx context.Context, worker *outbox.Worker, store *mysql.
 // openScratchDB creates a fresh database on the server and returns a pool on
 // it, with a cleanup that closes the pool and drops the database.
 func openScratchDB(ctx context.Context, serverDSN, name string) (*sql.DB, func(), error) {
-	cfg, err := mysqldrv.ParseDSN(serverDSN)
+	cfg, err := dsnsafe.Parse(serverDSN)
 	if err != nil {
-		return nil, nil, fmt.Errorf("bad DSN: %w", err)
+		return nil, nil, fmt.Errorf("-dsn %w", err)
 	}
 	cfg.DBName = ""
 	admin, err := sql.Open("mysql", cfg.FormatDSN())
@@ -156,7 +161,7 @@ func openScratchDB(ctx context.Context, serverDSN, name string) (*sql.DB, func()
 	for _, q := range stmts {
 		if _, err := admin.ExecContext(ctx, q); err != nil {
 			admin.Close()
-			return nil, nil, fmt.Errorf("cannot prepare database %s (is MySQL running? pass -dsn): %w", name, err)
+			return nil, nil, fmt.Errorf("cannot prepare database %s on %s (is MySQL running? pass -dsn): %w", name, dsnsafe.Target(cfg), dsnsafe.Err(err, cfg.Passwd))
 		}
 	}
 	cfg.DBName = name
