@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -25,9 +26,13 @@ import (
 
 // cli is one run of a command.
 type cli struct {
-	name        string
+	name, summary string
+	// usageLine is how to call the command, after its name.
+	usageLine   string
 	out, errOut io.Writer
 	dsn, table  string
+	// timeout bounds each database operation (--timeout).
+	timeout time.Duration
 	// consumer is the named consumer a command looks at (--consumer);
 	// empty: the default consumer, the outbox table's own status.
 	consumer string
@@ -38,20 +43,41 @@ type cli struct {
 	store *mysql.Store
 }
 
-// flags returns the command's flag set with the common flags on it.
-func (c *cli) flags(usage string) *flag.FlagSet {
+// defaultTimeout is --timeout's default.
+const defaultTimeout = 30 * time.Second
+
+// baseFlags returns the command's flag set with --json on it. The flag
+// package prints nothing: parse reports errors, as text or JSON, and
+// help.
+func (c *cli) baseFlags(usage string) *flag.FlagSet {
 	fs := flag.NewFlagSet(c.name, flag.ContinueOnError)
-	fs.SetOutput(c.errOut)
+	fs.SetOutput(io.Discard)
+	fs.Usage = func() {}
+	fs.BoolVar(&c.json, "json", c.json, "print JSON instead of a table, and errors as JSON on stderr")
+	c.usageLine = usage
+	return fs
+}
+
+// flags returns the command's flag set with the flags of every command
+// that reads the database on it.
+func (c *cli) flags(usage string) *flag.FlagSet {
+	fs := c.baseFlags(usage)
 	// The default is named, not shown: -h and a mistyped flag print a
 	// flag's default, and a DSN holds a password. connect reads it.
 	fs.StringVar(&c.dsn, "dsn", "", "MySQL DSN of the outbox's database (default $OUTBOXCTL_DSN, then $MYSQL_DSN)")
 	fs.StringVar(&c.table, "table", mysql.DefaultTable, "outbox table name")
-	fs.BoolVar(&c.json, "json", false, "print JSON instead of a table")
-	fs.Usage = func() {
-		fmt.Fprintf(c.errOut, "usage: outboxctl %s %s\n", c.name, usage)
-		fs.PrintDefaults()
-	}
+	fs.DurationVar(&c.timeout, "timeout", defaultTimeout, "the most each database operation may take, connecting included (exit 6 when exceeded)")
 	return fs
+}
+
+// printUsage writes the command's usage: how to call it, what it does,
+// its flags and the exit codes.
+func (c *cli) printUsage(w io.Writer, fs *flag.FlagSet) {
+	fmt.Fprintf(w, "usage: outboxctl %s %s\n\n%s\n\nflags:\n", c.name, c.usageLine, c.summary)
+	fs.SetOutput(w)
+	fs.PrintDefaults()
+	fs.SetOutput(io.Discard)
+	fmt.Fprintf(w, "\n%s\n", exitCodesText)
 }
 
 // addConsumerFlag adds --consumer to a command that can look at a named
@@ -72,8 +98,8 @@ type state interface {
 
 // connectState connects (see connect) and returns the delivery state
 // --consumer names, and how to name it in messages.
-func (c *cli) connectState(ctx context.Context) (st state, where string, code int, ok bool) {
-	if code, ok := c.connect(ctx); !ok {
+func (c *cli) connectState() (st state, where string, code int, ok bool) {
+	if code, ok := c.connect(); !ok {
 		return nil, "", code, false
 	}
 	if c.consumer == "" {
@@ -89,13 +115,20 @@ func (c *cli) connectState(ctx context.Context) (st state, where string, code in
 
 // parse parses args, flags before or after the positional arguments
 // (operators write "show ID --json"); the positional ones are left in
-// c.args. A usage problem returns (exitUsage, false), -h (exitOK, false).
+// c.args. A usage problem returns (exitUsage, false); -h prints the
+// usage on stdout and returns (exitOK, false).
 func (c *cli) parse(fs *flag.FlagSet, args []string) (int, bool) {
 	for {
 		if err := fs.Parse(args); err != nil {
 			if errors.Is(err, flag.ErrHelp) {
+				c.printUsage(c.out, fs)
 				return exitOK, false
 			}
+			if c.json {
+				return c.usageError("%v (run outboxctl help %s)", err, c.name), false
+			}
+			fmt.Fprintf(c.errOut, "outboxctl %s: %v\n", c.name, err)
+			c.printUsage(c.errOut, fs)
 			return exitUsage, false
 		}
 		if fs.NArg() == 0 {
@@ -106,21 +139,114 @@ func (c *cli) parse(fs *flag.FlagSet, args []string) (int, bool) {
 	}
 }
 
-// usageError reports a usage problem and returns exitUsage.
-func (c *cli) usageError(format string, args ...any) int {
-	fmt.Fprintf(c.errOut, "outboxctl %s: "+format+"\n", append([]any{c.name}, args...)...)
-	return exitUsage
+// wantsJSON reports whether args ask for JSON, read before any parsing so
+// that an error in an earlier flag is reported as JSON too.
+func wantsJSON(args []string) bool {
+	on := false
+	for _, a := range args {
+		if a == "--" {
+			break
+		}
+		if isJSONFlag(a) {
+			on = jsonFlagValue(a)
+		}
+	}
+	return on
 }
 
-// fail reports a failure and returns code.
+// isJSONFlag reports whether a is --json, -json or their =value forms.
+func isJSONFlag(a string) bool {
+	name, _, _ := strings.Cut(strings.TrimLeft(a, "-"), "=")
+	return strings.HasPrefix(a, "-") && len(a)-len(strings.TrimLeft(a, "-")) <= 2 && name == "json"
+}
+
+func jsonFlagValue(a string) bool {
+	_, v, ok := strings.Cut(a, "=")
+	if !ok {
+		return true
+	}
+	b, err := strconv.ParseBool(v)
+	return err == nil && b
+}
+
+// usageError reports a usage problem and returns exitUsage.
+func (c *cli) usageError(format string, args ...any) int {
+	return c.errorf(exitUsage, format, args...)
+}
+
+// fail reports a failure and returns code, or exitTimeout when err is a
+// timeout (see call).
 func (c *cli) fail(code int, err error) int {
-	fmt.Fprintf(c.errOut, "outboxctl %s: %v\n", c.name, err)
+	if te := (*timeoutError)(nil); errors.As(err, &te) {
+		code = exitTimeout
+	}
+	return c.errorf(code, "%v", err)
+}
+
+// jsonError is an error as --json prints it on stderr.
+type jsonError struct {
+	Code     string `json:"code"`
+	ExitCode int    `json:"exit_code"`
+	Message  string `json:"message"`
+}
+
+// errorf prints an error, as text or (--json) as a JSON object on
+// stderr, and returns code.
+func (c *cli) errorf(code int, format string, args ...any) int {
+	msg := fmt.Sprintf(format, args...)
+	if !c.json {
+		fmt.Fprintf(c.errOut, "outboxctl %s: %s\n", c.name, msg)
+		return code
+	}
+	_ = json.NewEncoder(c.errOut).Encode(map[string]jsonError{"error": {Code: exitNames[code], ExitCode: code, Message: msg}})
 	return code
+}
+
+// warn prints a warning, as text or (--json) as a JSON object on stderr.
+func (c *cli) warn(err error) {
+	if c.json {
+		_ = json.NewEncoder(c.errOut).Encode(map[string]map[string]string{"warning": {"message": err.Error()}})
+		return
+	}
+	fmt.Fprintf(c.errOut, "outboxctl %s: warning: %v\n", c.name, err)
+}
+
+// timeoutError is a database operation that took longer than --timeout.
+type timeoutError struct {
+	after time.Duration
+	err   error
+}
+
+func (e *timeoutError) Error() string {
+	return fmt.Sprintf("timed out after %v (--timeout): %v", e.after, e.err)
+}
+
+func (e *timeoutError) Unwrap() error { return e.err }
+
+// call runs one database operation with a deadline of --timeout. An
+// error after the deadline passed is a *timeoutError.
+func call[T any](c *cli, op func(ctx context.Context) (T, error)) (T, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), c.timeout)
+	defer cancel()
+	v, err := op(ctx)
+	if err != nil && errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		return v, &timeoutError{after: c.timeout, err: err}
+	}
+	return v, err
+}
+
+// call0 is call for an operation with no result.
+func call0(c *cli, op func(ctx context.Context) error) error {
+	_, err := call(c, func(ctx context.Context) (struct{}, error) { return struct{}{}, op(ctx) })
+	return err
 }
 
 // connect opens the database and checks that the table is an outbox
 // table, without changing anything.
-func (c *cli) connect(ctx context.Context) (int, bool) {
+func (c *cli) connect() (int, bool) {
+	if c.timeout <= 0 {
+		return c.usageError("--timeout %v: must be positive", c.timeout), false
+	}
 	if c.dsn == "" {
 		c.dsn = dsnFromEnv()
 	}
@@ -143,15 +269,17 @@ func (c *cli) connect(ctx context.Context) (int, bool) {
 	}
 	c.db = sql.OpenDB(connector)
 	c.db.SetMaxOpenConns(2)
-	pingCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	if err := c.db.PingContext(pingCtx); err != nil {
-		return c.fail(exitFailed, fmt.Errorf("cannot reach %s: %w", target, dsnsafe.Err(err, cfg.Passwd))), false
+	if err := call0(c, c.db.PingContext); err != nil {
+		code := exitFailed
+		if te := (*timeoutError)(nil); errors.As(err, &te) {
+			code = exitTimeout // the redaction below hides the type
+		}
+		return c.errorf(code, "cannot reach %s: %v", target, dsnsafe.Err(err, cfg.Passwd)), false
 	}
 	if c.store, err = mysql.New(c.db, mysql.Options{Table: c.table}); err != nil {
 		return c.usageError("%v", err), false
 	}
-	if err := c.store.Verify(ctx); err != nil {
+	if err := call0(c, c.store.Verify); err != nil {
 		return c.fail(exitFailed, err), false
 	}
 	return exitOK, true

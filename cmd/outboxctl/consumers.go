@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"time"
 
 	"github.com/outboxrelay/outboxrelay/store/mysql"
 )
@@ -20,18 +22,17 @@ func runConsumers(c *cli, args []string) int {
 	if code != exitOK {
 		return code
 	}
-	ctx := context.Background()
-	if code, ok := c.connect(ctx); !ok {
+	if code, ok := c.connect(); !ok {
 		return code
 	}
 	defer c.close()
 	switch verb {
 	case "add":
-		return c.addConsumer(ctx, name, start, cf)
+		return c.addConsumer(name, start, cf)
 	case "remove":
-		return c.removeConsumer(ctx, name, cf)
+		return c.removeConsumer(name, cf)
 	}
-	return c.listConsumers(ctx)
+	return c.listConsumers()
 }
 
 // consumersArgs reads the verb, the consumer name and --from.
@@ -67,14 +68,30 @@ func (c *cli) consumersArgs(from string) (verb, name string, start mysql.StartFr
 	return verb, name, start, exitOK
 }
 
+// jsonConsumer is a registered consumer as --json prints it
+// (mysql.ConsumerInfo has no JSON names).
+type jsonConsumer struct {
+	Name        string    `json:"name"`
+	StartSeq    int64     `json:"start_seq"`
+	Backfilling bool      `json:"backfilling"`
+	BackfillAt  int64     `json:"backfill_at,omitempty"`
+	CreatedAt   time.Time `json:"created_at"`
+	Removing    bool      `json:"removing"`
+}
+
 // listConsumers prints the registered consumers.
-func (c *cli) listConsumers(ctx context.Context) int {
-	infos, err := c.store.Consumers(ctx)
+func (c *cli) listConsumers() int {
+	infos, err := call(c, c.store.Consumers)
 	if err != nil {
 		return c.fail(exitFailed, err)
 	}
 	if c.json {
-		return c.printJSON(map[string]any{"table": c.table, "consumers": infos})
+		out := make([]jsonConsumer, len(infos))
+		for i, info := range infos {
+			out[i] = jsonConsumer{Name: info.Name, StartSeq: info.StartSeq, Backfilling: info.Backfilling,
+				BackfillAt: info.BackfillAt, CreatedAt: info.CreatedAt, Removing: info.Removing}
+		}
+		return c.printJSON(map[string]any{"table": c.table, "consumers": out})
 	}
 	tw := c.newTable("CONSUMER", "START SEQ", "BACKFILL", "ADDED")
 	for _, info := range infos {
@@ -91,7 +108,7 @@ func (c *cli) listConsumers(ctx context.Context) int {
 	return exitOK
 }
 
-func (c *cli) addConsumer(ctx context.Context, name string, from mysql.StartFrom, cf confirm) int {
+func (c *cli) addConsumer(name string, from mysql.StartFrom, cf confirm) int {
 	if _, err := c.store.Consumer(name); err != nil {
 		return c.usageError("%v", err)
 	}
@@ -102,33 +119,46 @@ func (c *cli) addConsumer(ctx context.Context, name string, from mysql.StartFrom
 	if code, ok := c.proceed(cf, fmt.Sprintf("add consumer %q to %s, getting %s", name, c.table, what)); !ok {
 		return code
 	}
-	if err := c.store.AddConsumer(ctx, name, from); err != nil {
+	err := call0(c, func(ctx context.Context) error { return c.store.AddConsumer(ctx, name, from) })
+	switch {
+	case errors.Is(err, mysql.ErrConsumerExists):
+		return c.fail(exitConflict, err)
+	case err != nil:
 		return c.fail(exitFailed, err)
 	}
-	return c.report("added", 1)
+	return c.report("added", "added", 1)
 }
 
-func (c *cli) removeConsumer(ctx context.Context, name string, cf confirm) int {
+func (c *cli) removeConsumer(name string, cf confirm) int {
 	cs, err := c.store.Consumer(name)
 	if err != nil {
 		return c.usageError("%v", err)
 	}
-	st, err := cs.Stats(ctx)
+	// A consumer whose removal has not finished is still listed; one that
+	// is not listed is not found, with or without --yes.
+	infos, err := call(c, c.store.Consumers)
+	if err != nil {
+		return c.fail(exitFailed, err)
+	}
+	if !slices.ContainsFunc(infos, func(i mysql.ConsumerInfo) bool { return i.Name == name }) {
+		return c.fail(exitNotFound, fmt.Errorf("no consumer %q of %s", name, c.table))
+	}
+	st, err := call(c, cs.Stats)
 	switch {
 	case errors.Is(err, mysql.ErrUnknownConsumer):
-		// Not registered: remove still cleans up state a failed removal left.
+		// Its removal has started: remove finishes it.
 	case err != nil:
 		return c.fail(exitFailed, err)
 	}
 	if code, ok := c.proceed(cf, fmt.Sprintf("remove consumer %q of %s and its delivery state (%d pending, %d dead: they will never reach it); retention stops waiting for it", name, c.table, st.Pending, st.Dead)); !ok {
 		return code
 	}
-	n, err := c.store.RemoveConsumer(ctx, name)
+	n, err := call(c, func(ctx context.Context) (int, error) { return c.store.RemoveConsumer(ctx, name) })
 	if errors.Is(err, mysql.ErrUnknownConsumer) {
 		return c.fail(exitNotFound, fmt.Errorf("no consumer %q of %s", name, c.table))
 	}
 	if err != nil {
 		return c.fail(exitFailed, fmt.Errorf("after deleting %d state rows: %w", n, err))
 	}
-	return c.report("deleted state rows", n)
+	return c.report("deleted_state_rows", "deleted state rows", n)
 }

@@ -7,16 +7,31 @@
 //	outboxctl requeue ID | --type/--key/--older-than/--error-contains/--all  [--consumer NAME]
 //	outboxctl purge --older-than DURATION   delete published records every consumer is done with (retention)
 //	outboxctl consumers [list] | add NAME --from now|beginning | remove NAME
+//	outboxctl version                       the build: module version, VCS revision, Go version
+//	outboxctl help [COMMAND]                a command's flags
 //
-// Every command takes --dsn (or OUTBOXCTL_DSN, then MYSQL_DSN; usage and
-// errors never show a DSN's password), --table
-// (default "outbox") and --json. requeue, purge, consumers add and
-// consumers remove change data: without
-// --yes they only show what they would do (and exit 3); --dry-run does the
-// same and exits 0.
+// Every command that reads the database takes --dsn (or OUTBOXCTL_DSN,
+// then MYSQL_DSN; usage and errors never show a DSN's password), --table
+// (default "outbox"), --timeout (default 30s: the most any one database
+// operation may take, connecting included) and --json. requeue, purge,
+// consumers add and consumers remove change data: without --yes they only
+// show what they would do (and exit 3); --dry-run does the same and exits
+// 0.
 //
-// Exit codes: 0 done; 1 failed (database, missing table, record not
-// dead); 2 bad usage; 3 not confirmed (add --yes); 4 no such record.
+// With --json, output is JSON with snake_case keys on stdout, and every
+// error is one JSON object on stderr:
+//
+//	{"error":{"code":"not_found","exit_code":4,"message":"…"}}
+//
+// Exit codes, one per outcome:
+//
+//	0 ok          done (also --dry-run, help and -h)
+//	1 failed      the database failed, the table is missing, or something unexpected
+//	2 usage       bad command, flag or argument
+//	3 unconfirmed the command changes data and --yes was not given; nothing changed
+//	4 not_found   no such record or consumer
+//	5 conflict    the record or consumer is not in a state that allows it (requeue of a record that is not dead, add of a consumer that exists)
+//	6 timeout     a database operation took longer than --timeout
 package main
 
 import (
@@ -26,14 +41,27 @@ import (
 	"sort"
 )
 
-// Exit codes, for scripts.
+// Exit codes, for scripts: one per outcome. exitNames are their names
+// in JSON errors.
 const (
 	exitOK          = 0
 	exitFailed      = 1
 	exitUsage       = 2
 	exitUnconfirmed = 3
 	exitNotFound    = 4
+	exitConflict    = 5
+	exitTimeout     = 6
 )
+
+var exitNames = map[int]string{
+	exitOK: "ok", exitFailed: "failed", exitUsage: "usage", exitUnconfirmed: "unconfirmed",
+	exitNotFound: "not_found", exitConflict: "conflict", exitTimeout: "timeout",
+}
+
+// exitCodesText documents the exit codes in usage texts.
+const exitCodesText = `exit codes: 0 ok, 1 failed (database or unexpected), 2 bad usage,
+  3 not confirmed (nothing changed; add --yes), 4 not found (record or consumer),
+  5 conflict (record not dead, consumer exists), 6 timed out (--timeout)`
 
 // command is one subcommand.
 type command struct {
@@ -48,6 +76,7 @@ var commands = map[string]command{
 	"requeue":   {"give dead letters a fresh start: one ID, or a filter", runRequeue},
 	"purge":     {"delete published records older than --older-than that every consumer is done with (retention)", runPurge},
 	"consumers": {"list, add (--from now|beginning) and remove the named consumers of the table", runConsumers},
+	"version":   {"the build: module version, VCS revision and Go version", runVersion},
 }
 
 func main() {
@@ -56,22 +85,53 @@ func main() {
 
 // run is main with its streams and exit code, for tests.
 func run(args []string, stdout, stderr io.Writer) int {
-	c := &cli{out: stdout, errOut: stderr}
-	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
-		usage(stderr)
-		if len(args) == 0 {
-			return exitUsage
-		}
-		return exitOK
-	}
-	cmd, ok := commands[args[0]]
-	if !ok {
-		fmt.Fprintf(stderr, "outboxctl: unknown command %q\n\n", args[0])
+	c := &cli{out: stdout, errOut: stderr, json: wantsJSON(args)}
+	if len(args) == 0 {
 		usage(stderr)
 		return exitUsage
 	}
-	c.name = args[0]
+	switch args[0] {
+	case "-h", "-help", "--help":
+		usage(stdout)
+		return exitOK
+	case "help":
+		return runHelp(c, args[1:])
+	}
+	cmd, ok := commands[args[0]]
+	if !ok {
+		if c.json {
+			return c.usageError("unknown command %q (run outboxctl help)", safe(args[0], false))
+		}
+		fmt.Fprintf(stderr, "outboxctl: unknown command %q\n\n", safe(args[0], false))
+		usage(stderr)
+		return exitUsage
+	}
+	c.name, c.summary = args[0], cmd.summary
 	return cmd.run(c, args[1:])
+}
+
+// runHelp prints the global usage, or one command's usage, on stdout.
+func runHelp(c *cli, args []string) int {
+	c.name = "help"
+	var names []string
+	for _, a := range args {
+		if !isJSONFlag(a) {
+			names = append(names, a)
+		}
+	}
+	switch {
+	case len(names) == 0:
+		usage(c.out)
+		return exitOK
+	case len(names) > 1:
+		return c.usageError("help takes one command name, got %d", len(names))
+	}
+	cmd, ok := commands[names[0]]
+	if !ok {
+		return c.usageError("unknown command %q (run outboxctl help)", safe(names[0], false))
+	}
+	c.name, c.summary = names[0], cmd.summary
+	return cmd.run(c, []string{"-h"})
 }
 
 func usage(w io.Writer) {
@@ -85,8 +145,10 @@ func usage(w io.Writer) {
 	for _, n := range names {
 		fmt.Fprintf(w, "  %-9s %s\n", n, commands[n].summary)
 	}
-	fmt.Fprintln(w, "\nflags of every command: --dsn (or OUTBOXCTL_DSN, MYSQL_DSN), --table (default outbox), --json")
+	fmt.Fprintf(w, "  %-9s %s\n", "help", "a command's usage and flags: outboxctl help <command>")
+	fmt.Fprintln(w, "\nflags of every command that reads the database: --dsn (or OUTBOXCTL_DSN, MYSQL_DSN), --table (default outbox),")
+	fmt.Fprintf(w, "  --timeout (default %v, for each database operation), --json (JSON output; errors as JSON on stderr)\n", defaultTimeout)
 	fmt.Fprintln(w, "requeue, purge and consumers add/remove change data only with --yes; --dry-run shows what they would do")
-	fmt.Fprintln(w, "exit codes: 0 done, 1 failed, 2 bad usage, 3 not confirmed (add --yes), 4 no such record")
-	fmt.Fprintf(w, "run %q for a command's flags\n", "outboxctl <command> -h")
+	fmt.Fprintln(w, exitCodesText)
+	fmt.Fprintf(w, "run %q or %q for a command's flags\n", "outboxctl help <command>", "outboxctl <command> -h")
 }

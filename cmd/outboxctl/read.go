@@ -18,15 +18,31 @@ import (
 
 // consumerStats is one named consumer's line of stats.
 type consumerStats struct {
-	Name            string                       `json:"name"`
-	StartSeq        int64                        `json:"start_seq"`
-	Backfilling     bool                         `json:"backfilling"`
-	BackfillAt      int64                        `json:"backfill_at,omitempty"`
-	Pending         int                          `json:"pending"`
-	Leased          int                          `json:"leased"`
-	Dead            int                          `json:"dead"`
-	OldestPendingMS int64                        `json:"oldest_pending_ms"`
-	ByType          map[string]backend.TypeStats `json:"by_type"`
+	Name            string               `json:"name"`
+	StartSeq        int64                `json:"start_seq"`
+	Backfilling     bool                 `json:"backfilling"`
+	BackfillAt      int64                `json:"backfill_at,omitempty"`
+	Pending         int                  `json:"pending"`
+	Leased          int                  `json:"leased"`
+	Dead            int                  `json:"dead"`
+	OldestPendingMS int64                `json:"oldest_pending_ms"`
+	ByType          map[string]typeStats `json:"by_type"`
+}
+
+// typeStats is one event type's line of stats, as --json prints it
+// (backend.TypeStats has no JSON names).
+type typeStats struct {
+	Pending int `json:"pending"`
+	Dead    int `json:"dead"`
+}
+
+// byType gives a backend.Stats.ByType its JSON names.
+func byType(m map[string]backend.TypeStats) map[string]typeStats {
+	out := make(map[string]typeStats, len(m))
+	for t, ts := range m {
+		out[t] = typeStats{Pending: ts.Pending, Dead: ts.Dead}
+	}
+	return out
 }
 
 func runStats(c *cli, args []string) int {
@@ -37,23 +53,22 @@ func runStats(c *cli, args []string) int {
 	if len(c.args) > 0 {
 		return c.usageError("unexpected argument %q", c.args[0])
 	}
-	ctx := context.Background()
-	if code, ok := c.connect(ctx); !ok {
+	if code, ok := c.connect(); !ok {
 		return code
 	}
 	defer c.close()
-	st, err := c.store.Stats(ctx)
+	st, err := call(c, c.store.Stats)
 	if err != nil {
 		return c.fail(exitFailed, err)
 	}
-	consumers, err := c.consumerStats(ctx)
+	consumers, err := c.consumerStats()
 	if err != nil {
 		return c.fail(exitFailed, err)
 	}
 	if c.json {
 		return c.printJSON(map[string]any{
 			"table": c.table, "pending": st.Pending, "leased": st.Leased, "dead": st.Dead,
-			"oldest_pending_ms": st.OldestPending.Milliseconds(), "by_type": st.ByType, "consumers": consumers,
+			"oldest_pending_ms": st.OldestPending.Milliseconds(), "by_type": byType(st.ByType), "consumers": consumers,
 		})
 	}
 	c.printStats(st)
@@ -62,8 +77,8 @@ func runStats(c *cli, args []string) int {
 }
 
 // consumerStats reads every named consumer's backlog.
-func (c *cli) consumerStats(ctx context.Context) ([]consumerStats, error) {
-	infos, err := c.store.Consumers(ctx)
+func (c *cli) consumerStats() ([]consumerStats, error) {
+	infos, err := call(c, c.store.Consumers)
 	if err != nil {
 		return nil, err
 	}
@@ -73,7 +88,7 @@ func (c *cli) consumerStats(ctx context.Context) ([]consumerStats, error) {
 		if err != nil {
 			return nil, err
 		}
-		cst, err := cs.Stats(ctx)
+		cst, err := call(c, cs.Stats)
 		if errors.Is(err, mysql.ErrUnknownConsumer) {
 			continue // removed meanwhile
 		}
@@ -82,7 +97,7 @@ func (c *cli) consumerStats(ctx context.Context) ([]consumerStats, error) {
 		}
 		consumers = append(consumers, consumerStats{
 			Name: info.Name, StartSeq: info.StartSeq, Backfilling: info.Backfilling, BackfillAt: info.BackfillAt,
-			Pending: cst.Pending, Leased: cst.Leased, Dead: cst.Dead, OldestPendingMS: cst.OldestPending.Milliseconds(), ByType: cst.ByType,
+			Pending: cst.Pending, Leased: cst.Leased, Dead: cst.Dead, OldestPendingMS: cst.OldestPending.Milliseconds(), ByType: byType(cst.ByType),
 		})
 	}
 	return consumers, nil
@@ -147,12 +162,13 @@ func runList(c *cli, args []string) int {
 	if *after < 0 || len(c.args) > 0 {
 		return c.usageError("--after must not be negative, and list takes no arguments")
 	}
-	ctx := context.Background()
-	if code, ok := c.connect(ctx); !ok {
+	if code, ok := c.connect(); !ok {
 		return code
 	}
 	defer c.close()
-	recs, err := c.store.List(ctx, mysql.ListFilter{Status: outbox.Status(*status), Type: *typ, Key: *key, AfterSeq: *after, Limit: *limit})
+	recs, err := call(c, func(ctx context.Context) ([]outbox.Record, error) {
+		return c.store.List(ctx, mysql.ListFilter{Status: outbox.Status(*status), Type: *typ, Key: *key, AfterSeq: *after, Limit: *limit})
+	})
 	if err != nil {
 		return c.fail(exitFailed, err)
 	}
@@ -192,20 +208,19 @@ func runShow(c *cli, args []string) int {
 	if len(c.args) != 1 {
 		return c.usageError("want one event ID, got %d arguments", len(c.args))
 	}
-	ctx := context.Background()
-	st, where, code, ok := c.connectState(ctx)
+	st, where, code, ok := c.connectState()
 	if !ok {
 		return code
 	}
 	defer c.close()
-	r, err := st.Get(ctx, c.args[0])
+	r, err := call(c, func(ctx context.Context) (outbox.Record, error) { return st.Get(ctx, c.args[0]) })
 	switch {
 	case errors.Is(err, outbox.ErrNotFound), errors.Is(err, mysql.ErrUnknownConsumer):
 		return c.fail(exitNotFound, fmt.Errorf("no record with event ID %q in %s: %w", safe(c.args[0], false), where, err))
 	case err != nil && r.ID == "":
 		return c.fail(exitFailed, err)
 	case err != nil:
-		fmt.Fprintf(c.errOut, "outboxctl show: warning: %v\n", err) // undecodable: show what could be read
+		c.warn(err) // undecodable: show what could be read
 	}
 	if c.json {
 		return c.printJSON(toJSON(r, *full))

@@ -30,15 +30,14 @@ func (c *cli) proceed(cf confirm, what string) (int, bool) {
 		return exitOK, true
 	}
 	if c.json {
-		c.printJSON(map[string]any{"would": what, "done": false})
+		_ = c.printJSON(map[string]any{"would": what, "done": false})
 	} else {
 		fmt.Fprintf(c.out, "would %s\n", what)
 	}
 	if *cf.dryRun {
 		return exitOK, false
 	}
-	fmt.Fprintf(c.errOut, "outboxctl %s: nothing changed; run again with --yes to do it\n", c.name)
-	return exitUnconfirmed, false
+	return c.errorf(exitUnconfirmed, "nothing changed; run again with --yes to do it"), false
 }
 
 func runRequeue(c *cli, args []string) int {
@@ -67,16 +66,15 @@ func runRequeue(c *cli, args []string) int {
 	case *batch < 1 || *batch > mysql.MaxRequeueBatch || *limit < 0 || f.OlderThan < 0:
 		return c.usageError("--batch must be 1 to %d, and --limit and --older-than not negative", mysql.MaxRequeueBatch)
 	}
-	ctx := context.Background()
-	st, where, code, ok := c.connectState(ctx)
+	st, where, code, ok := c.connectState()
 	if !ok {
 		return code
 	}
 	defer c.close()
 	if len(c.args) == 1 {
-		return c.requeueOne(ctx, st, where, c.args[0], cf)
+		return c.requeueOne(st, where, c.args[0], cf)
 	}
-	n, err := st.CountDead(ctx, f)
+	n, err := call(c, func(ctx context.Context) (int, error) { return st.CountDead(ctx, f) })
 	if err != nil {
 		return c.fail(exitFailed, err)
 	}
@@ -86,30 +84,60 @@ func runRequeue(c *cli, args []string) int {
 	if code, ok := c.proceed(cf, fmt.Sprintf("requeue %d dead letters of %s", n, where)); !ok {
 		return code
 	}
-	done, err := st.RequeueDead(ctx, f, mysql.RequeueOptions{BatchSize: *batch, Limit: *limit})
+	done, err := c.requeueDead(st, f, *batch, *limit)
 	if err != nil {
 		return c.fail(exitFailed, fmt.Errorf("after requeueing %d: %w", done, err))
 	}
-	return c.report("requeued", done)
+	return c.report("requeued", "requeued", done)
 }
 
-func (c *cli) requeueOne(ctx context.Context, st state, where, id string, cf confirm) int {
-	r, err := st.Get(ctx, id)
+// requeueDead requeues up to limit (0: every) dead letters that match f,
+// batch at a time, each batch one operation under --timeout, so that a
+// long requeue is not cut short while each step is bounded.
+func (c *cli) requeueDead(st state, f mysql.DeadFilter, batch, limit int) (int, error) {
+	total := 0
+	for limit == 0 || total < limit {
+		n := batch
+		if limit > 0 {
+			n = min(n, limit-total)
+		}
+		done, err := call(c, func(ctx context.Context) (int, error) {
+			return st.RequeueDead(ctx, f, mysql.RequeueOptions{BatchSize: n, Limit: n})
+		})
+		total += done
+		if err != nil || done < n {
+			return total, err
+		}
+	}
+	return total, nil
+}
+
+func (c *cli) requeueOne(st state, where, id string, cf confirm) int {
+	r, err := call(c, func(ctx context.Context) (outbox.Record, error) { return st.Get(ctx, id) })
 	switch {
 	case errors.Is(err, outbox.ErrNotFound), errors.Is(err, mysql.ErrUnknownConsumer):
 		return c.fail(exitNotFound, fmt.Errorf("no record with event ID %q in %s: %w", safe(id, false), where, err))
 	case err != nil && r.ID == "":
 		return c.fail(exitFailed, err)
-	case r.Status != outbox.StatusDead:
-		return c.fail(exitFailed, fmt.Errorf("%q is %s, not dead: only dead letters are requeued", safe(id, false), r.Status))
+	case err != nil:
+		c.warn(err) // undecodable, but its status was read
+	}
+	if r.Status != outbox.StatusDead {
+		return c.fail(exitConflict, fmt.Errorf("%q is %s, not dead: only dead letters are requeued", safe(id, false), r.Status))
 	}
 	if code, ok := c.proceed(cf, fmt.Sprintf("requeue dead letter %q (%s, %d attempts, last error %q)", safe(id, false), safe(r.Type, false), r.Attempts, safe(r.LastError, false))); !ok {
 		return code
 	}
-	if err := st.Requeue(ctx, id); err != nil {
+	err = call0(c, func(ctx context.Context) error { return st.Requeue(ctx, id) })
+	switch {
+	case errors.Is(err, outbox.ErrNotFound):
+		return c.fail(exitNotFound, err) // purged meanwhile
+	case errors.Is(err, mysql.ErrNotDead):
+		return c.fail(exitConflict, err) // requeued or settled meanwhile
+	case err != nil:
 		return c.fail(exitFailed, err)
 	}
-	return c.report("requeued", 1)
+	return c.report("requeued", "requeued", 1)
 }
 
 func runPurge(c *cli, args []string) int {
@@ -128,29 +156,34 @@ func runPurge(c *cli, args []string) int {
 	case *batch < 1 || *batch > outbox.MaxBatchSize:
 		return c.usageError("--batch %d: must be 1 to %d", *batch, outbox.MaxBatchSize)
 	}
-	ctx := context.Background()
-	if code, ok := c.connect(ctx); !ok {
+	if code, ok := c.connect(); !ok {
 		return code
 	}
 	defer c.close()
-	n, err := c.store.CountPurgeable(ctx, *olderThan)
+	n, err := call(c, func(ctx context.Context) (int, error) { return c.store.CountPurgeable(ctx, *olderThan) })
 	if err != nil {
 		return c.fail(exitFailed, err)
 	}
 	if code, ok := c.proceed(cf, fmt.Sprintf("delete %d records of %s published more than %v ago and finished by every named consumer (pending and dead records are never deleted)", n, c.table, *olderThan)); !ok {
 		return code
 	}
-	// 10ms between batches spreads the load.
-	total, err := c.store.PurgeAll(ctx, *olderThan, *batch, 10*time.Millisecond)
+	// The whole sweep is one operation under --timeout: the store offers
+	// no bounded step that finishes a sweep. Running purge again goes on
+	// where a timed-out one stopped. 10ms between batches spreads the load.
+	total, err := call(c, func(ctx context.Context) (int, error) {
+		return c.store.PurgeAll(ctx, *olderThan, *batch, 10*time.Millisecond)
+	})
 	if err != nil {
-		return c.fail(exitFailed, fmt.Errorf("after deleting %d: %w", total, err))
+		return c.fail(exitFailed, fmt.Errorf("after deleting %d (run purge again to go on): %w", total, err))
 	}
-	return c.report("deleted", total)
+	return c.report("deleted", "deleted", total)
 }
 
-func (c *cli) report(verb string, n int) int {
+// report prints what a command changed: "verb n", or with --json
+// {"key": n, "done": true}; key is snake_case.
+func (c *cli) report(key, verb string, n int) int {
 	if c.json {
-		return c.printJSON(map[string]any{verb: n, "done": true})
+		return c.printJSON(map[string]any{key: n, "done": true})
 	}
 	fmt.Fprintf(c.out, "%s %d\n", verb, n)
 	return exitOK
