@@ -77,7 +77,7 @@ func (c *cli) printUsage(w io.Writer, fs *flag.FlagSet) {
 	fs.SetOutput(w)
 	fs.PrintDefaults()
 	fs.SetOutput(io.Discard)
-	fmt.Fprintf(w, "\n%s\n", exitCodesText)
+	fmt.Fprintf(w, "\n%s\n", exitCodesText())
 }
 
 // addConsumerFlag adds --consumer to a command that can look at a named
@@ -198,7 +198,7 @@ func (c *cli) errorf(code int, format string, args ...any) int {
 		fmt.Fprintf(c.errOut, "outboxctl %s: %s\n", c.name, msg)
 		return code
 	}
-	_ = json.NewEncoder(c.errOut).Encode(map[string]jsonError{"error": {Code: exitNames[code], ExitCode: code, Message: msg}})
+	_ = json.NewEncoder(c.errOut).Encode(map[string]jsonError{"error": {Code: exitName(code), ExitCode: code, Message: msg}})
 	return code
 }
 

@@ -39,6 +39,7 @@ import (
 	"io"
 	"os"
 	"sort"
+	"strings"
 )
 
 // Exit codes, for scripts: one per outcome. exitNames are their names
@@ -53,15 +54,30 @@ const (
 	exitTimeout     = 6
 )
 
-var exitNames = map[int]string{
-	exitOK: "ok", exitFailed: "failed", exitUsage: "usage", exitUnconfirmed: "unconfirmed",
-	exitNotFound: "not_found", exitConflict: "conflict", exitTimeout: "timeout",
+// exitCodes documents each exit code: its name (the code of a JSON
+// error) and its meaning.
+var exitCodes = []struct{ name, meaning string }{
+	exitOK:          {"ok", "done (also --dry-run and help)"},
+	exitFailed:      {"failed", "the database failed, the table is missing, or something unexpected"},
+	exitUsage:       {"usage", "bad command, flag or argument"},
+	exitUnconfirmed: {"unconfirmed", "the command changes data and --yes was not given: nothing changed"},
+	exitNotFound:    {"not_found", "no such record or consumer"},
+	exitConflict:    {"conflict", "not in a state that allows it: requeue of a record that is not dead, add of a consumer that exists"},
+	exitTimeout:     {"timeout", "a database operation took longer than --timeout"},
 }
 
+// exitName is the name of exit code code.
+func exitName(code int) string { return exitCodes[code].name }
+
 // exitCodesText documents the exit codes in usage texts.
-const exitCodesText = `exit codes: 0 ok, 1 failed (database or unexpected), 2 bad usage,
-  3 not confirmed (nothing changed; add --yes), 4 not found (record or consumer),
-  5 conflict (record not dead, consumer exists), 6 timed out (--timeout)`
+func exitCodesText() string {
+	var b strings.Builder
+	b.WriteString("exit codes (and the code of a JSON error):\n")
+	for code, e := range exitCodes {
+		fmt.Fprintf(&b, "  %d %-12s %s\n", code, e.name, e.meaning)
+	}
+	return strings.TrimSuffix(b.String(), "\n")
+}
 
 // command is one subcommand.
 type command struct {
@@ -149,6 +165,6 @@ func usage(w io.Writer) {
 	fmt.Fprintln(w, "\nflags of every command that reads the database: --dsn (or OUTBOXCTL_DSN, MYSQL_DSN), --table (default outbox),")
 	fmt.Fprintf(w, "  --timeout (default %v, for each database operation), --json (JSON output; errors as JSON on stderr)\n", defaultTimeout)
 	fmt.Fprintln(w, "requeue, purge and consumers add/remove change data only with --yes; --dry-run shows what they would do")
-	fmt.Fprintln(w, exitCodesText)
+	fmt.Fprintln(w, exitCodesText())
 	fmt.Fprintf(w, "run %q or %q for a command's flags\n", "outboxctl help <command>", "outboxctl <command> -h")
 }

@@ -193,7 +193,7 @@ func TestRequeueAsksFirst(t *testing.T) {
 	require.Equal(t, outbox.StatusPending, f.status(t, "d-1"))
 
 	r = ctl(t, f.env, "requeue", "--table", "room_outbox", "p-1", "--yes")
-	require.Equal(t, 1, r.code, "a record that is not dead is refused")
+	require.Equal(t, exitConflict, r.code, "a record that is not dead is refused")
 	require.Contains(t, r.stderr, "not dead")
 	require.Equal(t, 4, ctl(t, f.env, "requeue", "--table", "room_outbox", "nope", "--yes").code)
 
@@ -266,7 +266,7 @@ func TestBadUsageAndMissingTable(t *testing.T) {
 	before.OldestPending, after.OldestPending = 0, 0 // ages grow by themselves
 	require.Equal(t, before, after, "nothing changed")
 	require.Equal(t, 0, ctl(t, f.env, "list", "-h").code, "-h is not an error")
-	require.True(t, strings.Contains(ctl(t, f.env, "list", "-h").stderr, "--after"))
+	require.True(t, strings.Contains(ctl(t, f.env, "list", "-h").stdout, "-after"), "asked for, help goes to stdout")
 }
 
 func TestConsumers(t *testing.T) {
@@ -277,7 +277,7 @@ func TestConsumers(t *testing.T) {
 	require.Contains(t, r.stdout, `would add consumer "activity"`)
 	r = ctl(t, f.env, "consumers", "add", "activity", "--from", "beginning", "--table", "room_outbox", "--yes")
 	require.Equal(t, 0, r.code, r.stderr)
-	require.Equal(t, 1, ctl(t, f.env, "consumers", "add", "activity", "--from", "now", "--table", "room_outbox", "--yes").code, "exists")
+	require.Equal(t, exitConflict, ctl(t, f.env, "consumers", "add", "activity", "--from", "now", "--table", "room_outbox", "--yes").code, "exists")
 	require.Equal(t, 0, ctl(t, f.env, "consumers", "add", "audit", "--from", "now", "--table", "room_outbox", "--yes").code)
 
 	r = ctl(t, f.env, "consumers", "--table", "room_outbox")

@@ -48,5 +48,16 @@ func TestNeverPrintsTheDSNPassword(t *testing.T) {
 		}
 		require.Equal(t, tc.code, r.code, "%s: %s", tc.name, out)
 		require.Contains(t, out, tc.want, tc.name)
+
+		// The same with --json: errors are JSON, still without it.
+		r = ctl(t, tc.env, append(tc.args, "--json")...)
+		out = r.stdout + r.stderr
+		for _, piece := range []string{password, "s3cr3tA", "p4ssB", "w0rdC"} {
+			require.NotContains(t, out, piece, "%s, --json: the DSN's password is printed:\n%s", tc.name, out)
+		}
+		require.Equal(t, tc.code, r.code, "%s, --json: %s", tc.name, out)
+		if tc.code != exitOK {
+			require.Equal(t, exitName(tc.code), readJSONError(t, r).Code, tc.name)
+		}
 	}
 }
