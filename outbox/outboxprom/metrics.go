@@ -1,29 +1,12 @@
-// Package outboxprom exports an outbox worker's metrics to Prometheus.
-//
-// Metrics is an outbox.Observer (set it as WorkerOptions.Observer) that
-// counts publishes, failures, dead letters and errors, and a collector that
-// reads the store's backlog (backend.StatsReader) when scraped. With Name
-// "orders_outbox" it exports:
-//
-//	orders_outbox_pending_total               gauge    pending records
-//	orders_outbox_oldest_pending_age_ms       gauge    age of the oldest pending record
-//	orders_outbox_publish_success_total       counter  {path, event_type}
-//	orders_outbox_publish_failure_total       counter  {path, event_type}
-//	orders_outbox_publish_latency_ms          histogram {path}
-//
-// and orders_outbox_leased, orders_outbox_dead_letters,
-// orders_outbox_backlog {status, event_type} (gauges),
-// orders_outbox_dead_total {event_type}, orders_outbox_round_errors_total
-// {op}, orders_outbox_purged_total and orders_outbox_stats_errors_total
-// (counters).
 package outboxprom
 
 import (
 	"context"
 	"fmt"
 	"regexp"
-	"sync"
+	"slices"
 	"time"
+	"unicode/utf8"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -35,19 +18,32 @@ import (
 const (
 	DefaultStatsInterval = 2 * time.Second
 	DefaultStatsTimeout  = 2 * time.Second
+	// DefaultConsumer is the consumer label of a worker on a table's own
+	// store, which delivers for the table's default consumer.
+	DefaultConsumer = "default"
 )
 
-// DefaultLatencyBuckets are publish latency buckets in milliseconds, from a
-// local sink to a slow remote API and its timeout.
-var DefaultLatencyBuckets = []float64{1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000}
+// DefaultLatencyBuckets are publish latency buckets in seconds, from a
+// local sink (1ms) to a slow remote API and its timeout (5s).
+var DefaultLatencyBuckets = []float64{0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1, 2, 5}
 
-// Options configures Metrics.
+// Options configures Metrics. Several Metrics can share a registry when
+// their Name or Consumer differ: a service's workers, one per consumer,
+// export the same metrics with their own labels.
 type Options struct {
-	// Name prefixes every metric: the worker's name, e.g. "orders_outbox".
-	// Required; letters, digits, underscores and colons.
+	// Name is the worker's name (WorkerOptions.Name), e.g.
+	// "orders_outbox": the outbox label of every metric. Required; valid
+	// UTF-8. With LegacyNames it prefixes every metric name instead, and
+	// must be letters, digits, underscores and colons.
 	Name string
+	// Consumer is the named consumer the worker delivers for (store/mysql:
+	// the name given to Store.Consumer): the consumer label of every
+	// metric. Defaults to DefaultConsumer, for a worker on the table's own
+	// store. Valid UTF-8. Not used with LegacyNames.
+	Consumer string
 	// Stats, if set, is read when the registry is scraped (at most once
-	// per StatsInterval) for the backlog gauges.
+	// per StatsInterval) for the backlog gauges. Give the store the
+	// worker claims from, so that the gauges are the consumer's.
 	Stats backend.StatsReader
 	// StatsInterval is how long one Stats reading serves scrapes. Defaults
 	// to DefaultStatsInterval; negative means every scrape reads.
@@ -56,53 +52,107 @@ type Options struct {
 	// DefaultStatsTimeout.
 	StatsTimeout time.Duration
 	// LatencyBuckets are the publish latency histogram's buckets, in
-	// milliseconds. Defaults to DefaultLatencyBuckets.
+	// seconds, strictly increasing. Defaults to DefaultLatencyBuckets.
+	// With LegacyNames the histogram is in milliseconds, and each bucket
+	// is multiplied by 1000.
 	LatencyBuckets []float64
+	// LegacyNames registers the metric names of earlier versions instead
+	// of the conventional ones: Name as a prefix in place of the outbox
+	// and consumer labels, milliseconds in place of seconds, and
+	// NAME_pending_total for outbox_pending (see the package doc). There
+	// is no lease loss counter under these names.
+	//
+	// Deprecated: for dashboards and alerts not yet moved to the
+	// conventional names; promlint rejects these. It will be removed.
+	LegacyNames bool
 }
 
-var nameRE = regexp.MustCompile(`^[a-zA-Z_:][a-zA-Z0-9_:]*$`)
+var prefixRE = regexp.MustCompile(`^[a-zA-Z_:][a-zA-Z0-9_:]*$`)
 
-// Metrics is an outbox.Observer that records into Prometheus metrics.
+// withDefaults returns a copy of o with every default applied.
+func (o Options) withDefaults() Options {
+	if o.Consumer == "" {
+		o.Consumer = DefaultConsumer
+	}
+	if o.StatsInterval == 0 {
+		o.StatsInterval = DefaultStatsInterval
+	}
+	if o.StatsTimeout <= 0 {
+		o.StatsTimeout = DefaultStatsTimeout
+	}
+	if len(o.LatencyBuckets) == 0 {
+		o.LatencyBuckets = DefaultLatencyBuckets
+	}
+	return o
+}
+
+func (o Options) validate() error {
+	switch {
+	case o.Name == "":
+		return fmt.Errorf(`outboxprom: Name "": required (the worker's name)`)
+	case o.LegacyNames && !prefixRE.MatchString(o.Name):
+		return fmt.Errorf("outboxprom: Name %q: with LegacyNames, must be a metric name prefix (letters, digits, _ and :)", o.Name)
+	case !utf8.ValidString(o.Name):
+		return fmt.Errorf("outboxprom: Name %q: must be valid UTF-8", o.Name)
+	case !utf8.ValidString(o.Consumer):
+		return fmt.Errorf("outboxprom: Consumer %q: must be valid UTF-8", o.Consumer)
+	}
+	for i := 1; i < len(o.LatencyBuckets); i++ {
+		if !(o.LatencyBuckets[i] > o.LatencyBuckets[i-1]) {
+			return fmt.Errorf("outboxprom: LatencyBuckets %v: must be strictly increasing", o.LatencyBuckets)
+		}
+	}
+	return nil
+}
+
+// Metrics is an outbox.Observer that records into Prometheus metrics. It
+// is safe for concurrent use.
 type Metrics struct {
+	names            names
 	success, failure *prometheus.CounterVec
 	latency          *prometheus.HistogramVec
 	dead             *prometheus.CounterVec
 	roundErrors      *prometheus.CounterVec
 	purged           prometheus.Counter
+	// leaseLost is nil under LegacyNames.
+	leaseLost prometheus.Counter
 }
 
 var _ outbox.Observer = (*Metrics)(nil)
 
-// New registers the metrics with reg and returns the observer.
+// New registers the metrics with reg and returns the observer. It
+// returns an error naming the field for invalid Options, and one wrapping
+// prometheus.AlreadyRegisteredError when reg already holds metrics of the
+// same Name and Consumer.
 func New(reg prometheus.Registerer, opts Options) (*Metrics, error) {
-	if !nameRE.MatchString(opts.Name) {
-		return nil, fmt.Errorf("outboxprom: Name %q: must be a metric name prefix (letters, digits, _ and :)", opts.Name)
+	opts = opts.withDefaults()
+	if err := opts.validate(); err != nil {
+		return nil, err
 	}
-	if opts.StatsInterval == 0 {
-		opts.StatsInterval = DefaultStatsInterval
+	n, buckets := conventional(opts.Name, opts.Consumer), opts.LatencyBuckets
+	if opts.LegacyNames {
+		n, buckets = legacy(opts.Name), scaled(buckets, 1000)
 	}
-	if opts.StatsTimeout <= 0 {
-		opts.StatsTimeout = DefaultStatsTimeout
+	counterVec := func(name, help string, labels ...string) *prometheus.CounterVec {
+		return prometheus.NewCounterVec(prometheus.CounterOpts{Name: name, Help: help, ConstLabels: n.labels}, labels)
 	}
-	if len(opts.LatencyBuckets) == 0 {
-		opts.LatencyBuckets = DefaultLatencyBuckets
-	}
-	n := opts.Name + "_"
 	m := &Metrics{
-		success: prometheus.NewCounterVec(prometheus.CounterOpts{Name: n + "publish_success_total",
-			Help: "Messages the sink accepted."}, []string{"path", "event_type"}),
-		failure: prometheus.NewCounterVec(prometheus.CounterOpts{Name: n + "publish_failure_total",
-			Help: "Sink calls that failed."}, []string{"path", "event_type"}),
-		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: n + "publish_latency_ms",
-			Help: "Duration of sink calls, in milliseconds.", Buckets: opts.LatencyBuckets}, []string{"path"}),
-		dead: prometheus.NewCounterVec(prometheus.CounterOpts{Name: n + "dead_total",
-			Help: "Messages that became dead letters."}, []string{"event_type"}),
-		roundErrors: prometheus.NewCounterVec(prometheus.CounterOpts{Name: n + "round_errors_total",
-			Help: "Worker rounds ended by a store error."}, []string{"op"}),
-		purged: prometheus.NewCounter(prometheus.CounterOpts{Name: n + "purged_total",
+		names:   n,
+		success: counterVec(n.success, "Messages the sink accepted.", "path", "event_type"),
+		failure: counterVec(n.failure, "Sink calls that failed.", "path", "event_type"),
+		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: n.latency, ConstLabels: n.labels,
+			Help: "Duration of sink calls, in " + n.unitName + ".", Buckets: buckets}, []string{"path"}),
+		dead:        counterVec(n.dead, "Messages that became dead letters.", "event_type"),
+		roundErrors: counterVec(n.roundErrors, "Worker rounds ended by a store error.", "op"),
+		purged: prometheus.NewCounter(prometheus.CounterOpts{Name: n.purged, ConstLabels: n.labels,
 			Help: "Published messages deleted by retention."}),
 	}
 	collectors := []prometheus.Collector{m.success, m.failure, m.latency, m.dead, m.roundErrors, m.purged}
+	if n.leaseLost != "" {
+		m.leaseLost = prometheus.NewCounter(prometheus.CounterOpts{Name: n.leaseLost, ConstLabels: n.labels,
+			Help: "Outcomes not recorded because the worker's lease had expired; the messages are delivered again."})
+		collectors = append(collectors, m.leaseLost)
+	}
 	if opts.Stats != nil {
 		collectors = append(collectors, newBacklog(n, opts))
 	}
@@ -114,15 +164,23 @@ func New(reg prometheus.Registerer, opts Options) (*Metrics, error) {
 	return m, nil
 }
 
+func scaled(buckets []float64, f float64) []float64 {
+	out := slices.Clone(buckets)
+	for i := range out {
+		out[i] *= f
+	}
+	return out
+}
+
 // Observe records one worker event.
 func (m *Metrics) Observe(_ context.Context, e outbox.Event) {
 	switch e.Kind {
 	case outbox.EventPublished:
 		m.success.WithLabelValues(string(e.Path), e.Record.Type).Inc()
-		m.latency.WithLabelValues(string(e.Path)).Observe(float64(e.Latency) / float64(time.Millisecond))
+		m.latency.WithLabelValues(string(e.Path)).Observe(m.names.in(e.Latency))
 	case outbox.EventPublishFailed:
 		m.failure.WithLabelValues(string(e.Path), e.Record.Type).Inc()
-		m.latency.WithLabelValues(string(e.Path)).Observe(float64(e.Latency) / float64(time.Millisecond))
+		m.latency.WithLabelValues(string(e.Path)).Observe(m.names.in(e.Latency))
 	case outbox.EventDead:
 		m.dead.WithLabelValues(e.Record.Type).Inc()
 	case outbox.EventClaimFailed:
@@ -132,77 +190,4 @@ func (m *Metrics) Observe(_ context.Context, e outbox.Event) {
 	case outbox.EventPurged:
 		m.purged.Add(float64(e.Count))
 	}
-}
-
-// backlog is a collector that reads the store's Stats when scraped.
-type backlog struct {
-	stats           backend.StatsReader
-	interval        time.Duration
-	timeout         time.Duration
-	pending, leased *prometheus.Desc
-	dead, oldest    *prometheus.Desc
-	byType          *prometheus.Desc
-	errors          prometheus.Counter
-
-	mu     sync.Mutex
-	last   backend.Stats
-	readAt time.Time
-}
-
-func newBacklog(n string, opts Options) *backlog {
-	return &backlog{
-		stats: opts.Stats, interval: opts.StatsInterval, timeout: opts.StatsTimeout,
-		pending: prometheus.NewDesc(n+"pending_total", "Pending messages (the backlog).", nil, nil),
-		leased:  prometheus.NewDesc(n+"leased", "Pending messages a worker holds right now.", nil, nil),
-		dead:    prometheus.NewDesc(n+"dead_letters", "Dead letters kept in the store.", nil, nil),
-		oldest:  prometheus.NewDesc(n+"oldest_pending_age_ms", "Age of the oldest pending message, in milliseconds.", nil, nil),
-		byType:  prometheus.NewDesc(n+"backlog", "Pending messages and dead letters by type.", []string{"status", "event_type"}, nil),
-		errors: prometheus.NewCounter(prometheus.CounterOpts{Name: n + "stats_errors_total",
-			Help: "Scrapes whose backlog reading failed (the backlog gauges are left out)."}),
-	}
-}
-
-func (b *backlog) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{b.pending, b.leased, b.dead, b.oldest, b.byType} {
-		ch <- d
-	}
-	b.errors.Describe(ch)
-}
-
-func (b *backlog) Collect(ch chan<- prometheus.Metric) {
-	st, ok := b.read()
-	b.errors.Collect(ch)
-	if !ok {
-		return
-	}
-	gauge := func(d *prometheus.Desc, v float64, labels ...string) {
-		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...)
-	}
-	gauge(b.pending, float64(st.Pending))
-	gauge(b.leased, float64(st.Leased))
-	gauge(b.dead, float64(st.Dead))
-	gauge(b.oldest, float64(st.OldestPending)/float64(time.Millisecond))
-	for typ, ts := range st.ByType {
-		gauge(b.byType, float64(ts.Pending), "pending", typ)
-		gauge(b.byType, float64(ts.Dead), "dead", typ)
-	}
-}
-
-// read returns the cached reading, or a fresh one when it is older than
-// the interval.
-func (b *backlog) read() (backend.Stats, bool) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.interval > 0 && !b.readAt.IsZero() && time.Since(b.readAt) < b.interval {
-		return b.last, true
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), b.timeout)
-	defer cancel()
-	st, err := b.stats.Stats(ctx)
-	if err != nil {
-		b.errors.Inc()
-		return backend.Stats{}, false
-	}
-	b.last, b.readAt = st, time.Now()
-	return st, true
 }
