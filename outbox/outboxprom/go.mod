@@ -11,7 +11,14 @@ require (
 
 // For tests only:
 //   - testify: require, in the tests
-require github.com/stretchr/testify v1.12.1
+//   - client_model: the gathered metric types, to check the monitoring files
+//   - yaml: to parse the alert rules (both already in the graph, through
+//     client_golang and prometheus/common, at these versions)
+require (
+	github.com/prometheus/client_model v0.6.3
+	github.com/stretchr/testify v1.12.1
+	go.yaml.in/yaml/v3 v3.0.6
+)
 
 require (
 	github.com/beorn7/perks v1.0.1 // indirect
@@ -19,10 +26,8 @@ require (
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
 	github.com/kylelemons/godebug v1.1.0 // indirect
 	github.com/munnerz/goautoneg v0.0.0-20191010083416-a7dc8b61c822 // indirect
-	github.com/prometheus/client_model v0.6.3 // indirect
 	github.com/prometheus/common v0.72.0 // indirect
 	github.com/prometheus/procfs v0.22.0 // indirect
-	go.yaml.in/yaml/v3 v3.0.6 // indirect
 	golang.org/x/sys v0.49.0 // indirect
 	google.golang.org/protobuf v1.36.12 // indirect
 )
