@@ -38,19 +38,22 @@ func (a *testApp) scrape() map[string]float64 {
 }
 
 // TestMetricsMoveAsEventsFlow scrapes /metrics over HTTP through success,
-// failure, a backlog and a dead letter.
+// failure, a backlog and a dead letter. room-service exports outboxprom's
+// conventional names, with outbox="room_outbox" and consumer="default".
 func TestMetricsMoveAsEventsFlow(t *testing.T) {
 	a := startApp(t, nil, func(c *Config) { c.MetricsStatsInterval = -1 }) // fresh backlog on every scrape
 	const (
-		success = `room_outbox_publish_success_total{event_type="%s",path="%s"}`
-		failure = `room_outbox_publish_failure_total{event_type="%s",path="%s"}`
+		labels  = `{consumer="default",outbox="room_outbox"}`
+		success = `outbox_publish_success_total{consumer="default",event_type="%s",outbox="room_outbox",path="%s"}`
+		failure = `outbox_publish_failure_total{consumer="default",event_type="%s",outbox="room_outbox",path="%s"}`
 	)
 	metric := func(m map[string]float64, format, typ, path string) float64 {
 		return m[strings.Replace(strings.Replace(format, "%s", typ, 1), "%s", path, 1)]
 	}
 	m := a.scrape()
-	require.Zero(t, m["room_outbox_pending_total"])
-	require.Zero(t, m["room_outbox_dead_letters"])
+	require.Contains(t, m, "outbox_pending"+labels)
+	require.Zero(t, m["outbox_pending"+labels])
+	require.Zero(t, m["outbox_dead_letters"+labels])
 
 	// Success on the fast path.
 	a.command("/v1/rooms", map[string]any{"room_id": "room-1", "owner_id": "alice", "command_id": "c1"})
@@ -58,23 +61,23 @@ func TestMetricsMoveAsEventsFlow(t *testing.T) {
 	m = a.scrape()
 	require.Equal(t, 1.0, metric(m, success, "RoomUserJoined", "after_commit"))
 	require.Equal(t, 1.0, metric(m, success, "RoomCreated", "after_commit"), "no IM call, still a success")
-	require.Positive(t, m[`room_outbox_publish_latency_ms_count{path="after_commit"}`])
+	require.Positive(t, m[`outbox_publish_latency_seconds_count{consumer="default",outbox="room_outbox",path="after_commit"}`])
 
 	// Failure leaves a backlog.
 	a.fakeIM.FailNext(1, 10002, "busy")
 	a.command("/v1/rooms/room-1/join", map[string]any{"user_id": "carol", "command_id": "c3"})
 	m = a.scrape()
 	require.Equal(t, 1.0, metric(m, failure, "RoomUserJoined", "after_commit"))
-	require.Equal(t, 1.0, m["room_outbox_pending_total"], "the backlog")
-	require.Equal(t, 1.0, m[`room_outbox_backlog{event_type="RoomUserJoined",status="pending"}`])
-	require.Positive(t, m["room_outbox_oldest_pending_age_ms"], "ages are measured to the microsecond")
+	require.Equal(t, 1.0, m["outbox_pending"+labels], "the backlog")
+	require.Equal(t, 1.0, m[`outbox_backlog{consumer="default",event_type="RoomUserJoined",outbox="room_outbox",status="pending"}`])
+	require.Positive(t, m["outbox_oldest_pending_age_seconds"+labels], "ages are measured to the microsecond")
 
 	// The worker delivers it; the backlog drains.
 	require.Equal(t, 1, a.processBatch().Published)
 	m = a.scrape()
 	require.Equal(t, 1.0, metric(m, success, "RoomUserJoined", "worker"))
-	require.Zero(t, m["room_outbox_pending_total"])
-	require.Zero(t, m["room_outbox_oldest_pending_age_ms"])
+	require.Zero(t, m["outbox_pending"+labels])
+	require.Zero(t, m["outbox_oldest_pending_age_seconds"+labels])
 
 	// A dismissed group: the worker's attempt is permanent, a dead letter.
 	a.command("/v1/rooms", map[string]any{"room_id": "room-2", "owner_id": "alice", "command_id": "c4"})
@@ -82,10 +85,13 @@ func TestMetricsMoveAsEventsFlow(t *testing.T) {
 	a.command("/v1/rooms/room-2/join", map[string]any{"user_id": "dave", "command_id": "c5"})
 	require.Equal(t, 1, a.processBatch().Dead)
 	m = a.scrape()
-	require.Equal(t, 1.0, m[`room_outbox_dead_total{event_type="RoomUserJoined"}`])
-	require.Equal(t, 1.0, m["room_outbox_dead_letters"])
+	require.Equal(t, 1.0, m[`outbox_dead_total{consumer="default",event_type="RoomUserJoined",outbox="room_outbox"}`])
+	require.Equal(t, 1.0, m["outbox_dead_letters"+labels])
 	require.Equal(t, 1.0, metric(m, failure, "RoomUserJoined", "worker"))
-	require.Zero(t, m["room_outbox_pending_total"], "dead is not pending")
+	require.Zero(t, m["outbox_pending"+labels], "dead is not pending")
+	for name := range m {
+		require.False(t, strings.HasPrefix(name, "room_outbox_"), "no legacy name: %s", name)
+	}
 }
 
 // TestTraceParentFromRequestToIM follows a request's trace context into
