@@ -37,6 +37,10 @@ const (
 	EventSettleFailed
 	// EventPurged: retention deleted Count published records.
 	EventPurged
+	// EventLeaseLost: Count outcomes were not recorded because their
+	// lease had expired; another worker may hold those records, and they
+	// are delivered again.
+	EventLeaseLost
 )
 
 func (k EventKind) String() string {
@@ -53,6 +57,8 @@ func (k EventKind) String() string {
 		return "settle_failed"
 	case EventPurged:
 		return "purged"
+	case EventLeaseLost:
+		return "lease_lost"
 	}
 	return "unknown"
 }
@@ -71,7 +77,7 @@ type Event struct {
 	Latency time.Duration
 	// Err is the failure, for failure and dead events.
 	Err error
-	// Count is how many records, for EventPurged.
+	// Count is how many records, for EventPurged and EventLeaseLost.
 	Count int
 }
 

@@ -67,6 +67,7 @@ func (w *Worker) settled(ctx context.Context, s *settlement, res backend.SettleR
 	if res.Stale > 0 {
 		w.log.WarnContext(ctx, "outbox lease lost before settle; another worker owns those records",
 			slog.String("path", string(s.path)), slog.Int("stale", res.Stale))
+		w.observe(ctx, Event{Kind: EventLeaseLost, Path: s.path, Count: res.Stale})
 	}
 	for _, d := range s.dead {
 		if _, ok := slices.BinarySearch(res.Dead, d.rec.ID); ok {

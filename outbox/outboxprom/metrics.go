@@ -189,5 +189,9 @@ func (m *Metrics) Observe(_ context.Context, e outbox.Event) {
 		m.roundErrors.WithLabelValues("settle").Inc()
 	case outbox.EventPurged:
 		m.purged.Add(float64(e.Count))
+	case outbox.EventLeaseLost:
+		if m.leaseLost != nil {
+			m.leaseLost.Add(float64(e.Count))
+		}
 	}
 }

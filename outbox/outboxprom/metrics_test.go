@@ -42,8 +42,10 @@ func TestObserverCounts(t *testing.T) {
 	m.Observe(ctx, outbox.Event{Kind: outbox.EventSettleFailed})
 	m.Observe(ctx, outbox.Event{Kind: outbox.EventSettleFailed})
 	m.Observe(ctx, outbox.Event{Kind: outbox.EventPurged, Count: 500})
+	m.Observe(ctx, outbox.Event{Kind: outbox.EventLeaseLost, Path: outbox.PathWorker, Count: 3})
 
 	values := gather(t, reg)
+	require.Equal(t, 3.0, values[`outbox_lease_lost_total{consumer="default",outbox="room_outbox"}`])
 	require.Equal(t, 1.0, values[`outbox_publish_success_total{consumer="default",event_type="RoomUserJoined",outbox="room_outbox",path="after_commit"}`])
 	require.Equal(t, 1.0, values[`outbox_publish_success_total{consumer="default",event_type="RoomUserJoined",outbox="room_outbox",path="worker"}`])
 	require.Equal(t, 1.0, values[`outbox_publish_failure_total{consumer="default",event_type="RoomUserJoined",outbox="room_outbox",path="after_commit"}`])

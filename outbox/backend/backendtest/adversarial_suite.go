@@ -300,6 +300,7 @@ func testDeadOnlyWhenRecorded(t *testing.T, h Harness) {
 	require.Equal(t, outbox.StatusPublished, get(t, h.Store, "slow").Status)
 	require.Empty(t, deadCalls(), "OnDead fired for an outcome the store did not apply")
 	require.Zero(t, events.kinds()[outbox.EventDead], "the Observer saw a dead letter the store did not record")
+	require.Equal(t, 1, events.count(outbox.EventLeaseLost), "the Observer hears of the lost lease")
 }
 
 // testStatsExpiredLeases: a lease that has run out no longer counts as

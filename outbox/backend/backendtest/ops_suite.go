@@ -81,6 +81,19 @@ func (l *eventLog) kinds() map[outbox.EventKind]int {
 	return n
 }
 
+// count sums the Count of the events of kind k.
+func (l *eventLog) count(k outbox.EventKind) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	n := 0
+	for _, e := range l.events {
+		if e.Kind == k {
+			n += e.Count
+		}
+	}
+	return n
+}
+
 func testObserver(t *testing.T, h Harness) {
 	enqueue(t, h, outbox.EnqueueOptions{}, msg("ok"), msg("retry"), msg("poison"))
 	sink := outboxtest.NewFlakySink(outboxtest.NewRecorder(), 1)

@@ -49,7 +49,7 @@ func TestMetricsOnlyOnTheAdminListener(t *testing.T) {
 	require.Equal(t, http.StatusNotFound, resp.StatusCode, "%s", body)
 	resp, body = a.send(http.MethodGet, admin+"/metrics", "", nil)
 	require.Equal(t, http.StatusOK, resp.StatusCode)
-	require.Contains(t, string(body), "room_outbox_pending_total")
+	require.Contains(t, string(body), `outbox_pending{consumer="default",outbox="room_outbox"}`)
 
 	for _, base := range []string{public, admin} {
 		for _, probe := range []string{"/healthz", "/readyz"} {
