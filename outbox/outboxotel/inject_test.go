@@ -152,7 +152,7 @@ func (hostile) Inject(_ context.Context, c propagation.TextMapCarrier) {
 	c.Set("good", "ok")
 }
 func (hostile) Extract(ctx context.Context, _ propagation.TextMapCarrier) context.Context { return ctx }
-func (hostile) Fields() []string                                                        { return nil }
+func (hostile) Fields() []string                                                          { return nil }
 
 func TestInjectLeavesOutHeadersValidateWouldRefuse(t *testing.T) {
 	t.Parallel()
