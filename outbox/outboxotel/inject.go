@@ -69,7 +69,7 @@ func InjectHeaders(ctx context.Context, headers map[string]string, opts ...Optio
 			delete(out, headerTraceState)
 		}
 	}
-	left := c.maxInject
+	left := c.maxInject - len("{}")
 	for _, name := range injectOrder(carrier) {
 		value := carrier[name]
 		size, ok := storedSize(name, value)
