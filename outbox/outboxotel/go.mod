@@ -2,12 +2,22 @@ module github.com/outboxrelay/outboxrelay/outbox/outboxotel
 
 go 1.26.0
 
+// A module of its own, so that a user of outbox and store/mysql does not
+// require OpenTelemetry. Only the OTel API (otel, otel/trace) is needed
+// at run time; the application brings its SDK and exporter.
 require (
 	github.com/outboxrelay/outboxrelay v0.0.0
-	github.com/stretchr/testify v1.12.1
 	go.opentelemetry.io/otel v1.47.0
-	go.opentelemetry.io/otel/sdk v1.47.0
 	go.opentelemetry.io/otel/trace v1.47.0
+)
+
+// For tests only:
+//   - testify: require, in the tests
+//   - otel/sdk: the TracerProvider and in-memory exporter the tests read
+//     spans from
+require (
+	github.com/stretchr/testify v1.12.1
+	go.opentelemetry.io/otel/sdk v1.47.0
 )
 
 require (
@@ -23,4 +33,6 @@ require (
 	golang.org/x/sys v0.49.0 // indirect
 )
 
+// The library's own modules, from this checkout (go.work at the root does
+// the same for commands run there).
 replace github.com/outboxrelay/outboxrelay => ../..
