@@ -49,7 +49,9 @@ const (
 // HeaderTraceParent is the header that carries the W3C trace context
 // (https://www.w3.org/TR/trace-context/) of the request that wrote a
 // message. The worker logs it with the message, and sinks that call out
-// over HTTP (sink/tencentim) pass it on.
+// over HTTP (sink/tencentim) pass it on. To write it (with tracestate and
+// baggage) through OpenTelemetry, and to trace each delivery, use the
+// module outbox/outboxotel (Inject, WrapSink).
 const HeaderTraceParent = "traceparent"
 
 // ValidTraceParent reports whether s is a well-formed W3C traceparent of
