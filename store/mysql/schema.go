@@ -2,101 +2,16 @@ package mysql
 
 import (
 	"context"
+	"database/sql"
+	"database/sql/driver"
+	"errors"
 	"fmt"
-	"slices"
+	"math"
 	"strings"
+	"time"
+
+	mysqldrv "github.com/go-sql-driver/mysql"
 )
-
-// deliveryStateColumns are a consumer's delivery state, the same in the
-// outbox table (the default consumer) and the consumption table (named
-// consumers), so that one set of statements serves both (see target).
-const deliveryStateColumns = `
-  status          VARCHAR(16) CHARACTER SET ascii COLLATE ascii_bin NOT NULL DEFAULT 'pending',
-  retry_count     INT UNSIGNED NOT NULL DEFAULT 0,
-  last_error      VARCHAR(512) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NULL,
-  created_at      DATETIME(6) NOT NULL,
-  next_attempt_at DATETIME(6) NOT NULL,
-  published_at    DATETIME(6) NULL,
-  lease_owner     VARCHAR(255) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NULL,
-  lease_token     CHAR(32) CHARACTER SET ascii COLLATE ascii_bin NULL,`
-
-// createTable is the outbox table.
-//
-//   - id orders records in insert order and is the claim tie-breaker.
-//   - event_key is binary: compared byte by byte, which for UTF-8 is code
-//     point order, with no padding, so that every key sorts and compares
-//     as itself (a text collation with PAD SPACE would make "a" and "a "
-//     one key and sort "\t" before "").
-//   - created_at is when the row was written, on the database clock;
-//     occurred_at is Message.CreatedAt when the writer set one.
-//   - next_attempt_at is when a pending record is next due. A claim moves it
-//     to the end of the lease, so a leased record leaves the due range and
-//     comes back by itself if its worker dies. For a published or dead
-//     record it is when that outcome was recorded, so idx_due also serves
-//     retention (published records by age).
-//   - idx_due (status, next_attempt_at, id) serves the claim: a range scan
-//     over due pending records in due order that stops after the batch,
-//     whatever the size of the backlog or of the published history.
-//   - idx_key (status, event_key, id) finds each key's oldest pending
-//     record (its head) with a loose index scan, one read per key, for
-//     ordered claims; and serves per-key queries.
-//   - lease_token fences settles: only the holder of the current lease
-//     can record an outcome.
-//   - fanout is 1 once the message has been handed over to the named
-//     consumers; idx_fanout finds the ones still to hand
-//     over, however long the history.
-//
-// All times are UTC on the database clock (UTC_TIMESTAMP).
-const createTable = "CREATE TABLE IF NOT EXISTS {outbox} (" + `
-  id              BIGINT UNSIGNED NOT NULL AUTO_INCREMENT,
-  event_id        VARCHAR(255) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NOT NULL,
-  event_key       VARBINARY(1020) NOT NULL DEFAULT '',
-  event_type      VARCHAR(255) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NOT NULL,
-  payload         LONGBLOB NOT NULL,
-  headers         TEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NULL,
-  occurred_at     DATETIME(6) NULL,` + deliveryStateColumns + `
-  fanout          TINYINT UNSIGNED NOT NULL DEFAULT 0,
-  PRIMARY KEY (id),
-  UNIQUE KEY uk_event_id (event_id),
-  KEY idx_due (status, next_attempt_at, id),
-  KEY idx_key (status, event_key, id),
-  KEY idx_fanout (fanout, id)
-) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin`
-
-// createConsumers registers the named consumers of an outbox table.
-// start_seq is the first message (outbox id) a consumer gets;
-// backfill_cursor, while not NULL, is how far a consumer that started
-// from the beginning has been handed the messages that existed before it.
-// removing is 1 from the moment RemoveConsumer starts until its state is
-// gone; add_token is the AddConsumer call that registered it.
-const createConsumers = "CREATE TABLE IF NOT EXISTS {consumers} (" + `
-  name            VARCHAR(64) CHARACTER SET ascii COLLATE ascii_bin NOT NULL,
-  start_seq       BIGINT UNSIGNED NOT NULL,
-  backfill_cursor BIGINT UNSIGNED NULL,
-  created_at      DATETIME(6) NOT NULL,
-  removing        TINYINT UNSIGNED NOT NULL DEFAULT 0,
-  add_token       CHAR(32) CHARACTER SET ascii COLLATE ascii_bin NULL,
-  PRIMARY KEY (name)
-) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin`
-
-// createConsumption holds the delivery state of the named consumers, one
-// row per consumer and message, with the state columns of the outbox
-// table and the message fields claims need (the payload stays in the
-// outbox table). Its indexes mirror the outbox table's, prefixed by the
-// consumer, so each consumer's claims read only its own rows; idx_msg
-// serves retention.
-const createConsumption = "CREATE TABLE IF NOT EXISTS {consumption} (" + `
-  consumer        VARCHAR(64) CHARACTER SET ascii COLLATE ascii_bin NOT NULL,
-  msg_id          BIGINT UNSIGNED NOT NULL,
-  event_id        VARCHAR(255) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NOT NULL,
-  event_key       VARBINARY(1020) NOT NULL DEFAULT '',
-  event_type      VARCHAR(255) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NOT NULL,` + deliveryStateColumns + `
-  PRIMARY KEY (consumer, msg_id),
-  UNIQUE KEY uk_event_id (consumer, event_id),
-  KEY idx_due (consumer, status, next_attempt_at, msg_id),
-  KEY idx_key (consumer, status, event_key, msg_id),
-  KEY idx_msg (msg_id)
-) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin`
 
 // consumersTable and consumptionTable name the companion tables of an
 // outbox table (MaxTableLength leaves room for the suffixes).
@@ -130,53 +45,115 @@ var requiredIndexes = map[string][]string{
 	consumptionSuffix: {"uk_event_id", "idx_due", "idx_key", "idx_msg"},
 }
 
-// upgrade brings a table made by an earlier version of the store up to
-// what the CREATE statements above make: it adds a column or an index, or
-// changes a column's type. It is needed while the table lacks what it
-// adds.
-type upgrade struct {
-	suffix string // the table: "" for the outbox table, or a companion's suffix
-	what   string // "column x", "index x" or "type of x": what it adds
-	ddl    string // on the same table: {outbox}, {consumers} or {consumption}
+// DefaultLockWaitTimeout is MigrateOptions.LockWaitTimeout's default.
+const DefaultLockWaitTimeout = 10 * time.Second
+
+// MigrateOptions configures MigrateWith. The zero value means all
+// defaults.
+type MigrateOptions struct {
+	// LockWaitTimeout bounds how long each DDL statement waits for the
+	// metadata lock of its table (the session's lock_wait_timeout, in
+	// whole seconds, rounded up). While an ALTER waits for that lock,
+	// every other statement on the table queues behind it, so a short wait
+	// that fails is better than a long one that stalls the application.
+	// Defaults to DefaultLockWaitTimeout (10s).
+	LockWaitTimeout time.Duration
 }
 
-// upgrades, in the order they run. Changing event_key's type rebuilds the
-// table (a copy on both servers): on a large table, run it in a quiet
-// hour, or apply the same statement with an online schema tool first.
-var upgrades = []upgrade{
-	{"", "index idx_key", "ALTER TABLE {outbox} ADD INDEX idx_key (status, event_key, id)"},
-	{"", "column fanout", "ALTER TABLE {outbox} ADD COLUMN fanout TINYINT UNSIGNED NOT NULL DEFAULT 0"},
-	{"", "index idx_fanout", "ALTER TABLE {outbox} ADD INDEX idx_fanout (fanout, id)"},
-	{"", "column occurred_at", "ALTER TABLE {outbox} ADD COLUMN occurred_at DATETIME(6) NULL"},
-	{"", "type of event_key", "ALTER TABLE {outbox} MODIFY event_key VARBINARY(1020) NOT NULL DEFAULT ''"},
-	{consumptionSuffix, "type of event_key", "ALTER TABLE {consumption} MODIFY event_key VARBINARY(1020) NOT NULL DEFAULT ''"},
-	{consumersSuffix, "column removing", "ALTER TABLE {consumers} ADD COLUMN removing TINYINT UNSIGNED NOT NULL DEFAULT 0"},
-	{consumersSuffix, "column add_token", "ALTER TABLE {consumers} ADD COLUMN add_token CHAR(32) CHARACTER SET ascii COLLATE ascii_bin NULL"},
+func (o MigrateOptions) withDefaults() MigrateOptions {
+	if o.LockWaitTimeout == 0 {
+		o.LockWaitTimeout = DefaultLockWaitTimeout
+	}
+	return o
 }
 
-// Migrate creates the outbox table and its two companion tables for named
-// consumers if they do not exist, upgrades tables made by earlier
-// versions (adding the columns and indexes added since), and checks that
-// they have the columns and indexes the store needs. It is idempotent and
-// safe to run from several instances at start-up. A table of the same name
-// that the store did not make fails with an error naming what it lacks.
+func (o MigrateOptions) validate() error {
+	if o.LockWaitTimeout < 0 || o.LockWaitTimeout > 365*24*time.Hour {
+		return fmt.Errorf("mysql store: LockWaitTimeout %v: must be 1s to 8760h (0 for the default)", o.LockWaitTimeout)
+	}
+	return nil
+}
+
+// Migrate is MigrateWith with the default MigrateOptions.
 func (s *Store) Migrate(ctx context.Context) error {
-	for _, ddl := range []string{createTable, createConsumers, createConsumption} {
-		if _, err := s.t.render(ddl).exec(ctx, s.db); err != nil {
-			return s.wrap("migrate", err)
-		}
-	}
-	sc, err := s.readSchema(ctx)
-	if err != nil {
-		return s.wrap("migrate", err)
-	}
-	if missing := sc.missing(true); len(missing) > 0 {
-		return s.notOurs("migrate", missing)
-	}
-	if err := s.runUpgrades(ctx, sc); err != nil {
+	return s.MigrateWith(ctx, MigrateOptions{})
+}
+
+// MigrateWith creates the outbox table and its companion tables if they
+// do not exist, upgrades tables made by any earlier schema version (see
+// SchemaVersion) to the current one, records the version in the table
+// <table>_schema_version, and checks that the tables have the columns and
+// indexes the store needs. It runs the statements of SchemaSQL.
+//
+// It is idempotent and safe to run from several instances at start-up:
+// they take turns on a named lock (GET_LOCK), and a column or index
+// another instance added meanwhile counts as added. When the tables are
+// already current it runs no DDL, so a database user without CREATE and
+// ALTER rights may call it; Verify checks without ever changing anything.
+//
+// Each DDL statement waits at most opts.LockWaitTimeout for its table's
+// metadata lock, and asks for the cheapest algorithm: ALGORITHM=INSTANT
+// to add a column, INPLACE with LOCK=NONE to add an index (falling back
+// when the server refuses). Changing event_key's type (the upgrade to
+// version 4) copies the table and blocks writes to it meanwhile.
+//
+// A table of the same name that the store did not make fails with an
+// error naming what it lacks.
+func (s *Store) MigrateWith(ctx context.Context, opts MigrateOptions) error {
+	opts = opts.withDefaults()
+	if err := opts.validate(); err != nil {
 		return err
 	}
-	if sc, err = s.readSchema(ctx); err != nil {
+	conn, err := s.db.Conn(ctx)
+	if err != nil {
+		return s.wrap("migrate", err)
+	}
+	clean := true
+	defer func() { closeSession(conn, s.table, clean) }()
+	if err := s.lockMigration(ctx, conn); err != nil {
+		return err
+	}
+	clean = false // the lock, and the setting below, are undone by closeSession
+	secs := int64(math.Ceil(opts.LockWaitTimeout.Seconds()))
+	if _, err := conn.ExecContext(ctx, fmt.Sprintf("SET SESSION lock_wait_timeout = %d", secs)); err != nil {
+		return s.wrap("migrate: set lock_wait_timeout", err)
+	}
+	return s.migrate(ctx, conn)
+}
+
+// migrate runs the plan for the tables, on conn.
+func (s *Store) migrate(ctx context.Context, conn *sql.Conn) error {
+	sc, err := s.readSchema(ctx, conn)
+	if err != nil {
+		return s.wrap("migrate", err)
+	}
+	if sc.exists("") {
+		if missing := sc.missing(true); len(missing) > 0 {
+			return s.notOurs("migrate", missing)
+		}
+	}
+	plan := sc.plan(s.table)
+	ranDDL := false
+	for _, p := range plan {
+		if p.record && !ranDDL {
+			// Only the record is missing (tables made before it existed):
+			// a user without CREATE rights has what it needs anyway.
+			if _, err := conn.ExecContext(ctx, p.ddl); err != nil && !isAccessDenied(err) {
+				return s.wrap("migrate: record the schema version", err)
+			}
+			continue
+		}
+		ranDDL = true
+		if err := execDDL(ctx, conn, p.ddl); err != nil {
+			// Another instance may have run the same step (with a version
+			// of the store that does not take the migration lock).
+			if p.step != nil && (classify(err) == classDuplicateIndex || classify(err) == classDuplicateColumn) {
+				continue
+			}
+			return s.wrap(fmt.Sprintf("migrate to schema version %d: %s (%s)", p.version, p.describe(sc, s.table), p.ddl), err)
+		}
+	}
+	if sc, err = s.readSchema(ctx, conn); err != nil {
 		return s.wrap("migrate", err)
 	}
 	if missing := sc.missing(false); len(missing) > 0 {
@@ -185,163 +162,138 @@ func (s *Store) Migrate(ctx context.Context) error {
 	return nil
 }
 
-// runUpgrades runs the upgrades the tables need, as sc says.
-func (s *Store) runUpgrades(ctx context.Context, sc schema) error {
-	for _, u := range upgrades {
-		if !sc.needs(u) {
-			continue
-		}
-		// Another instance may be running the same upgrade at this moment.
-		_, err := s.t.render(u.ddl).exec(ctx, s.db)
-		if err != nil && classify(err) != classDuplicateIndex && classify(err) != classDuplicateColumn {
-			return s.wrap(fmt.Sprintf("migrate: add %s to %s", u.what, s.table+u.suffix), err)
-		}
-	}
-	return nil
+// planned is one statement Migrate runs: an upgrade step, a CREATE of the
+// current version, or the record of the version.
+type planned struct {
+	ddl     string // names filled in
+	version int
+	step    *step // nil for a CREATE or the record
+	record  bool
 }
 
-// Verify checks that the tables exist and have what the store needs,
-// without creating or changing anything (Migrate does that). Tools call
-// it first, so that a wrong table name fails with a clear error.
-func (s *Store) Verify(ctx context.Context) error {
-	sc, err := s.readSchema(ctx)
-	if err != nil {
-		return s.wrap("verify", err)
+func (p planned) describe(sc schema, table string) string {
+	if p.step == nil {
+		return "create the tables"
 	}
-	if len(sc[""].columns) == 0 {
-		return fmt.Errorf("mysql store: table %q does not exist in this database (run Store.Migrate)", s.table)
-	}
-	if missing := sc.missing(true); len(missing) > 0 {
-		return s.notOurs("verify", missing)
-	}
-	if missing := sc.missing(false); len(missing) > 0 {
-		return fmt.Errorf("mysql store: verify: table %q lacks %s: run Store.Migrate to upgrade it", s.table, strings.Join(missing, ", "))
-	}
-	return nil
+	return sc.describe(*p.step, table)
 }
 
-// tableSchema is what information_schema says about one table.
-type tableSchema struct {
-	columns map[string]string // name → data type, lower case
-	indexes map[string]bool
-}
-
-// schema is the outbox table's and its companions', by suffix.
-type schema map[string]tableSchema
-
-// needs reports whether the upgrade has yet to run.
-func (sc schema) needs(u upgrade) bool {
-	ts := sc[u.suffix]
-	kind, name, _ := strings.Cut(u.what, " ")
-	switch kind {
-	case "index":
-		return !ts.indexes[name]
-	case "column":
-		_, ok := ts.columns[name]
-		return !ok
-	default: // "type of x"
-		col := strings.TrimPrefix(name, "of ")
-		have, ok := ts.columns[col]
-		return ok && have != requiredColumns[u.suffix][col]
+// plan lists what Migrate runs on tables as sc says they are: the CREATE
+// statements of the current version when there is no outbox table, the
+// upgrade steps they lack otherwise, then the record of the version.
+func (sc schema) plan(table string) []planned {
+	names := schemaNames(table)
+	var out []planned
+	if !sc.exists("") {
+		for _, st := range createStatements {
+			out = append(out, planned{ddl: names.Replace(st), version: SchemaVersion})
+		}
 	}
-}
-
-// missing lists what the tables lack, as "column x of t", "index x of t"
-// or "type of x of t". With beforeUpgrades, it leaves out what an upgrade
-// adds, and a companion table that does not exist yet.
-func (sc schema) missing(beforeUpgrades bool) []string {
-	var out []string
-	for _, suffix := range []string{"", consumersSuffix, consumptionSuffix} {
-		ts := sc[suffix]
-		if beforeUpgrades && suffix != "" {
-			continue
+	for _, u := range sc.pending() {
+		u := u
+		out = append(out, planned{ddl: names.Replace(u.ddl), version: u.version, step: &u})
+	}
+	if sc.recorded < SchemaVersion {
+		for _, st := range recordSQL(SchemaVersion) {
+			out = append(out, planned{ddl: names.Replace(st), version: SchemaVersion, record: true})
 		}
-		upgraded := func(what string) bool {
-			return beforeUpgrades && slices.ContainsFunc(upgrades, func(u upgrade) bool { return u.suffix == suffix && u.what == what })
-		}
-		var lacks []string
-		for col, typ := range requiredColumns[suffix] {
-			have, ok := ts.columns[col]
-			switch {
-			case !ok && !upgraded("column "+col):
-				lacks = append(lacks, "column "+col)
-			case ok && typ != "" && have != typ && !upgraded("type of "+col):
-				lacks = append(lacks, fmt.Sprintf("type of %s (%s, not %s)", col, have, typ))
-			}
-		}
-		for _, idx := range requiredIndexes[suffix] {
-			if !ts.indexes[idx] && !upgraded("index "+idx) {
-				lacks = append(lacks, "index "+idx)
-			}
-		}
-		slices.Sort(lacks)
-		if suffix != "" {
-			for i := range lacks {
-				lacks[i] += " of the companion table " + suffix[1:]
-			}
-		}
-		out = append(out, lacks...)
 	}
 	return out
 }
 
-// readSchema reads the columns and indexes of the outbox table and its
-// companions.
-func (s *Store) readSchema(ctx context.Context) (schema, error) {
-	sc := schema{}
-	for _, suffix := range []string{"", consumersSuffix, consumptionSuffix} {
-		sc[suffix] = tableSchema{columns: map[string]string{}, indexes: map[string]bool{}}
-	}
-	of := func(table string) tableSchema { return sc[strings.TrimPrefix(table, s.table)] }
-	err := scanTriples(ctx, s.db, columnsSQL(s.t, s.table), func(table, column, typ string) {
-		of(table).columns[strings.ToLower(column)] = strings.ToLower(typ)
-	})
-	if err != nil {
-		return nil, err
-	}
-	err = scanTriples(ctx, s.db, indexesSQL(s.t, s.table), func(table, index, _ string) {
-		of(table).indexes[strings.ToLower(index)] = true
-	})
-	if err != nil {
-		return nil, err
-	}
-	return sc, nil
-}
-
-// scanTriples runs st, a query of three text columns, and passes each row
-// to f.
-func scanTriples(ctx context.Context, q querier, st statement, f func(a, b, c string)) error {
-	rows, err := st.query(ctx, q)
-	if err != nil {
-		return err
-	}
-	defer rows.Close()
-	for rows.Next() {
-		var a, b, c string
-		if err := rows.Scan(&a, &b, &c); err != nil {
+// execDDL runs a DDL statement, asking first for the algorithm it is
+// written with and, when the server refuses it (an older server, or a
+// table it cannot change that way), for the next cheaper one: INSTANT,
+// then INPLACE with LOCK=NONE, then whatever the server chooses.
+func execDDL(ctx context.Context, conn *sql.Conn, ddl string) error {
+	const instant, inplace = ", ALGORITHM=INSTANT", ", ALGORITHM=INPLACE, LOCK=NONE"
+	for {
+		_, err := conn.ExecContext(ctx, ddl)
+		if err == nil || !isAlgorithmRefused(err) {
 			return err
 		}
-		f(a, b, c)
+		switch {
+		case strings.HasSuffix(ddl, instant):
+			ddl = strings.TrimSuffix(ddl, instant) + inplace
+		case strings.HasSuffix(ddl, inplace):
+			ddl = strings.TrimSuffix(ddl, inplace)
+		default:
+			return err
+		}
 	}
-	return rows.Err()
 }
 
-// columnsSQL reads the columns of the outbox table and its companions:
-// table, column, data type.
-func columnsSQL(t *target, table string) statement {
-	return t.render("SELECT TABLE_NAME, COLUMN_NAME, DATA_TYPE FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME IN (?, ?, ?)",
-		table, consumersTable(table), consumptionTable(table))
+// Server errors the schema code tells apart. They belong with classify
+// (errors.go); they are here while that file is another change's.
+const (
+	erAlterOperationNotSupported       = 1845
+	erAlterOperationNotSupportedReason = 1846
+	erTableAccessDenied                = 1142
+	erDBAccessDenied                   = 1044
+)
+
+func mysqlErrNumber(err error) uint16 {
+	var me *mysqldrv.MySQLError
+	if errors.As(err, &me) {
+		return me.Number
+	}
+	return 0
 }
 
-// indexesSQL reads the indexes of the outbox table and its companions:
-// table, index, and an empty third column.
-func indexesSQL(t *target, table string) statement {
-	return t.render("SELECT DISTINCT TABLE_NAME, INDEX_NAME, '' FROM information_schema.STATISTICS WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME IN (?, ?, ?)",
-		table, consumersTable(table), consumptionTable(table))
+// isAlgorithmRefused reports the server's "ALGORITHM=… is not supported"
+// error.
+func isAlgorithmRefused(err error) bool {
+	n := mysqlErrNumber(err)
+	return n == erAlterOperationNotSupported || n == erAlterOperationNotSupportedReason
 }
 
-// notOurs reports a table of the same name made by something else, at
-// start-up rather than on the first claim.
-func (s *Store) notOurs(op string, missing []string) error {
-	return fmt.Errorf("mysql store: %s: table %q exists but lacks %s; it was not made by this store", op, s.table, strings.Join(missing, ", "))
+// isAccessDenied reports a statement the user has no right to run.
+func isAccessDenied(err error) bool {
+	n := mysqlErrNumber(err)
+	return n == erTableAccessDenied || n == erDBAccessDenied
+}
+
+// migrationLockSQL takes the named lock that makes Migrates of one table
+// take turns, waiting a second; the name is per database and table, and
+// short enough for MySQL's 64-character limit.
+const migrationLockSQL = "SELECT GET_LOCK(CONCAT('outboxrelay_migrate_', LEFT(SHA1(CONCAT(DATABASE(), '.', ?)), 40)), 1)"
+
+// migrationUnlockSQL releases the lock migrationLockSQL takes.
+const migrationUnlockSQL = "DO RELEASE_LOCK(CONCAT('outboxrelay_migrate_', LEFT(SHA1(CONCAT(DATABASE(), '.', ?)), 40)))"
+
+// lockMigration takes the migration lock on conn, waiting while another
+// instance migrates, until ctx is done.
+func (s *Store) lockMigration(ctx context.Context, conn *sql.Conn) error {
+	for {
+		var got sql.NullInt64
+		if err := conn.QueryRowContext(ctx, migrationLockSQL, s.table).Scan(&got); err != nil {
+			return s.wrap("migrate: wait for other instances' Migrate", err)
+		}
+		if got.Valid && got.Int64 == 1 {
+			return nil
+		}
+		if err := ctx.Err(); err != nil {
+			return s.wrap("migrate: wait for other instances' Migrate", err)
+		}
+	}
+}
+
+// closeSession gives conn back to the pool with the migration lock
+// released and lock_wait_timeout back to the server's default; when
+// that fails (or clean says there is nothing to undo), it is closed
+// instead, which undoes both.
+func closeSession(conn *sql.Conn, table string, clean bool) {
+	if !clean {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_, err := conn.ExecContext(ctx, "SET SESSION lock_wait_timeout = DEFAULT")
+		if err == nil {
+			_, err = conn.ExecContext(ctx, migrationUnlockSQL, table)
+		}
+		if err != nil {
+			// driver.ErrBadConn makes database/sql close the connection.
+			_ = conn.Raw(func(any) error { return driver.ErrBadConn })
+		}
+	}
+	_ = conn.Close()
 }

@@ -1,0 +1,302 @@
+package mysql
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+)
+
+// Verify checks that the tables exist and have the columns and indexes
+// the store needs, without creating or changing anything (Migrate does
+// that), so an application whose database user has no CREATE or ALTER
+// rights can check its schema at start-up. Tools call it first, so that
+// a wrong table name fails with a clear error. The error says what is
+// missing and the statements that would add it.
+//
+// A table at a newer schema version than this build knows passes, as long
+// as it has what this build needs.
+func (s *Store) Verify(ctx context.Context) error {
+	sc, err := s.readSchema(ctx, s.db)
+	if err != nil {
+		return s.wrap("verify", err)
+	}
+	if !sc.exists("") {
+		return fmt.Errorf("mysql store: table %q does not exist in this database (run Store.Migrate, or apply the SQL of: outboxctl schema --table %s)", s.table, s.table)
+	}
+	if missing := sc.missing(true); len(missing) > 0 {
+		return s.notOurs("verify", missing)
+	}
+	if pending := sc.pending(); len(pending) > 0 {
+		return fmt.Errorf("mysql store: verify: %s", sc.lacks(s.table, pending))
+	}
+	if missing := sc.missing(false); len(missing) > 0 {
+		return s.notOurs("verify", missing)
+	}
+	return nil
+}
+
+// SchemaStatus is what SchemaStatus found.
+type SchemaStatus struct {
+	// Version is the schema version of the tables: the one recorded in
+	// <table>_schema_version, or, for tables made before the record
+	// existed, the one their columns and indexes match. 0 when the outbox
+	// table does not exist.
+	Version int
+	// Recorded says whether Version is the recorded one.
+	Recorded bool
+	// Pending are the statements Migrate would run, in order, with the
+	// table names filled in.
+	Pending []string
+}
+
+// SchemaStatus reports the schema version of the tables and what Migrate
+// would do to them, without changing anything.
+func (s *Store) SchemaStatus(ctx context.Context) (SchemaStatus, error) {
+	sc, err := s.readSchema(ctx, s.db)
+	if err != nil {
+		return SchemaStatus{}, s.wrap("schema status", err)
+	}
+	st := SchemaStatus{Version: sc.recorded, Recorded: sc.recorded > 0}
+	if !st.Recorded && sc.exists("") {
+		st.Version = SchemaVersion
+		if pending := sc.pending(); len(pending) > 0 {
+			st.Version = pending[0].version - 1
+		}
+	}
+	if sc.exists("") {
+		if missing := sc.missing(true); len(missing) > 0 {
+			return st, s.notOurs("schema status", missing)
+		}
+	}
+	for _, p := range sc.plan(s.table) {
+		st.Pending = append(st.Pending, p.ddl)
+	}
+	return st, nil
+}
+
+// tableSchema is what information_schema says about one table.
+type tableSchema struct {
+	columns map[string]string // name → data type, lower case
+	indexes map[string]bool
+}
+
+// schema is the outbox table's and its companions', by suffix, and the
+// version recorded for them (0: none).
+type schema struct {
+	tables   map[string]tableSchema
+	recorded int
+}
+
+func (sc schema) exists(suffix string) bool { return len(sc.tables[suffix].columns) > 0 }
+
+// needs reports whether the step has yet to run on a table that exists
+// (a step on a table that does not exist yet is pending if the step that
+// creates the table is: see pending).
+func (sc schema) needs(u step) bool {
+	ts := sc.tables[u.suffix]
+	if u.what == "table" {
+		return !sc.exists(u.suffix)
+	}
+	if !sc.exists(u.suffix) {
+		return false
+	}
+	kind, name, _ := strings.Cut(u.what, " ")
+	switch kind {
+	case "index":
+		return !ts.indexes[name]
+	case "column":
+		_, ok := ts.columns[name]
+		return !ok
+	default: // "type of x"
+		col := strings.TrimPrefix(name, "of ")
+		have, ok := ts.columns[col]
+		return ok && have != requiredColumns[u.suffix][col]
+	}
+}
+
+// pending lists the upgrade steps the tables need, in order: those they
+// lack, and every step on a companion table that is yet to be created
+// (it is created as it was at the version that added it).
+func (sc schema) pending() []step {
+	if !sc.exists("") {
+		return nil // the CREATE statements make the current version
+	}
+	created := map[string]bool{}
+	var out []step
+	for _, u := range upgrades {
+		if u.what == "table" && sc.needs(u) {
+			created[u.suffix] = true
+		}
+		if created[u.suffix] || sc.needs(u) {
+			out = append(out, u)
+		}
+	}
+	return out
+}
+
+// describe names what a step adds, as "column x", "index x", "type of x
+// (varchar, not varbinary)" or "the companion table consumers", followed
+// for a companion table by " of the companion table consumers".
+func (sc schema) describe(u step, table string) string {
+	what := u.what
+	if what == "table" {
+		return "the companion table " + u.suffix[1:]
+	}
+	if col, ok := strings.CutPrefix(what, "type of "); ok {
+		if have, ok := sc.tables[u.suffix].columns[col]; ok {
+			what = fmt.Sprintf("%s (%s, not %s)", what, have, requiredColumns[u.suffix][col])
+		}
+	}
+	if u.suffix != "" {
+		what += " of the companion table " + u.suffix[1:]
+	}
+	return what
+}
+
+// lacks says what the pending steps add, and how to add it. When some of
+// the steps of the first version to reach are done and others are not (a
+// partial upgrade), it says which are there and which are missing.
+func (sc schema) lacks(table string, pending []step) string {
+	var done, missing, later []string
+	first := pending[0].version
+	for _, u := range upgrades {
+		switch {
+		case slices.Contains(pending, u) && u.version == first:
+			missing = append(missing, sc.describe(u, table))
+		case slices.Contains(pending, u):
+			later = append(later, sc.describe(u, table))
+		case u.version == first:
+			done = append(done, sc.describe(u, table))
+		}
+	}
+	var b strings.Builder
+	if len(done) > 0 {
+		fmt.Fprintf(&b, "table %q is part way through the upgrade to schema version %d: %s %s there but %s %s missing",
+			table, first, strings.Join(done, ", "), isAre(done), strings.Join(missing, ", "), isAre(missing))
+		if len(later) > 0 {
+			fmt.Fprintf(&b, "; later versions add %s", strings.Join(later, ", "))
+		}
+	} else {
+		fmt.Fprintf(&b, "table %q is at schema version %d and this store needs version %d: it lacks %s",
+			table, first-1, SchemaVersion, strings.Join(append(missing, later...), ", "))
+	}
+	b.WriteString(": run Store.Migrate, or apply:\n")
+	names := schemaNames(table)
+	for _, u := range pending {
+		fmt.Fprintf(&b, "\t%s;\n", names.Replace(u.ddl))
+	}
+	fmt.Fprintf(&b, "and record version %d (outboxctl schema --table %s --from %d --to %d prints the statements)", SchemaVersion, table, SchemaVersion, SchemaVersion)
+	return b.String()
+}
+
+func isAre(list []string) string {
+	if len(list) == 1 {
+		return "is"
+	}
+	return "are"
+}
+
+// missing lists what the tables lack, as "column x of t", "index x of t"
+// or "type of x of t". With beforeUpgrades, it leaves out what an upgrade
+// step adds, and a companion table that does not exist yet.
+func (sc schema) missing(beforeUpgrades bool) []string {
+	var out []string
+	for _, suffix := range []string{"", consumersSuffix, consumptionSuffix} {
+		ts := sc.tables[suffix]
+		if beforeUpgrades && suffix != "" && !sc.exists(suffix) {
+			continue
+		}
+		upgraded := func(what string) bool {
+			return beforeUpgrades && slices.ContainsFunc(upgrades, func(u step) bool { return u.suffix == suffix && u.what == what })
+		}
+		var lacks []string
+		for col, typ := range requiredColumns[suffix] {
+			have, ok := ts.columns[col]
+			switch {
+			case !ok && !upgraded("column "+col):
+				lacks = append(lacks, "column "+col)
+			case ok && typ != "" && have != typ && !upgraded("type of "+col):
+				lacks = append(lacks, fmt.Sprintf("type of %s (%s, not %s)", col, have, typ))
+			}
+		}
+		for _, idx := range requiredIndexes[suffix] {
+			if !ts.indexes[idx] && !upgraded("index "+idx) {
+				lacks = append(lacks, "index "+idx)
+			}
+		}
+		slices.Sort(lacks)
+		if suffix != "" {
+			for i := range lacks {
+				lacks[i] += " of the companion table " + suffix[1:]
+			}
+		}
+		out = append(out, lacks...)
+	}
+	return out
+}
+
+// readSchema reads the columns and indexes of the outbox table and its
+// companions, and the recorded schema version.
+func (s *Store) readSchema(ctx context.Context, q querier) (schema, error) {
+	sc := schema{tables: map[string]tableSchema{}}
+	for _, suffix := range []string{"", consumersSuffix, consumptionSuffix} {
+		sc.tables[suffix] = tableSchema{columns: map[string]string{}, indexes: map[string]bool{}}
+	}
+	of := func(table string) tableSchema { return sc.tables[strings.TrimPrefix(table, s.table)] }
+	err := scanTriples(ctx, q, columnsSQL(s.t, s.table), func(table, column, typ string) {
+		of(table).columns[strings.ToLower(column)] = strings.ToLower(typ)
+	})
+	if err != nil {
+		return sc, err
+	}
+	err = scanTriples(ctx, q, indexesSQL(s.t, s.table), func(table, index, _ string) {
+		of(table).indexes[strings.ToLower(index)] = true
+	})
+	if err != nil {
+		return sc, err
+	}
+	err = q.QueryRowContext(ctx, "SELECT COALESCE(MAX(version), 0) FROM `"+schemaVersionTable(s.table)+"`").Scan(&sc.recorded)
+	if classify(err) == classNoTable {
+		err = nil
+	}
+	return sc, err
+}
+
+// scanTriples runs st, a query of three text columns, and passes each row
+// to f.
+func scanTriples(ctx context.Context, q querier, st statement, f func(a, b, c string)) error {
+	rows, err := st.query(ctx, q)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var a, b, c string
+		if err := rows.Scan(&a, &b, &c); err != nil {
+			return err
+		}
+		f(a, b, c)
+	}
+	return rows.Err()
+}
+
+// columnsSQL reads the columns of the outbox table and its companions:
+// table, column, data type.
+func columnsSQL(t *target, table string) statement {
+	return t.render("SELECT TABLE_NAME, COLUMN_NAME, DATA_TYPE FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME IN (?, ?, ?)",
+		table, consumersTable(table), consumptionTable(table))
+}
+
+// indexesSQL reads the indexes of the outbox table and its companions:
+// table, index, and an empty third column.
+func indexesSQL(t *target, table string) statement {
+	return t.render("SELECT DISTINCT TABLE_NAME, INDEX_NAME, '' FROM information_schema.STATISTICS WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME IN (?, ?, ?)",
+		table, consumersTable(table), consumptionTable(table))
+}
+
+// notOurs reports a table of the same name made by something else, at
+// start-up rather than on the first claim.
+func (s *Store) notOurs(op string, missing []string) error {
+	return fmt.Errorf("mysql store: %s: table %q exists but lacks %s; it was not made by this store", op, s.table, strings.Join(missing, ", "))
+}
