@@ -156,30 +156,43 @@ func (sc schema) describe(u step, table string) string {
 
 // lacks says what the pending steps add, and how to add it. When some of
 // the steps of the first version to reach are done and others are not (a
-// partial upgrade), it says which are there and which are missing.
+// partial upgrade), it says which are there and which are missing, on
+// the same table where it can.
 func (sc schema) lacks(table string, pending []step) string {
-	var done, missing, later []string
 	first := pending[0].version
+	isPending := func(u step) bool { return slices.Contains(pending, u) }
+	// The tables of the first version that are part way: some of their
+	// steps done, some not.
+	partWay := func(suffix string) bool {
+		return slices.ContainsFunc(upgrades, func(u step) bool { return u.version == first && u.suffix == suffix && !isPending(u) }) &&
+			slices.ContainsFunc(pending, func(u step) bool { return u.version == first && u.suffix == suffix && u.what != "table" })
+	}
+	near := func(u step) bool { return u.version == first && partWay(u.suffix) }
+	if !slices.ContainsFunc(upgrades, near) {
+		// Done steps on other tables of the version, if any.
+		near = func(u step) bool { return u.version == first }
+	}
+	var done, missing, rest []string
 	for _, u := range upgrades {
 		switch {
-		case slices.Contains(pending, u) && u.version == first:
-			missing = append(missing, sc.describe(u, table))
-		case slices.Contains(pending, u):
-			later = append(later, sc.describe(u, table))
-		case u.version == first:
+		case near(u) && !isPending(u):
 			done = append(done, sc.describe(u, table))
+		case near(u):
+			missing = append(missing, sc.describe(u, table))
+		case isPending(u):
+			rest = append(rest, sc.describe(u, table))
 		}
 	}
 	var b strings.Builder
 	if len(done) > 0 {
 		fmt.Fprintf(&b, "table %q is part way through the upgrade to schema version %d: %s %s there but %s %s missing",
 			table, first, strings.Join(done, ", "), isAre(done), strings.Join(missing, ", "), isAre(missing))
-		if len(later) > 0 {
-			fmt.Fprintf(&b, "; later versions add %s", strings.Join(later, ", "))
+		if len(rest) > 0 {
+			fmt.Fprintf(&b, "; it also lacks %s", strings.Join(rest, ", "))
 		}
 	} else {
 		fmt.Fprintf(&b, "table %q is at schema version %d and this store needs version %d: it lacks %s",
-			table, first-1, SchemaVersion, strings.Join(append(missing, later...), ", "))
+			table, first-1, SchemaVersion, strings.Join(append(missing, rest...), ", "))
 	}
 	b.WriteString(": run Store.Migrate, or apply:\n")
 	names := schemaNames(table)

@@ -1,0 +1,310 @@
+package mysql_test
+
+import (
+	"context"
+	"crypto/rand"
+	"database/sql"
+	"encoding/hex"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	mysqldrv "github.com/go-sql-driver/mysql"
+	"github.com/stretchr/testify/require"
+
+	"github.com/outboxrelay/outboxrelay/internal/testutil"
+	"github.com/outboxrelay/outboxrelay/outbox"
+	"github.com/outboxrelay/outboxrelay/outbox/backend"
+	"github.com/outboxrelay/outboxrelay/store/mysql"
+)
+
+// version1 is the outbox table as the first version of the store made
+// it (commit 94186a2): no idx_key, no fanout, no companion tables.
+// version2 added idx_key (commit 4070e8a); version 3 is previousRelease.
+const version1 = `CREATE TABLE room_outbox (
+  id BIGINT UNSIGNED NOT NULL AUTO_INCREMENT,
+  event_id VARCHAR(255) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NOT NULL,
+  event_key VARCHAR(255) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NOT NULL DEFAULT '',
+  event_type VARCHAR(255) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NOT NULL,
+  payload LONGBLOB NOT NULL,
+  headers TEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NULL,
+  status VARCHAR(16) CHARACTER SET ascii COLLATE ascii_bin NOT NULL DEFAULT 'pending',
+  retry_count INT UNSIGNED NOT NULL DEFAULT 0,
+  last_error VARCHAR(512) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NULL,
+  created_at DATETIME(6) NOT NULL,
+  next_attempt_at DATETIME(6) NOT NULL,
+  published_at DATETIME(6) NULL,
+  lease_owner VARCHAR(255) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NULL,
+  lease_token CHAR(32) CHARACTER SET ascii COLLATE ascii_bin NULL,
+  PRIMARY KEY (id), UNIQUE KEY uk_event_id (event_id), KEY idx_due (status, next_attempt_at, id)
+) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin`
+
+// oldSchema returns the DDL of schema version v (1 to 3), without data.
+func oldSchema(v int) []string {
+	switch v {
+	case 1:
+		return []string{version1}
+	case 2:
+		return []string{strings.Replace(version1, "KEY idx_due (status, next_attempt_at, id)",
+			"KEY idx_due (status, next_attempt_at, id), KEY idx_key (status, event_key, id)", 1)}
+	case 3:
+		return previousRelease[:3]
+	}
+	panic(v)
+}
+
+// oldRows fills tables of schema version v with a pending, a published
+// and a dead record (and, from version 3, a consumer with a pending,
+// published and dead consumption row).
+func oldRows(v int) []string {
+	out := []string{
+		"INSERT INTO room_outbox (event_id, event_key, event_type, payload, headers, status, retry_count, last_error, created_at, next_attempt_at, published_at) VALUES" +
+			" ('pend', 'room-\té', 'T', x'00ff', '{\"a\":\"b\"}', 'pending', 1, 'boom', UTC_TIMESTAMP(6) - INTERVAL 1 MINUTE, UTC_TIMESTAMP(6) - INTERVAL 1 SECOND, NULL)," +
+			" ('pub', 'k', 'T', 'p', NULL, 'published', 0, NULL, UTC_TIMESTAMP(6) - INTERVAL 1 MINUTE, UTC_TIMESTAMP(6), UTC_TIMESTAMP(6))," +
+			" ('dead', 'k', 'T', 'p', NULL, 'dead', 5, 'gave up', UTC_TIMESTAMP(6) - INTERVAL 1 MINUTE, UTC_TIMESTAMP(6), NULL)",
+	}
+	if v >= 3 {
+		out = append(out,
+			"UPDATE room_outbox SET fanout = 1",
+			"INSERT INTO room_outbox_consumers (name, start_seq, created_at) VALUES ('activity', 1, UTC_TIMESTAMP(6))",
+			"INSERT INTO room_outbox_consumption (consumer, msg_id, event_id, event_key, event_type, status, retry_count, created_at, next_attempt_at)"+
+				" SELECT 'activity', id, event_id, event_key, event_type, status, retry_count, created_at, next_attempt_at FROM room_outbox")
+	}
+	return out
+}
+
+// snapshot is the contents of the outbox table and, where it exists, the
+// consumption and consumers tables, one string per row.
+func snapshot(t *testing.T, db *sql.DB) []string {
+	t.Helper()
+	queries := []string{
+		"SELECT CONCAT_WS('|', id, event_id, HEX(event_key), event_type, HEX(payload), COALESCE(headers, '-'), status, retry_count," +
+			" COALESCE(last_error, '-'), created_at, next_attempt_at, COALESCE(published_at, '-')) FROM room_outbox ORDER BY id",
+	}
+	var n int
+	require.NoError(t, db.QueryRow("SELECT COUNT(*) FROM information_schema.TABLES WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = 'room_outbox_consumption'").Scan(&n))
+	if n > 0 {
+		queries = append(queries,
+			"SELECT CONCAT_WS('|', consumer, msg_id, event_id, HEX(event_key), status, retry_count, created_at, next_attempt_at) FROM room_outbox_consumption ORDER BY consumer, msg_id",
+			"SELECT CONCAT_WS('|', name, start_seq, COALESCE(backfill_cursor, '-'), created_at) FROM room_outbox_consumers ORDER BY name")
+	}
+	var out []string
+	for _, q := range queries {
+		rows, err := db.Query(q)
+		require.NoError(t, err)
+		for rows.Next() {
+			var s string
+			require.NoError(t, rows.Scan(&s))
+			out = append(out, s)
+		}
+		require.NoError(t, rows.Err())
+		require.NoError(t, rows.Close())
+	}
+	return out
+}
+
+func execAll(t *testing.T, db *sql.DB, stmts []string) {
+	t.Helper()
+	for _, st := range stmts {
+		_, err := db.Exec(st)
+		require.NoError(t, err, st)
+	}
+}
+
+// TestMigrateUpgradesEveryVersion: Migrate brings tables of every earlier
+// schema version, with data in them, to the current one, records the
+// version, loses nothing, and the pending records are then delivered.
+func TestMigrateUpgradesEveryVersion(t *testing.T) {
+	for v := 1; v < mysql.SchemaVersion; v++ {
+		t.Run(fmt.Sprintf("from version %d", v), func(t *testing.T) {
+			d := testutil.NewDatabase(t)
+			ctx := context.Background()
+			execAll(t, d.DB, oldSchema(v))
+			execAll(t, d.DB, oldRows(v))
+			before := snapshot(t, d.DB)
+			s, err := mysql.New(d.DB, mysql.Options{Table: testTable})
+			require.NoError(t, err)
+			st, err := s.SchemaStatus(ctx)
+			require.NoError(t, err)
+			require.Equal(t, mysql.SchemaStatus{Version: v, Recorded: false, Pending: st.Pending}, st, "recognised by its columns and indexes")
+			require.NotEmpty(t, st.Pending)
+
+			require.NoError(t, s.Migrate(ctx))
+			require.NoError(t, s.Verify(ctx))
+			st, err = s.SchemaStatus(ctx)
+			require.NoError(t, err)
+			require.Equal(t, mysql.SchemaStatus{Version: mysql.SchemaVersion, Recorded: true}, st)
+			after := snapshot(t, d.DB)
+			require.Equal(t, before, after[:len(before)], "every row and field kept")
+
+			b, err := s.Claim(ctx, backend.ClaimParams{Owner: "t", Limit: 10, LeaseFor: time.Minute})
+			require.NoError(t, err)
+			require.Equal(t, []string{"pend"}, recordIDs(b.Records), "the pending record is delivered; published and dead ones are not")
+			require.Equal(t, "room-\té", b.Records[0].Key)
+			require.Equal(t, []byte{0, 0xff}, b.Records[0].Payload)
+			if v >= 3 {
+				b, err := consumer(t, s, "activity").Claim(ctx, backend.ClaimParams{Owner: "t", Limit: 10, LeaseFor: time.Minute})
+				require.NoError(t, err)
+				require.Equal(t, []string{"pend"}, recordIDs(b.Records), "the named consumer's pending record too")
+			}
+		})
+	}
+}
+
+// TestMigrateRecordsTablesFromBeforeTheRecord: current tables made
+// before the version record existed get it, and nothing else.
+func TestMigrateRecordsTablesFromBeforeTheRecord(t *testing.T) {
+	d := testutil.NewDatabase(t)
+	ctx := context.Background()
+	s := newStore(t, d.DB)
+	execAll(t, d.DB, []string{"DROP TABLE room_outbox_schema_version"})
+	st, err := s.SchemaStatus(ctx)
+	require.NoError(t, err)
+	require.Equal(t, mysql.SchemaVersion, st.Version)
+	require.False(t, st.Recorded)
+	require.Len(t, st.Pending, 2, "only the record: %q", st.Pending)
+	require.NoError(t, s.Migrate(ctx))
+	st, err = s.SchemaStatus(ctx)
+	require.NoError(t, err)
+	require.Equal(t, mysql.SchemaStatus{Version: mysql.SchemaVersion, Recorded: true}, st)
+}
+
+// TestConcurrentMigratesFromVersion1: instances starting at once on
+// version 1 tables all succeed, and the data is kept.
+func TestConcurrentMigratesFromVersion1(t *testing.T) {
+	d := testutil.NewDatabase(t)
+	execAll(t, d.DB, oldSchema(1))
+	execAll(t, d.DB, oldRows(1))
+	before := snapshot(t, d.DB)
+	const n = 3
+	errs := make(chan error, n)
+	for range n {
+		s, err := mysql.New(d.Open(t), mysql.Options{Table: testTable})
+		require.NoError(t, err)
+		go func() { errs <- s.Migrate(context.Background()) }()
+	}
+	for range n {
+		require.NoError(t, <-errs)
+	}
+	s := newStore(t, d.DB)
+	require.NoError(t, s.Verify(context.Background()))
+	require.Equal(t, before, snapshot(t, d.DB))
+}
+
+// TestVerifyNamesAPartialUpgrade: a DBA who added the fanout column but
+// not its index is told exactly that, and the statement that adds it;
+// Migrate finishes the upgrade.
+func TestVerifyNamesAPartialUpgrade(t *testing.T) {
+	d := testutil.NewDatabase(t)
+	ctx := context.Background()
+	execAll(t, d.DB, oldSchema(2))
+	execAll(t, d.DB, []string{"ALTER TABLE room_outbox ADD COLUMN fanout TINYINT UNSIGNED NOT NULL DEFAULT 0"})
+	s, err := mysql.New(d.DB, mysql.Options{Table: testTable})
+	require.NoError(t, err)
+	err = s.Verify(ctx)
+	require.Error(t, err)
+	t.Log(err)
+	require.ErrorContains(t, err, "column fanout is there but index idx_fanout is missing")
+	require.ErrorContains(t, err, "run Store.Migrate, or apply:\n\tALTER TABLE `room_outbox` ADD INDEX idx_fanout (fanout, id), ALGORITHM=INPLACE, LOCK=NONE;")
+	require.NotContains(t, err.Error(), "not made by this store")
+	require.NoError(t, s.Migrate(ctx))
+	require.NoError(t, s.Verify(ctx))
+}
+
+// TestMigrateWithoutDDLRights: a database user with only SELECT, INSERT,
+// UPDATE and DELETE can Verify, and Migrate current tables (it runs no
+// DDL on them); on tables that need an upgrade, both say what to run.
+func TestMigrateWithoutDDLRights(t *testing.T) {
+	d := testutil.NewDatabase(t)
+	ctx := context.Background()
+	require.NoError(t, newStore(t, d.DB).Verify(ctx))
+	limited := limitedUser(t, d)
+	s, err := mysql.New(limited, mysql.Options{Table: testTable})
+	require.NoError(t, err)
+	require.NoError(t, s.Verify(ctx))
+	require.NoError(t, s.Migrate(ctx), "current tables: no DDL, no ALTER rights needed")
+	require.NoError(t, s.Enqueue(ctx, limited, nil, outbox.Message{ID: "m1", Type: "T"}))
+
+	execAll(t, d.DB, []string{"ALTER TABLE room_outbox DROP INDEX idx_fanout"})
+	err = s.Verify(ctx)
+	require.ErrorContains(t, err, "index idx_fanout is missing")
+	err = s.Migrate(ctx)
+	require.ErrorContains(t, err, "index idx_fanout")
+	require.ErrorContains(t, err, "ALTER TABLE `room_outbox` ADD INDEX idx_fanout")
+	require.ErrorContains(t, err, "denied")
+}
+
+// limitedUser creates a user with SELECT, INSERT, UPDATE and DELETE on
+// d's database only, dropped when the test ends, and returns a pool
+// connected as it.
+func limitedUser(t *testing.T, d *testutil.Database) *sql.DB {
+	t.Helper()
+	b := make([]byte, 6)
+	_, _ = rand.Read(b)
+	user, pass := "app_"+hex.EncodeToString(b), hex.EncodeToString(b)+"Pw"
+	execAll(t, d.DB, []string{
+		fmt.Sprintf("CREATE USER '%s'@'%%' IDENTIFIED BY '%s'", user, pass),
+		fmt.Sprintf("GRANT SELECT, INSERT, UPDATE, DELETE ON `%s`.* TO '%s'@'%%'", d.Name, user),
+	})
+	t.Cleanup(func() { _, _ = d.DB.Exec(fmt.Sprintf("DROP USER '%s'@'%%'", user)) })
+	cfg, err := mysqldrv.ParseDSN(d.DSN)
+	require.NoError(t, err)
+	cfg.User, cfg.Passwd = user, pass
+	return testutil.OpenDSN(t, cfg.FormatDSN())
+}
+
+// TestSchemaSQLMakesWhatMigrateMakes: the SQL SchemaSQL prints (and
+// outboxctl schema with it), applied by hand, gives the tables Migrate
+// gives: on an empty database, and from version 1.
+func TestSchemaSQLMakesWhatMigrateMakes(t *testing.T) {
+	for _, from := range []int{0, 1} {
+		t.Run(fmt.Sprintf("from %d", from), func(t *testing.T) {
+			byHand, byMigrate := testutil.NewDatabase(t), testutil.NewDatabase(t)
+			if from > 0 {
+				execAll(t, byHand.DB, oldSchema(from))
+				execAll(t, byMigrate.DB, oldSchema(from))
+			}
+			script, err := mysql.SchemaSQL(testTable, from, mysql.SchemaVersion)
+			require.NoError(t, err)
+			cfg, err := mysqldrv.ParseDSN(byHand.DSN)
+			require.NoError(t, err)
+			cfg.MultiStatements = true
+			_, err = testutil.OpenDSN(t, cfg.FormatDSN()).Exec(script)
+			require.NoError(t, err)
+			s, err := mysql.New(byMigrate.DB, mysql.Options{Table: testTable})
+			require.NoError(t, err)
+			require.NoError(t, s.Migrate(context.Background()))
+			hand, migrated := describeTables(t, byHand.DB), describeTables(t, byMigrate.DB)
+			require.NotEmpty(t, hand)
+			require.Equal(t, migrated, hand)
+			require.NoError(t, newStoreOn(t, byHand.DB).Verify(context.Background()))
+		})
+	}
+}
+
+// describeTables lists the columns and indexes of the database's tables,
+// one string each, as information_schema has them.
+func describeTables(t *testing.T, db *sql.DB) []string {
+	t.Helper()
+	var out []string
+	for _, q := range []string{
+		"SELECT CONCAT_WS('|', TABLE_NAME, ORDINAL_POSITION, COLUMN_NAME, COLUMN_TYPE, IS_NULLABLE, COALESCE(COLUMN_DEFAULT, '-')," +
+			" COALESCE(CHARACTER_SET_NAME, '-'), COALESCE(COLLATION_NAME, '-'), EXTRA) FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = DATABASE()",
+		"SELECT CONCAT_WS('|', TABLE_NAME, INDEX_NAME, NON_UNIQUE, SEQ_IN_INDEX, COLUMN_NAME) FROM information_schema.STATISTICS WHERE TABLE_SCHEMA = DATABASE()",
+		"SELECT CONCAT_WS('|', TABLE_NAME, ENGINE, TABLE_COLLATION) FROM information_schema.TABLES WHERE TABLE_SCHEMA = DATABASE()",
+	} {
+		rows, err := db.Query(q)
+		require.NoError(t, err)
+		for rows.Next() {
+			var s string
+			require.NoError(t, rows.Scan(&s))
+			out = append(out, s)
+		}
+		require.NoError(t, rows.Err())
+		require.NoError(t, rows.Close())
+	}
+	slices.Sort(out)
+	return out
+}
