@@ -7,6 +7,8 @@
 //	outboxctl requeue ID | --type/--key/--older-than/--error-contains/--all  [--consumer NAME]
 //	outboxctl purge --older-than DURATION   delete published records every consumer is done with (retention)
 //	outboxctl consumers [list] | add NAME --from now|beginning | remove NAME
+//	outboxctl schema [--from V] [--to V]    the schema's SQL for --table, for a migration tool or a DBA
+//	outboxctl migrate                       create or upgrade the tables (Store.Migrate)
 //	outboxctl version                       the build: module version, VCS revision, Go version
 //	outboxctl help [COMMAND]                a command's flags
 //
@@ -14,7 +16,7 @@
 // then MYSQL_DSN; usage and errors never show a DSN's password), --table
 // (default "outbox"), --timeout (default 30s: the most any one database
 // operation may take, connecting included) and --json. requeue, purge,
-// consumers add and consumers remove change data: without --yes they only
+// consumers add, consumers remove and migrate change data: without --yes they only
 // show what they would do (and exit 3); --dry-run does the same and exits
 // 0.
 //
@@ -93,6 +95,8 @@ var commands = map[string]command{
 	"purge":     {"delete published records older than --older-than that every consumer is done with (retention)", runPurge},
 	"consumers": {"list, add (--from now|beginning) and remove the named consumers of the table", runConsumers},
 	"version":   {"the build: module version, VCS revision and Go version", runVersion},
+	"schema":    {"print the SQL of the schema (--from/--to VERSION), for a migration tool or a DBA; needs no database", runSchema},
+	"migrate":   {"create or upgrade the tables to the current schema version (what Store.Migrate does)", runMigrate},
 }
 
 func main() {
