@@ -38,6 +38,12 @@ const (
 	classDuplicateIndex
 	// classDuplicateColumn: a column of that name exists (likewise).
 	classDuplicateColumn
+	// classAlgorithmRefused: the server cannot run an ALTER with the
+	// ALGORITHM or LOCK asked for (Migrate falls back to a slower one).
+	classAlgorithmRefused
+	// classAccessDenied: the user may not run the statement (a Migrate by
+	// a user without DDL rights).
+	classAccessDenied
 )
 
 // MySQL and MariaDB error numbers the store tells apart.
@@ -55,6 +61,11 @@ const (
 	crServerGone        = 2006
 	crServerLost        = 2013
 	erClientInteraction = 4031 // MySQL 8: disconnected for inactivity
+
+	erAlterOperationNotSupported       = 1845
+	erAlterOperationNotSupportedReason = 1846
+	erTableAccessDenied                = 1142
+	erDBAccessDenied                   = 1044
 )
 
 func (c errClass) String() string {
@@ -73,6 +84,10 @@ func (c errClass) String() string {
 		return "duplicate index name"
 	case classDuplicateColumn:
 		return "duplicate column name"
+	case classAlgorithmRefused:
+		return "algorithm refused"
+	case classAccessDenied:
+		return "access denied"
 	}
 	return "other"
 }
@@ -97,6 +112,10 @@ func classify(err error) errClass {
 			return classDuplicateIndex
 		case erDupFieldName:
 			return classDuplicateColumn
+		case erAlterOperationNotSupported, erAlterOperationNotSupportedReason:
+			return classAlgorithmRefused
+		case erTableAccessDenied, erDBAccessDenied:
+			return classAccessDenied
 		case erServerShutdown, erQueryInterrupted, erConnectionKilled, crServerGone, crServerLost, erClientInteraction:
 			return classConnection
 		}

@@ -30,6 +30,8 @@ func TestClassify(t *testing.T) {
 		// MariaDB 11.8 raised it in the consumers' hand-over (INSERT …
 		// SELECT … ON DUPLICATE KEY UPDATE) under READ COMMITTED.
 		{"record changed since last read", my(1020), classDeadlock, true},
+		{"algorithm refused", my(1846), classAlgorithmRefused, false},
+		{"table access denied", my(1142), classAccessDenied, false},
 		{"lock wait timeout", my(1205), classLockWait, true},
 		{"no table", my(1146), classNoTable, false},
 		{"duplicate index name", my(1061), classDuplicateIndex, false},

@@ -4,13 +4,10 @@ import (
 	"context"
 	"database/sql"
 	"database/sql/driver"
-	"errors"
 	"fmt"
 	"math"
 	"strings"
 	"time"
-
-	mysqldrv "github.com/go-sql-driver/mysql"
 )
 
 // consumersTable and consumptionTable name the companion tables of an
@@ -223,35 +220,12 @@ func execDDL(ctx context.Context, conn *sql.Conn, ddl string) error {
 	}
 }
 
-// Server errors the schema code tells apart. They belong with classify
-// (errors.go); they are here while that file is another change's.
-const (
-	erAlterOperationNotSupported       = 1845
-	erAlterOperationNotSupportedReason = 1846
-	erTableAccessDenied                = 1142
-	erDBAccessDenied                   = 1044
-)
-
-func mysqlErrNumber(err error) uint16 {
-	var me *mysqldrv.MySQLError
-	if errors.As(err, &me) {
-		return me.Number
-	}
-	return 0
-}
-
 // isAlgorithmRefused reports the server's "ALGORITHM=… is not supported"
 // error.
-func isAlgorithmRefused(err error) bool {
-	n := mysqlErrNumber(err)
-	return n == erAlterOperationNotSupported || n == erAlterOperationNotSupportedReason
-}
+func isAlgorithmRefused(err error) bool { return classify(err) == classAlgorithmRefused }
 
 // isAccessDenied reports a statement the user has no right to run.
-func isAccessDenied(err error) bool {
-	n := mysqlErrNumber(err)
-	return n == erTableAccessDenied || n == erDBAccessDenied
-}
+func isAccessDenied(err error) bool { return classify(err) == classAccessDenied }
 
 // migrationLockSQL takes the named lock that makes Migrates of one table
 // take turns, waiting a second; the name is per database and table, and

@@ -308,3 +308,35 @@ func describeTables(t *testing.T, db *sql.DB) []string {
 	slices.Sort(out)
 	return out
 }
+
+// TestMigrateGivesUpOnALockedTable: an upgrade's ALTER waits at most
+// LockWaitTimeout for its table's metadata lock, which any open
+// transaction that touched the table holds, and fails with a lock wait
+// timeout instead of queueing every later statement on the table behind
+// it for the server's default wait (a year on MariaDB).
+func TestMigrateGivesUpOnALockedTable(t *testing.T) {
+	d := testutil.NewDatabase(t)
+	ctx := context.Background()
+	execAll(t, d.DB, oldSchema(2))
+	blocker, err := d.DB.BeginTx(ctx, nil)
+	require.NoError(t, err)
+	defer func() { _ = blocker.Rollback() }()
+	var n int
+	require.NoError(t, blocker.QueryRowContext(ctx, "SELECT COUNT(*) FROM room_outbox").Scan(&n))
+
+	s, err := mysql.New(d.Open(t), mysql.Options{Table: testTable})
+	require.NoError(t, err)
+	// The context is the test's safety net: without the session setting
+	// the ALTER would wait until it ends, and the error would be the
+	// context's, not the server's.
+	runCtx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	err = s.MigrateWith(runCtx, mysql.MigrateOptions{LockWaitTimeout: time.Second})
+	require.Error(t, err)
+	require.NoError(t, runCtx.Err(), "the server gave up, not the test's deadline")
+	require.True(t, mysql.IsTransient(err), "a lock wait timeout, which a retry at the next start may pass: %v", err)
+	require.ErrorContains(t, err, "Lock wait timeout")
+
+	require.NoError(t, blocker.Rollback())
+	require.NoError(t, s.MigrateWith(ctx, mysql.MigrateOptions{LockWaitTimeout: time.Second}), "once the transaction ends, it goes through")
+}
