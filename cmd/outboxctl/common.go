@@ -244,6 +244,18 @@ func call0(c *cli, op func(ctx context.Context) error) error {
 // connect opens the database and checks that the table is an outbox
 // table, without changing anything.
 func (c *cli) connect() (int, bool) {
+	if code, ok := c.open(); !ok {
+		return code, false
+	}
+	if err := call0(c, c.store.Verify); err != nil {
+		return c.fail(exitFailed, err), false
+	}
+	return exitOK, true
+}
+
+// open opens the database and makes the store, without checking the
+// table (migrate makes or upgrades it).
+func (c *cli) open() (int, bool) {
 	if c.timeout <= 0 {
 		return c.usageError("--timeout %v: must be positive", c.timeout), false
 	}
@@ -278,9 +290,6 @@ func (c *cli) connect() (int, bool) {
 	}
 	if c.store, err = mysql.New(c.db, mysql.Options{Table: c.table}); err != nil {
 		return c.usageError("%v", err), false
-	}
-	if err := call0(c, c.store.Verify); err != nil {
-		return c.fail(exitFailed, err), false
 	}
 	return exitOK, true
 }

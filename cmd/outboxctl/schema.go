@@ -1,14 +1,9 @@
 package main
 
 import (
-	"database/sql"
-	"errors"
 	"fmt"
 	"strings"
 
-	mysqldrv "github.com/go-sql-driver/mysql"
-
-	"github.com/outboxrelay/outboxrelay/internal/dsnsafe"
 	"github.com/outboxrelay/outboxrelay/store/mysql"
 )
 
@@ -75,44 +70,4 @@ func runMigrate(c *cli, args []string) int {
 	}
 	fmt.Fprintf(c.out, "table %s is at schema version %d\n", c.table, mysql.SchemaVersion)
 	return exitOK
-}
-
-// open is connect without its check of the table, which migrate makes or
-// upgrades. (connect could be split into open and verify; common.go is
-// another change's.)
-func (c *cli) open() (int, bool) {
-	if c.timeout <= 0 {
-		return c.usageError("--timeout %v: must be positive", c.timeout), false
-	}
-	if c.dsn == "" {
-		c.dsn = dsnFromEnv()
-	}
-	if c.dsn == "" {
-		return c.usageError("no database: pass --dsn or set OUTBOXCTL_DSN"), false
-	}
-	cfg, err := dsnsafe.Parse(c.dsn)
-	if err != nil {
-		return c.usageError("--dsn: %v", err), false
-	}
-	target := dsnsafe.Target(cfg)
-	if cfg.DBName == "" {
-		return c.usageError("--dsn %s names no database", target), false
-	}
-	connector, err := mysqldrv.NewConnector(cfg)
-	if err != nil {
-		return c.fail(exitFailed, fmt.Errorf("--dsn %s: %w", target, dsnsafe.Err(err, cfg.Passwd))), false
-	}
-	c.db = sql.OpenDB(connector)
-	c.db.SetMaxOpenConns(2)
-	if err := call0(c, c.db.PingContext); err != nil {
-		code := exitFailed
-		if te := (*timeoutError)(nil); errors.As(err, &te) {
-			code = exitTimeout
-		}
-		return c.errorf(code, "cannot reach %s: %v", target, dsnsafe.Err(err, cfg.Passwd)), false
-	}
-	if c.store, err = mysql.New(c.db, mysql.Options{Table: c.table}); err != nil {
-		return c.usageError("%v", err), false
-	}
-	return exitOK, true
 }
