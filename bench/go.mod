@@ -9,7 +9,7 @@ require (
 	github.com/ThreeDotsLabs/watermill-sql/v4 v4.1.2
 	github.com/go-sql-driver/mysql v1.10.1
 	github.com/google/uuid v1.6.0
-	github.com/outboxrelay/outboxrelay v0.0.0
+	github.com/outboxrelay/outboxrelay v0.1.0
 	golang.org/x/time v0.16.0
 )
 

@@ -10,9 +10,9 @@ go 1.26.0
 require (
 	github.com/dolthub/go-mysql-server v0.20.0
 	github.com/go-sql-driver/mysql v1.10.1
-	github.com/outboxrelay/outboxrelay v0.0.0
-	github.com/outboxrelay/outboxrelay/outbox/outboxprom v0.0.0
-	github.com/outboxrelay/outboxrelay/sink/tencentim v0.0.0
+	github.com/outboxrelay/outboxrelay v0.1.0
+	github.com/outboxrelay/outboxrelay/outbox/outboxprom v0.1.0
+	github.com/outboxrelay/outboxrelay/sink/tencentim v0.1.0
 	github.com/prometheus/client_golang v1.25.0
 	github.com/sirupsen/logrus v1.9.4
 	github.com/testcontainers/testcontainers-go/modules/mysql v0.45.0

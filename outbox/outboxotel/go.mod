@@ -6,7 +6,7 @@ go 1.26.0
 // require OpenTelemetry. Only the OTel API (otel, otel/trace) is needed
 // at run time; the application brings its SDK and exporter.
 require (
-	github.com/outboxrelay/outboxrelay v0.0.0
+	github.com/outboxrelay/outboxrelay v0.1.0
 	go.opentelemetry.io/otel v1.47.0
 	go.opentelemetry.io/otel/trace v1.47.0
 )

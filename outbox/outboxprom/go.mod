@@ -5,7 +5,7 @@ go 1.26.0
 // A module of its own, so that a user of outbox and store/mysql does not
 // require the Prometheus client.
 require (
-	github.com/outboxrelay/outboxrelay v0.0.0
+	github.com/outboxrelay/outboxrelay v0.1.0
 	github.com/prometheus/client_golang v1.25.0
 )
 

@@ -6,7 +6,7 @@ go 1.26.0
 // outbox and store/mysql does not require nats.go.
 require (
 	github.com/nats-io/nats.go v1.55.0
-	github.com/outboxrelay/outboxrelay v0.0.0
+	github.com/outboxrelay/outboxrelay v0.1.0
 )
 
 // For tests only:

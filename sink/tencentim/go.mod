@@ -5,7 +5,7 @@ go 1.26.0
 // A module of its own (as Watermill ships each pub/sub), so that a user of
 // outbox and store/mysql does not require the UserSig library and x/time.
 require (
-	github.com/outboxrelay/outboxrelay v0.0.0
+	github.com/outboxrelay/outboxrelay v0.1.0
 	github.com/tencentyun/tls-sig-api-v2-golang v1.4.0
 	golang.org/x/time v0.16.0
 )
