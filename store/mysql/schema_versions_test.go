@@ -90,6 +90,13 @@ func snapshot(t *testing.T, db *sql.DB) []string {
 			"SELECT CONCAT_WS('|', consumer, msg_id, event_id, HEX(event_key), status, retry_count, created_at, next_attempt_at) FROM room_outbox_consumption ORDER BY consumer, msg_id",
 			"SELECT CONCAT_WS('|', name, start_seq, COALESCE(backfill_cursor, '-'), created_at) FROM room_outbox_consumers ORDER BY name")
 	}
+	return rowStrings(t, db, queries...)
+}
+
+// rowStrings runs each query, which selects one string column, and
+// returns every row's string, in order.
+func rowStrings(t *testing.T, db *sql.DB, queries ...string) []string {
+	t.Helper()
 	var out []string
 	for _, q := range queries {
 		rows, err := db.Query(q)
@@ -288,23 +295,12 @@ func TestSchemaSQLMakesWhatMigrateMakes(t *testing.T) {
 // one string each, as information_schema has them.
 func describeTables(t *testing.T, db *sql.DB) []string {
 	t.Helper()
-	var out []string
-	for _, q := range []string{
-		"SELECT CONCAT_WS('|', TABLE_NAME, ORDINAL_POSITION, COLUMN_NAME, COLUMN_TYPE, IS_NULLABLE, COALESCE(COLUMN_DEFAULT, '-')," +
+	out := rowStrings(t, db,
+		"SELECT CONCAT_WS('|', TABLE_NAME, ORDINAL_POSITION, COLUMN_NAME, COLUMN_TYPE, IS_NULLABLE, COALESCE(COLUMN_DEFAULT, '-'),"+
 			" COALESCE(CHARACTER_SET_NAME, '-'), COALESCE(COLLATION_NAME, '-'), EXTRA) FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = DATABASE()",
 		"SELECT CONCAT_WS('|', TABLE_NAME, INDEX_NAME, NON_UNIQUE, SEQ_IN_INDEX, COLUMN_NAME) FROM information_schema.STATISTICS WHERE TABLE_SCHEMA = DATABASE()",
 		"SELECT CONCAT_WS('|', TABLE_NAME, ENGINE, TABLE_COLLATION) FROM information_schema.TABLES WHERE TABLE_SCHEMA = DATABASE()",
-	} {
-		rows, err := db.Query(q)
-		require.NoError(t, err)
-		for rows.Next() {
-			var s string
-			require.NoError(t, rows.Scan(&s))
-			out = append(out, s)
-		}
-		require.NoError(t, rows.Err())
-		require.NoError(t, rows.Close())
-	}
+	)
 	slices.Sort(out)
 	return out
 }
