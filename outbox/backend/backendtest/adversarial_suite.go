@@ -279,12 +279,29 @@ func testDeadOnlyWhenRecorded(t *testing.T, h Harness) {
 		res outbox.BatchResult
 		err error
 	}
-	done := make(chan result, 1)
+	// The store calls have 50ms each (the lease must be short), which a
+	// loaded machine can miss: a round whose claim failed never reaches
+	// the sink, so rounds run until one does.
+	done, stop := make(chan result, 1), make(chan struct{})
 	go func() {
-		res, err := w.ProcessBatch(context.Background())
-		done <- result{res, err}
+		for {
+			res, err := w.ProcessBatch(context.Background())
+			select {
+			case <-entered:
+				done <- result{res, err}
+				return
+			case <-stop:
+				return
+			default:
+			}
+		}
 	}()
-	<-entered
+	select {
+	case <-entered:
+	case <-time.After(time.Minute):
+		close(stop)
+		t.Fatal("no round reached the sink within a minute")
+	}
 	other := h.OpenStore(t)
 	var stolen backend.Batch
 	outboxtest.Eventually(t, "the lease expires and another claim takes the record", func() bool {
