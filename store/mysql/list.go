@@ -113,3 +113,21 @@ func listSQL(t *target, f ListFilter) statement {
 	args = append([]any{f.AfterSeq}, args...)
 	return t.render("SELECT {cols} FROM {table} WHERE {scope}{seq} > ?{filter} ORDER BY {seq} LIMIT ?", append(args, f.Limit)...).withFilter(where)
 }
+
+// LastSeq returns the Seq of the last message written to the table (0 for
+// none): the count of messages written grows by its difference, which
+// tools turn into a rate of writes. Writes that rolled back leave gaps,
+// so the difference can be more than what was written. It reads the end
+// of the primary key, so it is cheap on any table.
+func (s *Store) LastSeq(ctx context.Context) (int64, error) {
+	var seq int64
+	if err := lastSeqSQL(s.t).queryRow(ctx, s.db).Scan(&seq); err != nil {
+		return 0, s.wrap("last seq", err)
+	}
+	return seq, nil
+}
+
+// lastSeqSQL reads the largest message id.
+func lastSeqSQL(t *target) statement {
+	return t.render("SELECT COALESCE(MAX(id), 0) FROM {outbox}")
+}

@@ -119,3 +119,16 @@ func seqOf(t *testing.T, s *mysql.Store, id string) int64 {
 	require.NoError(t, err)
 	return r.Seq
 }
+
+func TestLastSeq(t *testing.T) {
+	d := testutil.NewDatabase(t)
+	ctx := context.Background()
+	s := newStore(t, d.DB)
+	seq, err := s.LastSeq(ctx)
+	require.NoError(t, err)
+	require.Zero(t, seq, "an empty table")
+	require.NoError(t, s.Enqueue(ctx, d.DB, nil, outbox.Message{ID: "a", Type: "T"}, outbox.Message{ID: "b", Type: "T"}))
+	seq, err = s.LastSeq(ctx)
+	require.NoError(t, err)
+	require.Equal(t, seqOf(t, s, "b"), seq)
+}
