@@ -70,9 +70,6 @@ func (h *Handler) routes() {
 	h.mux.HandleFunc("GET "+p+"record", h.record)
 	h.mux.HandleFunc("POST "+p+"requeue", h.requeue)
 	h.mux.Handle("GET "+p+"assets/", http.StripPrefix(p+"assets/", http.FileServerFS(assets)))
-	h.mux.HandleFunc(p, func(w http.ResponseWriter, r *http.Request) {
-		h.fail(w, r, http.StatusNotFound, "no such page")
-	})
 }
 
 // contentSecurityPolicy allows nothing but the handler's own script,

@@ -339,3 +339,5 @@ func TestCloseStopsTheSampler(t *testing.T) {
 		t.Fatal("the sampler still runs after Close")
 	}
 }
+
+func regexpMust(re string) *regexp.Regexp { return regexp.MustCompile(re) }
