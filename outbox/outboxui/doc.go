@@ -28,7 +28,8 @@
 // *mysql.Store and *mysql.ConsumerStore are Queues, and MySQL(store) is
 // the Outbox of a store/mysql table. Throughput comes from sampling each
 // queue's Stats and the outbox's LastSeq every Options.SampleInterval in
-// a goroutine that Close stops.
+// a goroutine that the first request starts and Close stops (so a handler
+// nobody opens costs nothing).
 //
 //	ui, err := outboxui.New(outboxui.Options{
 //		Outboxes: []outboxui.Outbox{outboxui.MySQL(store)},

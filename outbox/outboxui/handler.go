@@ -22,13 +22,17 @@ type Handler struct {
 	pages   map[string]*template.Template
 	hist    *history
 	csrfKey []byte
-	sampler *sampler
-	once    sync.Once
+	// The sampler starts with the first request (startOnce) and stops
+	// with Close, which also keeps it from starting afterwards.
+	startOnce sync.Once
+	closeOnce sync.Once
+	sampler   *sampler
 }
 
-// New returns the dashboard for opts, with a sampler of the throughput
-// running in the background until Close. It fails, naming the field, if
-// an option is invalid. It does not touch the stores.
+// New returns the dashboard for opts. It fails, naming the field, if an
+// option is invalid. It does not touch the stores and starts nothing: the
+// sampler of the throughput starts with the first request and runs until
+// Close.
 func New(opts Options) (*Handler, error) {
 	opts = opts.withDefaults()
 	if err := opts.validate(); err != nil {
@@ -47,15 +51,20 @@ func New(opts Options) (*Handler, error) {
 	}
 	h.pages = pages
 	h.routes()
-	h.sampler = h.startSampler()
 	return h, nil
 }
 
-// Close stops the throughput sampler and waits for it to return. The
-// handler still serves pages afterwards, with the history it has. Close
-// is safe to call more than once.
+// Close stops the throughput sampler, if it started, and waits for it to
+// return. The handler still serves pages afterwards, with the history it
+// has, and never starts the sampler again. Close is safe to call more
+// than once, and concurrently with requests.
 func (h *Handler) Close() error {
-	h.once.Do(h.sampler.stop)
+	h.closeOnce.Do(func() {
+		h.startOnce.Do(func() {}) // no start after Close
+		if h.sampler != nil {
+			h.sampler.stop()
+		}
+	})
 	return nil
 }
 
@@ -88,6 +97,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	hd.Set("X-Frame-Options", "DENY")
 	hd.Set("Cross-Origin-Opener-Policy", "same-origin")
 	hd.Set("Cache-Control", "no-store")
+	h.startOnce.Do(func() { h.sampler = h.startSampler() })
 	if h.opts.Authorize != nil {
 		if err := h.opts.Authorize(r); err != nil {
 			h.opts.Logger.WarnContext(r.Context(), "outboxui: request refused by Authorize", "method", r.Method, "path", r.URL.Path, "error", err)

@@ -17,7 +17,7 @@ const (
 	DefaultPath            = "/"
 	DefaultPageSize        = 50
 	MaxPageSize            = 500
-	DefaultSampleInterval  = 10 * time.Second
+	DefaultSampleInterval  = 5 * time.Second
 	MinSampleInterval      = time.Second
 	DefaultSamples         = 60
 	MaxSamples             = 10_000
@@ -62,7 +62,7 @@ type Options struct {
 	// DefaultSampleInterval; at least MinSampleInterval.
 	SampleInterval time.Duration
 	// Samples is how many samples the history keeps per queue (memory is
-	// bounded by it). Defaults to DefaultSamples (ten minutes at the
+	// bounded by it). Defaults to DefaultSamples (five minutes at the
 	// default interval); at most MaxSamples.
 	Samples int
 	// Refresh is how often an open overview polls for fresh figures.

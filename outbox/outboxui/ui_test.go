@@ -331,6 +331,13 @@ func TestCloseStopsTheSampler(t *testing.T) {
 	f := newFixture(t)
 	ui, err := New(Options{Outboxes: []Outbox{MySQL(f.store)}, Logger: outboxtest.Logger(t)})
 	require.NoError(t, err)
+	require.Nil(t, ui.sampler, "New starts nothing")
+	srv := httptest.NewServer(ui)
+	defer srv.Close()
+	resp, err := http.Get(srv.URL + "/")
+	require.NoError(t, err)
+	resp.Body.Close()
+	require.NotNil(t, ui.sampler, "the first request starts the sampler")
 	require.NoError(t, ui.Close())
 	require.NoError(t, ui.Close(), "twice is fine")
 	select {
@@ -338,6 +345,16 @@ func TestCloseStopsTheSampler(t *testing.T) {
 	default:
 		t.Fatal("the sampler still runs after Close")
 	}
+
+	idle, err := New(Options{Outboxes: []Outbox{MySQL(f.store)}, Logger: outboxtest.Logger(t)})
+	require.NoError(t, err)
+	require.NoError(t, idle.Close())
+	idleSrv := httptest.NewServer(idle)
+	defer idleSrv.Close()
+	resp, err = http.Get(idleSrv.URL + "/")
+	require.NoError(t, err)
+	resp.Body.Close()
+	require.Nil(t, idle.sampler, "no start after Close")
 }
 
 func regexpMust(re string) *regexp.Regexp { return regexp.MustCompile(re) }
