@@ -93,7 +93,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	hd := w.Header()
 	hd.Set("Content-Security-Policy", contentSecurityPolicy)
 	hd.Set("X-Content-Type-Options", "nosniff")
-	hd.Set("Referrer-Policy", "no-referrer")
+	hd.Set("Referrer-Policy", "same-origin") // not no-referrer: with it, browsers send "Origin: null" on a form POST
 	hd.Set("X-Frame-Options", "DENY")
 	hd.Set("Cross-Origin-Opener-Policy", "same-origin")
 	hd.Set("Cache-Control", "no-store")

@@ -210,7 +210,7 @@ func TestSecurityHeadersAndAssets(t *testing.T) {
 		require.Contains(t, r.header.Get("Content-Security-Policy"), "default-src 'none'; script-src 'self'; style-src 'self'", path)
 		require.Contains(t, r.header.Get("Content-Security-Policy"), "frame-ancestors 'none'", path)
 		require.Equal(t, "nosniff", r.header.Get("X-Content-Type-Options"), path)
-		require.Equal(t, "no-referrer", r.header.Get("Referrer-Policy"), path)
+		require.Equal(t, "same-origin", r.header.Get("Referrer-Policy"), path)
 	}
 	require.Equal(t, http.StatusNotFound, c.get("/nope").code)
 	require.Equal(t, http.StatusBadRequest, c.get("/records?outbox=nope").code)
