@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -222,4 +223,62 @@ func TestPostsAreGuarded(t *testing.T) {
 	require.Equal(t, http.StatusForbidden, r.code)
 	require.Contains(t, r.body, "read-only")
 	require.Equal(t, outbox.StatusDead, statusOf(t, f.store, "d"))
+}
+
+// TestConcurrentOperators: operators requeue the same dead letter at
+// once while others watch the overview; it is requeued once, the others
+// are told it was skipped.
+func TestConcurrentOperators(t *testing.T) {
+	f := newFixture(t)
+	f.enqueue(t, outbox.Message{ID: "d", Type: "T"})
+	settle(t, f.store, dead("d", "x"))
+	c := newClient(t, f, Options{})
+	token := c.csrf("/records?outbox=room_outbox")
+	const n = 8
+	locations := make(chan string, n)
+	var wg sync.WaitGroup
+	for range n {
+		wg.Add(2)
+		go func() {
+			defer wg.Done()
+			locations <- c.post("/requeue", url.Values{"csrf": {token}, "outbox": {"room_outbox"}, "scope": {"one"}, "id": {"d"}, "confirm": {"yes"}}).header.Get("Location")
+		}()
+		go func() {
+			defer wg.Done()
+			if code := c.get("/api/overview").code; code != http.StatusOK {
+				t.Errorf("overview: %d", code)
+			}
+		}()
+	}
+	wg.Wait()
+	close(locations)
+	var done int
+	for loc := range locations {
+		if strings.Contains(loc, "requeued=1") {
+			done++
+		} else {
+			require.Contains(t, loc, "requeued=0&skipped=1")
+		}
+	}
+	require.Equal(t, 1, done, "requeued once")
+	require.Equal(t, outbox.StatusPending, statusOf(t, f.store, "d"))
+}
+
+// TestInvalidUTF8Key: a key written by other means than Enqueue (the
+// column is binary) shows escaped, and its filter link still works.
+func TestInvalidUTF8Key(t *testing.T) {
+	f := newFixture(t)
+	f.enqueue(t, outbox.Message{ID: "k", Type: "T"})
+	settle(t, f.store, dead("k", "x"))
+	_, err := f.db.DB.Exec("UPDATE room_outbox SET event_key = X'ff3c7363726970743e' WHERE event_id = 'k'") // \xff<script>
+	require.NoError(t, err)
+	c := newClient(t, f, Options{})
+	for _, path := range []string{"/records?outbox=room_outbox&view=dead", "/record?outbox=room_outbox&id=k"} {
+		page := c.get(path).body
+		require.Contains(t, page, `\xff&lt;script&gt;`, path)
+		require.NotContains(t, page, "<script>", path)
+		require.NotContains(t, page, "\xff", path)
+	}
+	page := c.get("/records?" + url.Values{"outbox": {"room_outbox"}, "view": {"dead"}, "key": {"\xff<script>"}}.Encode()).body
+	require.Contains(t, page, `href="/record?id=k&amp;outbox=room_outbox"`, "the filter by that key finds it")
 }
