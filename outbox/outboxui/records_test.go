@@ -14,6 +14,7 @@ import (
 
 	"github.com/outboxrelay/outboxrelay/outbox"
 	"github.com/outboxrelay/outboxrelay/outbox/backend"
+	"github.com/outboxrelay/outboxrelay/outbox/backend/backendtest"
 )
 
 // TestHostileValuesAreText: markup, attribute breakers, control and
@@ -281,4 +282,35 @@ func TestInvalidUTF8Key(t *testing.T) {
 	}
 	page := c.get("/records?" + url.Values{"outbox": {"room_outbox"}, "view": {"dead"}, "key": {"\xff<script>"}}.Encode()).body
 	require.Contains(t, page, `href="/record?id=k&amp;outbox=room_outbox"`, "the filter by that key finds it")
+}
+
+// TestTheSuiteHostileValues: every hostile key and error text of the
+// backend suite, through the overview, the dead letters and each record
+// page: served, with nothing raw that a terminal or a browser would act
+// on.
+func TestTheSuiteHostileValues(t *testing.T) {
+	f := newFixture(t)
+	c := newClient(t, f, Options{PageSize: MaxPageSize})
+	keys, texts := backendtest.HostileKeys(), backendtest.HostileTexts()
+	var ms []outbox.Message
+	var outcomes []backend.Outcome
+	for i, k := range keys {
+		id := fmt.Sprintf("h-%02d", i)
+		ms = append(ms, outbox.Message{ID: id, Key: k, Type: "T", Headers: map[string]string{"h": k}, Payload: []byte(k)})
+		outcomes = append(outcomes, dead(id, texts[i%len(texts)]))
+	}
+	f.enqueue(t, ms...)
+	settle(t, f.store, outcomes...)
+	pages := []string{"/", "/api/overview", "/records?outbox=room_outbox&view=dead"}
+	for _, m := range ms {
+		pages = append(pages, "/record?"+url.Values{"outbox": {"room_outbox"}, "id": {m.ID}}.Encode())
+	}
+	for _, path := range pages {
+		r := c.get(path)
+		require.Equal(t, http.StatusOK, r.code, path)
+		for _, raw := range []string{"\x00", "\x01", "\x1b", "\xff", "\u202e", "\u2028", "\r"} {
+			require.NotContains(t, r.body, raw, "%s shows %q raw", path, raw)
+		}
+	}
+	require.Contains(t, c.get("/records?outbox=room_outbox&view=dead").body, "h-00")
 }
