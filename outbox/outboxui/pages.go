@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/outboxrelay/outboxrelay/outbox"
+	"github.com/outboxrelay/outboxrelay/store/mysql"
 )
 
 // page is what every template gets.
@@ -48,7 +49,7 @@ func (h *Handler) failErr(w http.ResponseWriter, r *http.Request, err error) {
 	switch {
 	case errors.Is(err, errBadRequest):
 		h.fail(w, r, http.StatusBadRequest, err.Error())
-	case errors.Is(err, outbox.ErrNotFound):
+	case errors.Is(err, outbox.ErrNotFound), errors.Is(err, mysql.ErrUnknownConsumer):
 		h.fail(w, r, http.StatusNotFound, err.Error())
 	default:
 		h.fail(w, r, http.StatusInternalServerError, err.Error())
@@ -181,12 +182,19 @@ func (h *Handler) records(w http.ResponseWriter, r *http.Request) {
 		h.failErr(w, r, err)
 		return
 	}
-	after, _ := strconv.ParseInt(q.Get("after"), 10, 64)
+	after, err := strconv.ParseInt(cmp.Or(q.Get("after"), "0"), 10, 64)
+	if err != nil || after < 0 {
+		h.fail(w, r, http.StatusBadRequest, "after: want a sequence number")
+		return
+	}
 	ctx, cancel := h.withTimeout(r.Context())
 	defer cancel()
 	d := recordsData{Filter: f, Label: queueView{Outbox: f.Outbox, Consumer: f.Consumer}.label(), FormURL: h.opts.Path + "records"}
-	d.Consumers, _ = ob.Consumers(ctx)
-	recs, err := queue.List(ctx, f.list(max(after, 0), h.opts.PageSize))
+	if d.Consumers, err = ob.Consumers(ctx); err != nil {
+		h.failErr(w, r, err)
+		return
+	}
+	recs, err := queue.List(ctx, f.list(after, h.opts.PageSize))
 	if err != nil {
 		h.failErr(w, r, err)
 		return

@@ -106,11 +106,12 @@ func TestRecordsFilterAndPaging(t *testing.T) {
 	require.NotContains(t, failing, "gift-0")
 	require.Contains(t, c.get("/records?outbox=room_outbox&view=dead&older=1h").body, "No records match.")
 	require.Contains(t, c.get("/records?outbox=room_outbox&view=dead&older=1us").body, "gift-0")
-	for _, bad := range []string{"older=yesterday", "older=-1h", "view=all", "consumer=..bad"} {
+	for _, bad := range []string{"older=yesterday", "older=-1h", "view=all", "consumer=..bad", "after=x", "after=-1"} {
 		r := c.get("/records?outbox=room_outbox&" + bad)
 		require.Equal(t, http.StatusBadRequest, r.code, bad)
 	}
 	require.Equal(t, http.StatusNotFound, c.get("/record?outbox=room_outbox&id=nope").code)
+	require.Equal(t, http.StatusNotFound, c.get("/record?outbox=room_outbox&consumer=gone&id=gift-0").code, "no such consumer")
 }
 
 func regexpFind(t *testing.T, re, s string) string {

@@ -91,9 +91,9 @@ func (h *Handler) readQueue(ctx context.Context, ob Outbox, consumer string, hea
 	return qv
 }
 
-// readAll reads every outbox, the worst queue first: the oldest pending
-// age, then the most dead letters. An outbox that cannot be read shows
-// as one line with its error.
+// readAll reads every outbox, the worst queue first: those that cannot
+// be read, then by the oldest pending age, then by the most dead letters.
+// An outbox that cannot be read shows as one line with its error.
 func (h *Handler) readAll(ctx context.Context) []queueView {
 	var all []queueView
 	for _, ob := range h.opts.Outboxes {
@@ -106,9 +106,17 @@ func (h *Handler) readAll(ctx context.Context) []queueView {
 		all = append(all, v.Queues...)
 	}
 	slices.SortStableFunc(all, func(a, b queueView) int {
-		return cmp.Or(cmp.Compare(b.Oldest, a.Oldest), cmp.Compare(b.Dead, a.Dead))
+		return cmp.Or(cmp.Compare(failed(b), failed(a)), cmp.Compare(b.Oldest, a.Oldest), cmp.Compare(b.Dead, a.Dead))
 	})
 	return all
+}
+
+// failed is 1 for a queue that could not be read, for sorting.
+func failed(q queueView) int {
+	if q.Err != "" {
+		return 1
+	}
+	return 0
 }
 
 // outboxNamed returns the outbox called name.
