@@ -27,20 +27,31 @@ func TestListPlanOnAPublishedHistory(t *testing.T) {
 	fill(t, d.DB, s.table, published, pending, "pending", "UTC_TIMESTAMP(6) + INTERVAL 1 MINUTE")
 	fill(t, d.DB, s.table, published+pending, dead, "dead", "UTC_TIMESTAMP(6) - INTERVAL 1 HOUR")
 	fill(t, d.DB, s.table, published+pending+dead, published/10, "published", "UTC_TIMESTAMP(6) - INTERVAL 1 MINUTE") // more history after the backlog
-	_, err := d.DB.ExecContext(ctx, "ANALYZE TABLE "+s.table)
+	// A named consumer with the same history in the consumption table.
+	_, err := d.DB.ExecContext(ctx, "INSERT INTO "+consumptionTable(s.table)+" (consumer, msg_id, event_id, event_key, event_type, status, created_at, next_attempt_at)"+
+		" SELECT 'audit', id, event_id, event_key, event_type, status, created_at, next_attempt_at FROM "+s.table)
+	require.NoError(t, err)
+	for _, table := range []string{s.table, consumptionTable(s.table)} {
+		_, err = d.DB.ExecContext(ctx, "ANALYZE TABLE "+table)
+		require.NoError(t, err)
+	}
+	audit, err := s.Consumer("audit")
 	require.NoError(t, err)
 
 	for _, tc := range []struct {
 		name string
+		t    *target
 		f    ListFilter
 		want int
 	}{
-		{"head", ListFilter{Status: outbox.StatusPending, Limit: 1}, 1},
-		{"dead page", ListFilter{Status: outbox.StatusDead, Limit: 50}, 50},
-		{"failing page", ListFilter{Status: outbox.StatusPending, MinAttempts: 1, Limit: 50}, 0},
+		{"head", s.t, ListFilter{Status: outbox.StatusPending, Limit: 1}, 1},
+		{"dead page", s.t, ListFilter{Status: outbox.StatusDead, Limit: 50}, 50},
+		{"failing page", s.t, ListFilter{Status: outbox.StatusPending, MinAttempts: 1, Limit: 50}, 0},
+		{"consumer head", audit.t, ListFilter{Status: outbox.StatusPending, Limit: 1}, 1},
+		{"consumer dead page", audit.t, ListFilter{Status: outbox.StatusDead, Limit: 50}, 50},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			st := listSQL(s.t, tc.f)
+			st := listSQL(tc.t, tc.f)
 			q := st.text
 			for _, a := range st.args {
 				lit := fmt.Sprintf("'%v'", a)
