@@ -13,12 +13,11 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
-	"unicode"
-	"unicode/utf8"
 
 	mysqldrv "github.com/go-sql-driver/mysql"
 
 	"github.com/outboxrelay/outboxrelay/internal/dsnsafe"
+	"github.com/outboxrelay/outboxrelay/internal/safetext"
 	"github.com/outboxrelay/outboxrelay/outbox"
 	"github.com/outboxrelay/outboxrelay/outbox/backend"
 	"github.com/outboxrelay/outboxrelay/store/mysql"
@@ -317,36 +316,11 @@ func (c *cli) newTable(header ...string) *tabwriter.Writer {
 	return tw
 }
 
-// safe makes outside text harmless on a terminal: control characters
-// (escape sequences among them) and invalid UTF-8 are shown escaped,
-// newlines and tabs only when keepLines is set.
-func safe(s string, keepLines bool) string {
-	var b strings.Builder
-	for i := 0; i < len(s); {
-		r, size := utf8.DecodeRuneInString(s[i:])
-		switch {
-		case r == utf8.RuneError && size == 1:
-			fmt.Fprintf(&b, `\x%02x`, s[i])
-		case keepLines && (r == '\n' || r == '\t'):
-			b.WriteRune(r)
-		case unicode.IsControl(r) || r == '\u2028' || r == '\u2029' || unicode.In(r, unicode.Bidi_Control):
-			fmt.Fprintf(&b, `\u%04x`, r)
-		default:
-			b.WriteRune(r)
-		}
-		i += size
-	}
-	return b.String()
-}
+// safe makes outside text harmless on a terminal (safetext.Escape).
+func safe(s string, keepLines bool) string { return safetext.Escape(s, keepLines) }
 
 // short is safe(s) cut to n runes, for table cells.
-func short(s string, n int) string {
-	s = safe(s, false)
-	if utf8.RuneCountInString(s) <= n {
-		return s
-	}
-	return string([]rune(s)[:n-1]) + "…"
-}
+func short(s string, n int) string { return safetext.Short(s, n) }
 
 // age renders a duration for people.
 func age(d time.Duration) string {

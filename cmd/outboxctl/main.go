@@ -9,6 +9,7 @@
 //	outboxctl consumers [list] | add NAME --from now|beginning | remove NAME
 //	outboxctl schema [--from V] [--to V]    the schema's SQL for --table, for a migration tool or a DBA
 //	outboxctl migrate                       create or upgrade the tables (Store.Migrate)
+//	outboxctl ui [--addr 127.0.0.1:0] [--read-only]  the operator's dashboard in a browser, on loopback, until Ctrl-C
 //	outboxctl version                       the build: module version, VCS revision, Go version
 //	outboxctl help [COMMAND]                a command's flags
 //
@@ -96,6 +97,7 @@ var commands = map[string]command{
 	"consumers": {"list, add (--from now|beginning) and remove the named consumers of the table", runConsumers},
 	"version":   {"the build: module version, VCS revision and Go version", runVersion},
 	"schema":    {"print the SQL of the schema (--from/--to VERSION), for a migration tool or a DBA; needs no database", runSchema},
+	"ui":        {"serve the operator's dashboard (outboxui) on loopback: overview, dead letters, requeue; stops on Ctrl-C", runUI},
 	"migrate":   {"create or upgrade the tables to the current schema version (what Store.Migrate does)", runMigrate},
 }
 

@@ -35,6 +35,7 @@ func TestNeverPrintsTheDSNPassword(t *testing.T) {
 		{"bad flag, MYSQL_DSN", []string{"OUTBOXCTL_DSN=", "MYSQL_DSN=" + noServer}, []string{"purge", "--older-than", "soon"}, exitUsage, "$MYSQL_DSN"},
 		{"no server", []string{"OUTBOXCTL_DSN=" + noServer}, []string{"stats"}, exitFailed, "cannot reach app@tcp(127.0.0.1:1)/outbox_db"},
 		{"no server, MYSQL_DSN", []string{"OUTBOXCTL_DSN=", "MYSQL_DSN=" + noServer}, []string{"stats"}, exitFailed, "cannot reach app@tcp(127.0.0.1:1)/outbox_db"},
+		{"ui, no server", []string{"OUTBOXCTL_DSN=" + noServer}, []string{"ui"}, exitFailed, "cannot reach app@tcp(127.0.0.1:1)/outbox_db"},
 		{"wrong password", []string{"OUTBOXCTL_DSN=" + wrongPass}, []string{"stats"}, exitFailed, "Access denied"},
 		{"no database name", []string{"OUTBOXCTL_DSN=" + noDatabase}, []string{"stats"}, exitUsage, "--dsn: does not parse"},
 		{"no database name, --dsn", []string{"OUTBOXCTL_DSN=", "MYSQL_DSN="}, []string{"stats", "--dsn", noDatabase}, exitUsage, "--dsn: does not parse"},

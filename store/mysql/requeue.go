@@ -155,21 +155,9 @@ type DeadFilter struct {
 
 // where returns the filter's SQL conditions and their arguments.
 func (f DeadFilter) where() (string, []any) {
-	conds := []string{"status = 'dead'"}
-	var args []any
-	if f.Type != "" {
-		conds, args = append(conds, "event_type = ?"), append(args, f.Type)
-	}
-	if f.Key != "" {
-		conds, args = append(conds, "event_key = ?"), append(args, f.Key)
-	}
-	if f.OlderThan > 0 {
-		conds, args = append(conds, "created_at <= UTC_TIMESTAMP(6) - INTERVAL ? MICROSECOND"), append(args, f.OlderThan.Microseconds())
-	}
-	if f.ErrorContains != "" {
-		conds, args = append(conds, "last_error LIKE ? ESCAPE '!'"), append(args, "%"+escapeLike(f.ErrorContains)+"%")
-	}
-	return strings.Join(conds, " AND "), args
+	conds := matchConds{conds: []string{"status = 'dead'"}}
+	conds.match(f.Type, f.Key, f.ErrorContains, f.OlderThan)
+	return strings.Join(conds.conds, " AND "), conds.args
 }
 
 // escapeLike makes s match itself in a LIKE pattern with ESCAPE '!' (not

@@ -17,16 +17,11 @@ import (
 // kill makes records dead the way a worker does: claim, then settle dead.
 func kill(t *testing.T, s *mysql.Store, errText string, ids ...string) {
 	t.Helper()
-	b, err := s.Claim(context.Background(), backend.ClaimParams{Owner: "t", Limit: len(ids), LeaseFor: time.Minute, IDs: ids})
-	require.NoError(t, err)
-	require.Len(t, b.Records, len(ids))
-	var outcomes []backend.Outcome
-	for _, id := range ids {
-		outcomes = append(outcomes, backend.Outcome{ID: id, Kind: backend.OutcomeDead, Error: errText})
+	outcomes := make([]backend.Outcome, len(ids))
+	for i, id := range ids {
+		outcomes[i] = backend.Outcome{ID: id, Kind: backend.OutcomeDead, Error: errText}
 	}
-	res, err := s.Settle(context.Background(), b.Token, outcomes)
-	require.NoError(t, err)
-	require.Equal(t, len(ids), res.Applied)
+	settleAs(t, s, outcomes...)
 }
 
 func TestRequeueOne(t *testing.T) {

@@ -49,6 +49,8 @@ type App struct {
 	// on the admin listener.
 	server *http.Server
 	admin  *http.Server
+	// outboxUICloser stops the outbox dashboard's sampler (http.go).
+	outboxUICloser interface{ Close() error }
 	// metrics is the registry /metrics serves.
 	metrics *prometheus.Registry
 
@@ -276,6 +278,9 @@ func (a *App) stopHTTP(ctx context.Context) error {
 		if err := s.Shutdown(ctx); err != nil {
 			errs = append(errs, fmt.Errorf("http shutdown: %w", err), s.Close())
 		}
+	}
+	if a.outboxUICloser != nil {
+		errs = append(errs, a.outboxUICloser.Close())
 	}
 	a.step(stepHTTPStopped)
 	return errors.Join(errs...)

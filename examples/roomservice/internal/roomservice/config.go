@@ -46,6 +46,11 @@ type HTTPConfig struct {
 	// Defaults to "127.0.0.1:9090": loopback, so that only the host (or a
 	// sidecar) reaches it; set ":9090" where a scraper must.
 	AdminAddr string `yaml:"admin_addr"`
+	// OutboxUIReadOnly switches the requeue actions of the outbox
+	// dashboard (admin listener, /outbox/) off. The dashboard has no
+	// login of its own: set it where others than operators reach the
+	// admin listener.
+	OutboxUIReadOnly bool `yaml:"outbox_ui_read_only"`
 	// ReadHeaderTimeout, ReadTimeout, WriteTimeout and IdleTimeout are
 	// the http.Server's (defaults 5s, 10s, 15s, 60s): a client that sends
 	// its headers or body too slowly, or idles on a keep-alive

@@ -17,6 +17,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/outboxrelay/outboxrelay/outbox"
+	"github.com/outboxrelay/outboxrelay/outbox/outboxui"
 )
 
 // maxBodyBytes bounds a request body.
@@ -32,13 +33,34 @@ func (a *App) publicHandler() http.Handler {
 	return mux
 }
 
-// adminHandler serves the admin listener (loopback by default): /metrics
-// and the probes. It is never the public API's.
+// adminHandler serves the admin listener (loopback by default): /metrics,
+// the probes and the outbox dashboard. It is never the public API's.
 func (a *App) adminHandler() http.Handler {
 	mux := http.NewServeMux()
 	a.probes(mux)
 	mux.Handle("GET /metrics", promhttp.HandlerFor(a.metrics, promhttp.HandlerOpts{}))
+	mux.Handle(OutboxUIPath, a.outboxUI())
 	return mux
+}
+
+// OutboxUIPath is where the admin listener serves the operators' outbox
+// dashboard (package outboxui): room_outbox's backlog, its dead letters
+// and their requeue (switched off by http.outbox_ui_read_only).
+const OutboxUIPath = "/outbox/"
+
+// outboxUI is the outbox dashboard. Its throughput sampler starts with
+// the first request; Shutdown stops it (stopHTTP) before MySQL closes.
+func (a *App) outboxUI() http.Handler {
+	ui, err := outboxui.New(outboxui.Options{
+		Outboxes: []outboxui.Outbox{outboxui.MySQL(a.store)}, Path: OutboxUIPath,
+		ReadOnly: a.cfg.HTTP.OutboxUIReadOnly, Logger: a.log,
+	})
+	if err != nil { // the options are fixed: only a broken build gets here
+		a.log.Error("outbox dashboard unavailable", slog.Any("error", err))
+		return http.NotFoundHandler()
+	}
+	a.outboxUICloser = ui
+	return ui
 }
 
 func (a *App) apiRoutes() http.Handler {

@@ -202,3 +202,31 @@ func TestDecodeErrorsNameJSONFields(t *testing.T) {
 	}
 	require.Equal(t, 2, a.count("SELECT COUNT(*) FROM room_commands"), "no bad body logged a command")
 }
+
+// TestOutboxDashboardOnTheAdminListener: the operators' dashboard is
+// served on the admin listener only, under its strict CSP, with the
+// outbox's figures; read-only switches its actions off.
+func TestOutboxDashboardOnTheAdminListener(t *testing.T) {
+	a := startApp(t, nil, nil)
+	public, admin := "http://"+a.Addr(), "http://"+a.AdminAddr()
+	a.command("/v1/rooms", map[string]any{"room_id": "room-1", "owner_id": "alice", "command_id": "c1"})
+
+	resp, _ := a.send(http.MethodGet, public+OutboxUIPath, "", nil)
+	require.Equal(t, http.StatusNotFound, resp.StatusCode, "not on the public listener")
+	resp, body := a.send(http.MethodGet, admin+OutboxUIPath, "", nil)
+	require.Equal(t, http.StatusOK, resp.StatusCode, "%s", body)
+	require.Contains(t, resp.Header.Get("Content-Security-Policy"), "default-src 'none'")
+	require.Contains(t, string(body), "room_outbox")
+	resp, body = a.send(http.MethodGet, admin+OutboxUIPath+"api/overview", "", nil)
+	require.Equal(t, http.StatusOK, resp.StatusCode, "%s", body)
+	require.Contains(t, string(body), `"id":"room_outbox/"`)
+	resp, body = a.send(http.MethodGet, admin+OutboxUIPath+"records?outbox=room_outbox&view=dead", "", nil)
+	require.Equal(t, http.StatusOK, resp.StatusCode, "%s", body)
+	require.Contains(t, string(body), "Requeue selected")
+
+	ro := startApp(t, nil, func(c *Config) { c.HTTP.OutboxUIReadOnly = true })
+	resp, body = ro.send(http.MethodGet, "http://"+ro.AdminAddr()+OutboxUIPath+"records?outbox=room_outbox&view=dead", "", nil)
+	require.Equal(t, http.StatusOK, resp.StatusCode, "%s", body)
+	require.NotContains(t, string(body), "Requeue selected")
+	require.Contains(t, string(body), "read-only")
+}
