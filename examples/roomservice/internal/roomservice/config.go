@@ -22,10 +22,12 @@ import (
 type Config struct {
 	// NodeID names this instance in logs and leases. Defaults to
 	// <hostname>-<pid>.
-	NodeID       string             `yaml:"node_id"`
-	HTTP         HTTPConfig         `yaml:"http"`
-	MySQL        MySQLConfig        `yaml:"mysql"`
-	TencentIM    TencentIMConfig    `yaml:"tencent_im"`
+	NodeID    string          `yaml:"node_id"`
+	HTTP      HTTPConfig      `yaml:"http"`
+	MySQL     MySQLConfig     `yaml:"mysql"`
+	TencentIM TencentIMConfig `yaml:"tencent_im"`
+	// NATS relays the events to NATS JetStream too, when its url is set.
+	NATS         NATSConfig         `yaml:"nats"`
 	OutboxWorker OutboxWorkerConfig `yaml:"outbox_worker"`
 	Commands     CommandsConfig     `yaml:"commands"`
 	// ShutdownTimeout bounds a graceful stop after the drain delay: the
@@ -300,6 +302,7 @@ func (c Config) WithDefaults() Config {
 	orDefault(&c.Commands.RetentionInterval, DefaultRetentionInterval)
 	orDefault(&c.Commands.RetentionBatch, DefaultRetentionBatch)
 	orDefault(&c.ShutdownTimeout, DefaultShutdownTimeout)
+	c.NATS = c.NATS.withDefaults()
 	return c
 }
 
@@ -321,7 +324,7 @@ func (h HTTPConfig) DrainDelayOrDefault() time.Duration {
 
 func (c Config) validate() error {
 	var errs []error
-	errs = append(errs, c.HTTP.validate(), c.MySQL.validate(), c.Commands.validate())
+	errs = append(errs, c.HTTP.validate(), c.MySQL.validate(), c.Commands.validate(), c.NATS.validate())
 	if c.ShutdownTimeout < 0 {
 		errs = append(errs, fmt.Errorf("config: shutdown_timeout: %v: must not be negative", c.ShutdownTimeout))
 	}

@@ -23,6 +23,8 @@ const (
 	EnvSDKAppID        = "TENCENT_IM_SDK_APP_ID"
 	EnvAdminIdentifier = "TENCENT_IM_ADMIN_IDENTIFIER"
 	EnvNodeID          = "ROOMSERVICE_NODE_ID"
+	EnvNATSURL         = "NATS_URL"
+	EnvNATSURLFile     = "NATS_URL_FILE"
 )
 
 // EnvSetting is one setting the environment can give.
@@ -51,6 +53,7 @@ var EnvSettings = []EnvSetting{
 	}},
 	{EnvAdminIdentifier, "", "tencent_im.admin_identifier", func(c *Config, v string) error { c.TencentIM.AdminIdentifier = v; return nil }},
 	{EnvNodeID, "", "node_id", func(c *Config, v string) error { c.NodeID = v; return nil }},
+	{EnvNATSURL, EnvNATSURLFile, "nats.url", func(c *Config, v string) error { c.NATS.URL = v; return nil }},
 }
 
 // maxSecretFile bounds what a *_FILE variable's file may hold: a DSN or a
