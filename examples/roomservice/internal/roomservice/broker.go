@@ -5,13 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net/url"
 	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/outboxrelay/outboxrelay/examples/internal/svckit"
 	"github.com/outboxrelay/outboxrelay/internal/dsnsafe"
 	"github.com/outboxrelay/outboxrelay/outbox"
 	"github.com/outboxrelay/outboxrelay/outbox/outboxprom"
@@ -82,7 +82,7 @@ func (c NATSConfig) validate() error {
 		return nil
 	}
 	var errs []error
-	if _, err := natsURLs(c.URL); err != nil {
+	if _, err := svckit.NATSURLs(c.URL); err != nil {
 		errs = append(errs, fmt.Errorf("config: nats.url: %w", err))
 	}
 	if strings.ContainsAny(c.Stream, " \t.*>/\\") || strings.ContainsFunc(c.Stream, func(r rune) bool { return r < ' ' || r == 0x7f }) {
@@ -106,63 +106,9 @@ func (c NATSConfig) validate() error {
 // configuration is checked; it is never called.
 type noJetStream struct{ jetstream.JetStream }
 
-// natsURLs splits the URL list and checks each; its errors never hold
-// credentials.
-func natsURLs(list string) ([]*url.URL, error) {
-	var urls []*url.URL
-	for i, s := range strings.Split(list, ",") {
-		u, err := url.Parse(strings.TrimSpace(s))
-		if err != nil || u.Host == "" || (u.Scheme != "nats" && u.Scheme != "tls" && u.Scheme != "ws" && u.Scheme != "wss") {
-			return nil, fmt.Errorf("URL %d of %d: want nats://[user:password@]host:port (or tls://, ws://, wss://)", i+1, len(strings.Split(list, ",")))
-		}
-		urls = append(urls, u)
-	}
-	return urls, nil
-}
-
-// redactNATSURL is the URL list with every user:password@ or token@
-// replaced; a list that does not parse is replaced whole.
-func redactNATSURL(list string) string {
-	if list == "" {
-		return ""
-	}
-	urls, err := natsURLs(list)
-	if err != nil {
-		return "(a URL that does not parse)"
-	}
-	out := make([]string, len(urls))
-	for i, u := range urls {
-		hidden := u.User != nil
-		u.User = nil
-		out[i] = u.String()
-		if hidden {
-			out[i] = strings.Replace(out[i], "://", "://"+redactedMark+"@", 1)
-		}
-	}
-	return strings.Join(out, ",")
-}
-
 func (c NATSConfig) redacted() NATSConfig {
-	c.URL = redactNATSURL(c.URL)
+	c.URL = svckit.RedactNATSURL(c.URL)
 	return c
-}
-
-// natsSecrets are the credentials in the URL list, for redacting error
-// texts.
-func natsSecrets(list string) []string {
-	urls, _ := natsURLs(list)
-	var secrets []string
-	for _, u := range urls {
-		if u.User == nil {
-			continue
-		}
-		if p, ok := u.User.Password(); ok && p != "" {
-			secrets = append(secrets, p)
-		} else if name := u.User.Username(); name != "" {
-			secrets = append(secrets, name) // a token
-		}
-	}
-	return secrets
 }
 
 // broker relays room_outbox to NATS JetStream: a connection, and the
@@ -255,10 +201,10 @@ func (a *App) ensureStream(ctx context.Context, js jetstream.JetStream) error {
 
 // natsErr wraps a NATS error with the server list, credentials redacted.
 func (a *App) natsErr(what string, err error) error {
-	for _, s := range natsSecrets(a.cfg.NATS.URL) {
+	for _, s := range svckit.NATSSecrets(a.cfg.NATS.URL) {
 		err = dsnsafe.Err(err, s)
 	}
-	return fmt.Errorf("nats %s: %s: %w", redactNATSURL(a.cfg.NATS.URL), what, err)
+	return fmt.Errorf("nats %s: %s: %w", svckit.RedactNATSURL(a.cfg.NATS.URL), what, err)
 }
 
 // startBroker runs the broker's worker until ctx ends; brokerDone closes
@@ -272,6 +218,6 @@ func (a *App) startBroker(ctx context.Context) {
 		defer close(a.brokerDone)
 		_ = a.broker.worker.Run(ctx)
 	}()
-	a.log.Info("relaying events to NATS JetStream", slog.String("nats", redactNATSURL(a.cfg.NATS.URL)),
+	a.log.Info("relaying events to NATS JetStream", slog.String("nats", svckit.RedactNATSURL(a.cfg.NATS.URL)),
 		slog.String("stream", a.cfg.NATS.Stream), slog.String("subjects", a.cfg.NATS.SubjectPrefix+".>"), slog.String("consumer", a.cfg.NATS.Consumer))
 }

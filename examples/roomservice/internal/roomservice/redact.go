@@ -5,7 +5,7 @@ import (
 	"io"
 	"log/slog"
 
-	mysqldrv "github.com/go-sql-driver/mysql"
+	"github.com/outboxrelay/outboxrelay/examples/internal/svckit"
 )
 
 // The configuration holds three secrets: the database password in the
@@ -13,23 +13,10 @@ import (
 // (slog.LogValuer) and formats (every fmt verb) with it redacted, so a
 // config that ends up in a log line or an error does not leak it.
 
-const redactedMark = "[redacted]"
+const redactedMark = svckit.Redacted
 
-// redactDSN returns dsn with its password replaced; a DSN that does not
-// parse is replaced whole, as its password cannot be found.
-func redactDSN(dsn string) string {
-	if dsn == "" {
-		return ""
-	}
-	cfg, err := mysqldrv.ParseDSN(dsn)
-	if err != nil {
-		return "(a DSN that does not parse)"
-	}
-	if cfg.Passwd != "" {
-		cfg.Passwd = redactedMark
-	}
-	return cfg.FormatDSN()
-}
+// redactDSN returns dsn with its password replaced (svckit.RedactDSN).
+func redactDSN(dsn string) string { return svckit.RedactDSN(dsn) }
 
 func (c MySQLConfig) redacted() MySQLConfig {
 	c.DSN = redactDSN(c.DSN)
