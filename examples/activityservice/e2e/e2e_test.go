@@ -1,0 +1,366 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"database/sql"
+	"encoding/binary"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/stretchr/testify/require"
+
+	"github.com/outboxrelay/outboxrelay/examples/activityservice/internal/activityservice"
+	"github.com/outboxrelay/outboxrelay/internal/testutil"
+	"github.com/outboxrelay/outboxrelay/sink/natsjs"
+	"github.com/outboxrelay/outboxrelay/sink/tencentim/tencentimtest"
+)
+
+// The run's shape.
+const (
+	commands = 400
+	users    = 24
+)
+
+// levels are activity-service's thresholds in this run: low enough that
+// most users cross some.
+var levels = []int64{50, 150, 400, 1000}
+
+func natsURL() string {
+	if u := os.Getenv("OUTBOXRELAY_TEST_NATS_URL"); u != "" {
+		return u
+	}
+	return "nats://127.0.0.1:4222"
+}
+
+// TestEndToEnd runs room-service and activity-service as processes and
+// checks that activity-service's totals are exact after SIGKILLs and a
+// lost database connection, with every duplicate absorbed by the inbox.
+func TestEndToEnd(t *testing.T) {
+	ctx := context.Background()
+	var seedBytes [8]byte
+	_, _ = rand.Read(seedBytes[:])
+	seed := binary.BigEndian.Uint64(seedBytes[:])
+	run := hex.EncodeToString(seedBytes[:4])
+	t.Logf("run %s, seed %d; MySQL: %s; NATS: %s", run, seed, testutil.Server(t), natsURL())
+
+	nc, err := nats.Connect(natsURL(), nats.Timeout(5*time.Second))
+	if err != nil {
+		t.Fatalf("no NATS server at %s (%v): start one with JetStream (nats-server -js), or set OUTBOXRELAY_TEST_NATS_URL", natsURL(), err)
+	}
+	t.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	require.NoError(t, err)
+	roomsStream, activityStream := "E2E_ROOMS_"+run, "E2E_ACTIVITY_"+run
+	roomsPrefix, activityPrefix := "e2e_"+run+".rooms", "e2e_"+run+".activity"
+	t.Cleanup(func() {
+		for _, s := range []string{roomsStream, activityStream} {
+			if err := js.DeleteStream(context.Background(), s); err != nil {
+				t.Errorf("delete stream %s: %v", s, err)
+			}
+		}
+	})
+
+	roomDB, activityDB := testutil.NewDatabase(t), testutil.NewDatabase(t)
+	roomBin, activityBin := buildBinaries(t)
+	secret := hex.EncodeToString(seedBytes[:]) + "-im-key"
+	fakeIM := tencentimtest.NewServer(tencentimtest.Config{SDKAppID: 1400000000, SecretKey: secret, AdminIdentifier: "administrator"})
+	t.Cleanup(fakeIM.Close)
+
+	dir := t.TempDir()
+	roomConfig := writeConfig(t, dir, "room.yaml", fmt.Sprintf(`
+http: {addr: "127.0.0.1:0", admin_addr: "127.0.0.1:0", drain_delay: "0s"}
+tencent_im: {base_url: %s, sdk_app_id: 1400000000, admin_identifier: "administrator"}
+outbox_worker: {poll_interval: "50ms"}
+nats: {stream: %s, subject_prefix: %s, duplicates: "1s", startup_timeout: "30s"}
+`, yamlQuote(fakeIM.URL()), yamlQuote(roomsStream), yamlQuote(roomsPrefix)))
+	room := startProc(t, "roomservice", roomBin, []string{"MYSQL_DSN=" + roomDB.DSN, "NATS_URL=" + natsURL(), "TENCENT_IM_SECRET_KEY=" + secret},
+		"room-service serving", "-config", roomConfig)
+
+	levelList, _ := json.Marshal(levels)
+	activityConfig := writeConfig(t, dir, "activity.yaml", fmt.Sprintf(`
+http: {addr: "127.0.0.1:0", admin_addr: "127.0.0.1:0", drain_delay: "0s"}
+rooms: {stream: %s, subject_prefix: %s, ack_wait: "2s", fetch_batch: 20, fetch_wait: "200ms", retry_delay: "200ms", startup_timeout: "30s"}
+levels: %s
+outbox: {stream: %s, subject_prefix: %s, poll_interval: "100ms"}
+`, yamlQuote(roomsStream), yamlQuote(roomsPrefix), levelList, yamlQuote(activityStream), yamlQuote(activityPrefix)))
+	activityEnv := []string{"MYSQL_DSN=" + activityDB.DSN, "NATS_URL=" + natsURL()}
+	startActivity := func() *proc {
+		return startProc(t, "activityservice", activityBin, activityEnv, "activity-service serving", "-config", activityConfig)
+	}
+	activity := startActivity()
+	runs := []*proc{activity}
+
+	// Send the commands; kill activity-service twice, and its database
+	// connections once, while it consumes.
+	m := newModel(seed, users)
+	sent, accepted, events := 0, 0, 0
+	for i := range commands {
+		switch i {
+		case commands / 4, commands / 2:
+			waitProcessing(t, activityDB.DB)
+			activity.kill()
+			t.Logf("command %d: SIGKILLed activity-service (run %d)", i, len(runs))
+			activity = startActivity()
+			runs = append(runs, activity)
+		case commands * 3 / 4:
+			waitProcessing(t, activityDB.DB)
+			n, err := activityDB.KillConnections(ctx)
+			require.NoError(t, err)
+			t.Logf("command %d: killed %d MySQL connections of activity-service", i, n)
+		}
+		c := m.next(i)
+		status, body := post(t, room.addr, c.path, c.body)
+		sent++
+		if c.valid {
+			require.Equal(t, http.StatusOK, status, "%s %v: %s", c.path, c.body, body)
+			var res struct {
+				EventIDs []string `json:"event_ids"`
+			}
+			require.NoError(t, json.Unmarshal(body, &res))
+			m.accepted(c)
+			accepted++
+			events += len(res.EventIDs)
+		} else {
+			require.Equal(t, http.StatusConflict, status, "%s %v must be refused: %s", c.path, c.body, body)
+		}
+	}
+
+	// Every event reaches the stream, and activity-service catches up.
+	roomsS, err := js.Stream(ctx, roomsStream)
+	require.NoError(t, err)
+	eventually(t, 2*time.Minute, "room-service relays every event to the stream", func() (bool, string) {
+		info, err := roomsS.Info(ctx)
+		if err != nil {
+			return false, err.Error()
+		}
+		return info.State.Msgs == uint64(events), fmt.Sprintf("%d of %d in the stream", info.State.Msgs, events)
+	})
+	redelivered := republish(t, ctx, js, roomsS, 10)
+	cons, err := js.Consumer(ctx, roomsStream, activityservice.DefaultDurable)
+	require.NoError(t, err)
+	var info *jetstream.ConsumerInfo
+	eventually(t, 2*time.Minute, "activity-service consumes every event", func() (bool, string) {
+		info, err = cons.Info(ctx)
+		if err != nil {
+			return false, err.Error()
+		}
+		return info.NumPending == 0 && info.NumAckPending == 0 && info.AckFloor.Stream == uint64(events+redelivered),
+			fmt.Sprintf("pending %d, ack pending %d, ack floor %d of %d", info.NumPending, info.NumAckPending, info.AckFloor.Stream, events+redelivered)
+	})
+
+	// Every user's totals are exact.
+	for u, want := range m.totals {
+		got := getActivity(t, activity.addr, u)
+		require.Equal(t, activityservice.Activity{
+			UserID: u, Level: levelOf(want.PointsSent),
+			GiftsSent:     activityservice.GiftTotals{Count: want.GiftsSent, Items: want.ItemsSent, Points: want.PointsSent},
+			GiftsReceived: activityservice.GiftTotals{Count: want.GiftsReceived, Items: want.ItemsReceived, Points: want.PointsReceived},
+			RoomsJoined:   int64(len(want.Rooms)), Joins: want.Joins, Leaves: want.Leaves, RoomsCreated: want.RoomsCreated,
+		}, got, "user %s", u)
+	}
+	for _, u := range m.users {
+		if m.totals[u] == nil {
+			require.Equal(t, http.StatusNotFound, getStatus(t, activity.addr, "/users/"+u+"/activity"), "user %s did nothing", u)
+		}
+	}
+
+	// Each threshold crossed gave one UserLevelUp, and each reached the
+	// level-up stream.
+	wantUps := m.levelUps(levels)
+	require.Equal(t, wantUps, levelUps(t, activityDB.DB), "UserLevelUp events in activity_outbox, by user/level")
+	activityS, err := js.Stream(ctx, activityStream)
+	require.NoError(t, err)
+	eventually(t, time.Minute, "every level-up published", func() (bool, string) {
+		var pending int
+		if err := activityDB.DB.QueryRow("SELECT COUNT(*) FROM activity_outbox WHERE status <> 'published'").Scan(&pending); err != nil {
+			return false, err.Error()
+		}
+		info, err := activityS.Info(ctx)
+		if err != nil {
+			return false, err.Error()
+		}
+		return pending == 0 && info.State.Msgs == uint64(len(wantUps)), fmt.Sprintf("%d not published; %d of %d in the stream", pending, info.State.Msgs, len(wantUps))
+	})
+
+	// What the inbox absorbed: every activity-service process logged its
+	// duplicates; the last one's /metrics counts its own.
+	duplicates := 0
+	for _, p := range runs {
+		duplicates += p.countLogLines(t, "rooms: duplicate delivery absorbed by the inbox")
+	}
+	lastRun := metric(t, activity.adminAddr, `activity_inbox_events_total{kind="duplicate"}`)
+	require.Equal(t, float64(activity.countLogLines(t, "rooms: duplicate delivery absorbed by the inbox")), lastRun, "the last run's metric agrees with its log")
+	require.GreaterOrEqual(t, duplicates, redelivered, "the events published again past the stream's duplicate window were absorbed")
+	var processed int
+	require.NoError(t, activityDB.DB.QueryRow("SELECT COUNT(*) FROM inbox").Scan(&processed))
+
+	activity.stop(t)
+	room.stop(t)
+	deliveries := int(info.Delivered.Consumer)
+	t.Logf("e2e: %d commands sent, %d accepted, %d events (%d copies republished past the stream's duplicate window); "+
+		"%d deliveries, %d of them redeliveries; %d events processed through the inbox, %d duplicates absorbed (%d from kills and lost acks); "+
+		"totals exact for %d users, %d level-ups",
+		sent, accepted, events, redelivered, deliveries, deliveries-events-redelivered, processed, duplicates, duplicates-redelivered, len(m.totals), len(wantUps))
+	fmt.Printf("e2e: %d commands, %d deliveries, %d duplicates absorbed, totals exact for %d users, %d level-ups\n",
+		sent, deliveries, duplicates, len(m.totals), len(wantUps))
+}
+
+func levelOf(points int64) int {
+	n := 0
+	for n < len(levels) && levels[n] <= points {
+		n++
+	}
+	return n
+}
+
+// waitProcessing waits until activity-service has processed an event
+// since the last call, so that a kill lands while it consumes.
+func waitProcessing(t *testing.T, db *sql.DB) {
+	t.Helper()
+	var before int
+	require.NoError(t, db.QueryRow("SELECT COUNT(*) FROM inbox").Scan(&before))
+	eventually(t, time.Minute, "activity-service processes events", func() (bool, string) {
+		var n int
+		if err := db.QueryRow("SELECT COUNT(*) FROM inbox").Scan(&n); err != nil {
+			return false, err.Error()
+		}
+		return n > before, fmt.Sprintf("%d processed", n)
+	})
+}
+
+// republish publishes n events of the stream again, with their event
+// IDs, once the stream's duplicate window has passed for them: a
+// redelivery the stream cannot discard (an outbox worker that retried
+// late), which only the inbox can absorb. They are events
+// activity-service applies (not those it ignores). It returns n.
+func republish(t *testing.T, ctx context.Context, js jetstream.JetStream, s jetstream.Stream, n int) int {
+	t.Helper()
+	applied := map[string]bool{activityservice.RoomCreated: true, activityservice.RoomUserJoined: true,
+		activityservice.RoomUserLeft: true, activityservice.RoomGiftSent: true}
+	for seq, copies := uint64(1), 0; copies < n; seq++ {
+		raw, err := s.GetMsg(ctx, seq)
+		require.NoError(t, err)
+		if !applied[raw.Header.Get(natsjs.HeaderEventType)] {
+			continue // acknowledged without the inbox
+		}
+		copies++
+		msg := &nats.Msg{Subject: raw.Subject, Header: raw.Header, Data: raw.Data}
+		eventually(t, time.Minute, "a copy past the duplicate window is stored", func() (bool, string) {
+			ack, err := js.PublishMsg(ctx, msg)
+			if err != nil {
+				return false, err.Error()
+			}
+			return !ack.Duplicate, "discarded as a duplicate: still in the window"
+		})
+	}
+	return n
+}
+
+// eventually polls cond until it holds or the deadline passes.
+func eventually(t *testing.T, within time.Duration, what string, cond func() (bool, string)) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		ok, state := cond()
+		if ok {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not within %v (%s)", what, within, state)
+		}
+		<-tick.C
+	}
+}
+
+func writeConfig(t *testing.T, dir, name, content string) string {
+	t.Helper()
+	path := filepath.Join(dir, name)
+	require.NoError(t, os.WriteFile(path, []byte(strings.TrimSpace(content)+"\n"), 0o600))
+	return path
+}
+
+var client = &http.Client{Timeout: 30 * time.Second}
+
+func post(t *testing.T, addr, path string, body map[string]any) (int, []byte) {
+	t.Helper()
+	b, _ := json.Marshal(body)
+	resp, err := client.Post("http://"+addr+path, "application/json", bytes.NewReader(b))
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	out, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	return resp.StatusCode, out
+}
+
+func getStatus(t *testing.T, addr, path string) int {
+	t.Helper()
+	resp, err := client.Get("http://" + addr + path)
+	require.NoError(t, err)
+	resp.Body.Close()
+	return resp.StatusCode
+}
+
+func getActivity(t *testing.T, addr, user string) activityservice.Activity {
+	t.Helper()
+	resp, err := client.Get("http://" + addr + "/users/" + user + "/activity")
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	require.Equal(t, http.StatusOK, resp.StatusCode, "user %s", user)
+	var act activityservice.Activity
+	require.NoError(t, json.NewDecoder(resp.Body).Decode(&act))
+	return act
+}
+
+// levelUps counts the UserLevelUp events in activity-service's outbox by
+// user/level.
+func levelUps(t *testing.T, db *sql.DB) map[string]int {
+	t.Helper()
+	rows, err := db.Query("SELECT payload FROM activity_outbox WHERE event_type = ?", activityservice.UserLevelUp)
+	require.NoError(t, err)
+	defer rows.Close()
+	n := map[string]int{}
+	for rows.Next() {
+		var payload []byte
+		require.NoError(t, rows.Scan(&payload))
+		var up activityservice.LevelUp
+		require.NoError(t, json.Unmarshal(payload, &up))
+		n[fmt.Sprintf("%s/%d", up.UserID, up.Level)]++
+	}
+	require.NoError(t, rows.Err())
+	return n
+}
+
+// metric reads one sample from a /metrics page.
+func metric(t *testing.T, addr, series string) float64 {
+	t.Helper()
+	resp, err := client.Get("http://" + addr + "/metrics")
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, series+" "); ok {
+			var f float64
+			_, err := fmt.Sscan(v, &f)
+			require.NoError(t, err)
+			return f
+		}
+	}
+	return 0
+}
