@@ -81,10 +81,7 @@ func newInstances(t *testing.T, h Harness, consumer string, obs inbox.Observer) 
 // call processed it, and none returned an error.
 func testConcurrentRedelivery(t *testing.T, h Harness) {
 	const rounds = 12
-	ids := make([]string, rounds)
-	for i := range ids {
-		ids[i] = fmt.Sprintf("evt-%d", i)
-	}
+	ids := messageIDs(rounds)
 	fx := newEffects(t, h, ids...)
 	obs := newCounter()
 	ibs := newInstances(t, h, "orders", obs)
@@ -120,10 +117,7 @@ func testConcurrentRedelivery(t *testing.T, h Harness) {
 // skips it.
 func testRedeliveryTakesOver(t *testing.T, h Harness) {
 	const rounds = 12
-	ids := make([]string, rounds)
-	for i := range ids {
-		ids[i] = fmt.Sprintf("evt-%d", i)
-	}
+	ids := messageIDs(rounds)
 	fx := newEffects(t, h, ids...)
 	obs := newCounter()
 	ibs := newInstances(t, h, "orders", obs)
@@ -170,10 +164,7 @@ func testRedeliveryTakesOver(t *testing.T, h Harness) {
 // fails.
 func testManyIDsWithDeadlocks(t *testing.T, h Harness) {
 	const messages, workersPerInstance = 60, 3
-	ids := make([]string, messages)
-	for i := range ids {
-		ids[i] = fmt.Sprintf("evt-%03d", i)
-	}
+	ids := messageIDs(messages)
 	fx := newEffects(t, h, ids...)
 	obs := newCounter()
 	ibs := newInstances(t, h, "orders", obs)

@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"database/sql"
 	"encoding/hex"
+	"fmt"
 	"sync"
 	"testing"
 
@@ -118,4 +119,13 @@ func contains(t *testing.T, ib inbox.Inbox, id string) bool {
 	got, err := in.Contains(context.Background(), id)
 	require.NoError(t, err)
 	return got
+}
+
+// messageIDs returns n distinct message IDs, in order.
+func messageIDs(n int) []string {
+	ids := make([]string, n)
+	for i := range ids {
+		ids[i] = fmt.Sprintf("evt-%03d", i)
+	}
+	return ids
 }

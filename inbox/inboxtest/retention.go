@@ -2,7 +2,6 @@ package inboxtest
 
 import (
 	"context"
-	"fmt"
 	"testing"
 	"time"
 
@@ -26,10 +25,7 @@ func purger(t *testing.T, h Harness, ib inbox.Inbox) Purger {
 // own consumer only, and a message redelivered after its record was
 // deleted is processed again (the documented limit of retention).
 func testRetention(t *testing.T, h Harness) {
-	ids := make([]string, 25)
-	for i := range ids {
-		ids[i] = fmt.Sprintf("evt-%02d", i)
-	}
+	ids := messageIDs(25)
 	fx := newEffects(t, h, ids...)
 	obs := newCounter()
 	orders, audit := h.New(t, "orders", obs), h.New(t, "audit", nil)
@@ -69,10 +65,7 @@ func testRetention(t *testing.T, h Harness) {
 // testRetentionInBatches: a Purge whose batch is smaller than the number
 // of old records goes on batch after batch until they are gone.
 func testRetentionInBatches(t *testing.T, h Harness) {
-	ids := make([]string, 23)
-	for i := range ids {
-		ids[i] = fmt.Sprintf("evt-%02d", i)
-	}
+	ids := messageIDs(23)
 	fx := newEffects(t, h, ids...)
 	ib := h.New(t, "orders", nil)
 	p := purger(t, h, ib)
