@@ -93,50 +93,85 @@ nats: {stream: %s, subject_prefix: %s, duplicates: "1s", startup_timeout: "30s"}
 	levelList, _ := json.Marshal(levels)
 	activityConfig := writeConfig(t, dir, "activity.yaml", fmt.Sprintf(`
 http: {addr: "127.0.0.1:0", admin_addr: "127.0.0.1:0", drain_delay: "0s"}
-rooms: {stream: %s, subject_prefix: %s, ack_wait: "2s", fetch_batch: 20, fetch_wait: "200ms", retry_delay: "200ms", startup_timeout: "30s"}
+rooms: {stream: %s, subject_prefix: %s, ack_wait: "3s", fetch_batch: 20, fetch_wait: "200ms", retry_delay: "200ms", startup_timeout: "30s"}
 levels: %s
 outbox: {stream: %s, subject_prefix: %s, poll_interval: "100ms"}
 `, yamlQuote(roomsStream), yamlQuote(roomsPrefix), levelList, yamlQuote(activityStream), yamlQuote(activityPrefix)))
-	activityEnv := []string{"MYSQL_DSN=" + activityDB.DSN, "NATS_URL=" + natsURL()}
+	natsProxy := startProxy(t, natsURL())
+	activityEnv := []string{"MYSQL_DSN=" + activityDB.DSN, "NATS_URL=" + natsProxy.URL()}
 	startActivity := func() *proc {
 		return startProc(t, "activityservice", activityBin, activityEnv, "activity-service serving", "-config", activityConfig)
 	}
 	activity := startActivity()
 	runs := []*proc{activity}
 
-	// Send the commands; kill activity-service twice, and its database
-	// connections once, while it consumes.
+	// Send the commands. While activity-service consumes them, SIGKILL
+	// it twice, each time with messages delivered to it and not
+	// acknowledged, and kill its database connections once.
 	m := newModel(seed, users)
 	sent, accepted, events := 0, 0, 0
-	for i := range commands {
-		switch i {
-		case commands / 4, commands / 2:
-			waitProcessing(t, activityDB.DB)
-			activity.kill()
-			t.Logf("command %d: SIGKILLed activity-service (run %d)", i, len(runs))
-			activity = startActivity()
-			runs = append(runs, activity)
-		case commands * 3 / 4:
+	send := func() {
+		c := m.next(sent)
+		status, body := post(t, room.addr, c.path, c.body)
+		sent++
+		if !c.valid {
+			require.Equal(t, http.StatusConflict, status, "%s %v must be refused: %s", c.path, c.body, body)
+			return
+		}
+		require.Equal(t, http.StatusOK, status, "%s %v: %s", c.path, c.body, body)
+		var res struct {
+			EventIDs []string `json:"event_ids"`
+		}
+		require.NoError(t, json.Unmarshal(body, &res))
+		m.accepted(c)
+		accepted++
+		events += len(res.EventIDs)
+	}
+	cons := func() jetstream.Consumer {
+		c, err := js.Consumer(ctx, roomsStream, activityservice.DefaultDurable)
+		require.NoError(t, err)
+		return c
+	}
+	restart := func(why string) {
+		activity.kill()
+		t.Logf("command %d: SIGKILLed activity-service (run %d) %s", sent, len(runs), why)
+		natsProxy.cut()
+		activity = startActivity()
+		runs = append(runs, activity)
+	}
+	for stage := 0; sent < commands; {
+		switch {
+		case stage == 0 && sent >= commands/4:
+			stage++
+			// Its transactions wait on a lock: the messages it holds are
+			// not applied, and come back after ack_wait.
+			unlock := lockActivityTables(t, activityDB.DB)
+			holdMessages(t, cons(), activityDB, send)
+			restart("while it held unacknowledged messages it could not apply")
+			unlock()
+		case stage == 1 && sent >= commands/2:
+			stage++
+			// As above, then its acks are held back (the proxy to NATS
+			// freezes) and its transactions may commit: messages applied
+			// and not acknowledged, which come back as duplicates.
+			unlock := lockActivityTables(t, activityDB.DB)
+			holdMessages(t, cons(), activityDB, send)
+			natsProxy.freeze()
+			before := countRows(t, activityDB.DB, "inbox")
+			unlock()
+			eventually(t, time.Minute, "an event applied while its ack is held back", func() (bool, string) {
+				n := countRows(t, activityDB.DB, "inbox")
+				return n > before, fmt.Sprintf("%d processed", n)
+			})
+			restart("after it applied messages whose acks were held back")
+		case stage == 2 && sent >= commands*3/4:
+			stage++
 			waitProcessing(t, activityDB.DB)
 			n, err := activityDB.KillConnections(ctx)
 			require.NoError(t, err)
-			t.Logf("command %d: killed %d MySQL connections of activity-service", i, n)
+			t.Logf("command %d: killed %d MySQL connections of activity-service", sent, n)
 		}
-		c := m.next(i)
-		status, body := post(t, room.addr, c.path, c.body)
-		sent++
-		if c.valid {
-			require.Equal(t, http.StatusOK, status, "%s %v: %s", c.path, c.body, body)
-			var res struct {
-				EventIDs []string `json:"event_ids"`
-			}
-			require.NoError(t, json.Unmarshal(body, &res))
-			m.accepted(c)
-			accepted++
-			events += len(res.EventIDs)
-		} else {
-			require.Equal(t, http.StatusConflict, status, "%s %v must be refused: %s", c.path, c.body, body)
-		}
+		send()
 	}
 
 	// Every event reaches the stream, and activity-service catches up.
@@ -150,11 +185,9 @@ outbox: {stream: %s, subject_prefix: %s, poll_interval: "100ms"}
 		return info.State.Msgs == uint64(events), fmt.Sprintf("%d of %d in the stream", info.State.Msgs, events)
 	})
 	redelivered := republish(t, ctx, js, roomsS, 10)
-	cons, err := js.Consumer(ctx, roomsStream, activityservice.DefaultDurable)
-	require.NoError(t, err)
 	var info *jetstream.ConsumerInfo
 	eventually(t, 2*time.Minute, "activity-service consumes every event", func() (bool, string) {
-		info, err = cons.Info(ctx)
+		info, err = cons().Info(ctx)
 		if err != nil {
 			return false, err.Error()
 		}
@@ -202,11 +235,13 @@ outbox: {stream: %s, subject_prefix: %s, poll_interval: "100ms"}
 	for _, p := range runs {
 		duplicates += p.countLogLines(t, "rooms: duplicate delivery absorbed by the inbox")
 	}
-	lastRun := metric(t, activity.adminAddr, `activity_inbox_events_total{kind="duplicate"}`)
+	lastRun := metric(t, activity.adminAddr, `inbox_duplicates_total{consumer="`+activityservice.InboxConsumer+`"}`)
 	require.Equal(t, float64(activity.countLogLines(t, "rooms: duplicate delivery absorbed by the inbox")), lastRun, "the last run's metric agrees with its log")
 	require.GreaterOrEqual(t, duplicates, redelivered, "the events published again past the stream's duplicate window were absorbed")
-	var processed int
-	require.NoError(t, activityDB.DB.QueryRow("SELECT COUNT(*) FROM inbox").Scan(&processed))
+	processed := countRows(t, activityDB.DB, "inbox")
+	redeliveries := int(info.Delivered.Consumer) - events - redelivered
+	require.Positive(t, redeliveries, "JetStream redelivered what the killed runs held")
+	require.Greater(t, duplicates, redelivered, "a redelivery of an event a killed run had applied was absorbed")
 
 	activity.stop(t)
 	room.stop(t)
@@ -214,7 +249,7 @@ outbox: {stream: %s, subject_prefix: %s, poll_interval: "100ms"}
 	t.Logf("e2e: %d commands sent, %d accepted, %d events (%d copies republished past the stream's duplicate window); "+
 		"%d deliveries, %d of them redeliveries; %d events processed through the inbox, %d duplicates absorbed (%d from kills and lost acks); "+
 		"totals exact for %d users, %d level-ups",
-		sent, accepted, events, redelivered, deliveries, deliveries-events-redelivered, processed, duplicates, duplicates-redelivered, len(m.totals), len(wantUps))
+		sent, accepted, events, redelivered, deliveries, redeliveries, processed, duplicates, duplicates-redelivered, len(m.totals), len(wantUps))
 	fmt.Printf("e2e: %d commands, %d deliveries, %d duplicates absorbed, totals exact for %d users, %d level-ups\n",
 		sent, deliveries, duplicates, len(m.totals), len(wantUps))
 }
@@ -228,17 +263,59 @@ func levelOf(points int64) int {
 }
 
 // waitProcessing waits until activity-service has processed an event
-// since the last call, so that a kill lands while it consumes.
+// since the call.
 func waitProcessing(t *testing.T, db *sql.DB) {
 	t.Helper()
-	var before int
-	require.NoError(t, db.QueryRow("SELECT COUNT(*) FROM inbox").Scan(&before))
+	before := countRows(t, db, "inbox")
 	eventually(t, time.Minute, "activity-service processes events", func() (bool, string) {
-		var n int
-		if err := db.QueryRow("SELECT COUNT(*) FROM inbox").Scan(&n); err != nil {
+		n := countRows(t, db, "inbox")
+		return n > before, fmt.Sprintf("%d processed", n)
+	})
+}
+
+func countRows(t *testing.T, db *sql.DB, table string) int {
+	t.Helper()
+	var n int
+	require.NoError(t, db.QueryRow("SELECT COUNT(*) FROM `"+table+"`").Scan(&n))
+	return n
+}
+
+// lockActivityTables locks every row of activity_users, and the gaps
+// between them, in a transaction of the test's: every event's
+// transaction waits. It returns the function that releases the lock.
+func lockActivityTables(t *testing.T, db *sql.DB) func() {
+	t.Helper()
+	tx, err := db.BeginTx(context.Background(), &sql.TxOptions{Isolation: sql.LevelRepeatableRead})
+	require.NoError(t, err)
+	rows, err := tx.Query("SELECT user_id FROM activity_users FOR UPDATE")
+	require.NoError(t, err)
+	require.NoError(t, rows.Close())
+	return func() { require.NoError(t, tx.Rollback()) }
+}
+
+// holdMessages sends commands until activity-service's transaction waits
+// for the test's lock while it holds at least two messages it has not
+// acknowledged.
+func holdMessages(t *testing.T, cons jetstream.Consumer, db *testutil.Database, send func()) {
+	t.Helper()
+	eventually(t, time.Minute, "activity-service waits on the lock, holding unacknowledged messages", func() (bool, string) {
+		var waits int
+		if err := db.DB.QueryRow("SELECT COUNT(*) FROM information_schema.INNODB_TRX t JOIN information_schema.PROCESSLIST p"+
+			" ON p.ID = t.trx_mysql_thread_id WHERE t.trx_state = 'LOCK WAIT' AND p.DB = ?", db.Name).Scan(&waits); err != nil {
 			return false, err.Error()
 		}
-		return n > before, fmt.Sprintf("%d processed", n)
+		info, err := cons.Info(context.Background())
+		if err != nil {
+			return false, err.Error()
+		}
+		if waits > 0 && info.NumAckPending >= 2 {
+			return true, ""
+		}
+		if info.NumPending == 0 {
+			send() // more for it to fetch
+		}
+		return false, fmt.Sprintf("%d transactions waiting, %d messages delivered and not acknowledged, %d not delivered",
+			waits, info.NumAckPending, info.NumPending)
 	})
 }
 

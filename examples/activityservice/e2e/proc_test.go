@@ -34,6 +34,10 @@ func buildBinaries(t *testing.T) (roomBin, activityBin string) {
 	return roomBin, activityBin
 }
 
+// EnvLogDir names a directory to keep the processes' logs in (a CI
+// artifact); without it they go to a directory of the test's.
+const EnvLogDir = "OUTBOXRELAY_E2E_LOG_DIR"
+
 // proc is a service process. Its JSON log (stderr) goes to a file of the
 // test's, and is watched for the line that says it serves.
 type proc struct {
@@ -50,14 +54,17 @@ type proc struct {
 // if the process exits or does not serve within a minute.
 func startProc(t *testing.T, name, bin string, env []string, servingMsg string, args ...string) *proc {
 	t.Helper()
-	logPath := filepath.Join(t.TempDir(), name+".log")
-	logFile, err := os.Create(logPath)
+	dir := os.Getenv(EnvLogDir)
+	if dir == "" {
+		dir = t.TempDir()
+	}
+	logFile, err := os.CreateTemp(dir, name+"-*.log")
 	if err != nil {
 		t.Fatal(err)
 	}
 	serving := make(chan map[string]any, 1)
 	w := &lineWatcher{match: servingMsg, found: serving}
-	p := &proc{name: name, cmd: exec.Command(bin, args...), logPath: logPath, exited: make(chan struct{})}
+	p := &proc{name: name, cmd: exec.Command(bin, args...), logPath: logFile.Name(), exited: make(chan struct{})}
 	p.cmd.Env = append(os.Environ(), env...)
 	p.cmd.Stdout, p.cmd.Stderr = logFile, io.MultiWriter(logFile, w)
 	if err := p.cmd.Start(); err != nil {

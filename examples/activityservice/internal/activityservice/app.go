@@ -111,7 +111,11 @@ func (a *App) build(ctx context.Context) error {
 		Help: "Room events delivered by JetStream, by outcome: processed, duplicate (absorbed by the inbox), ignored, unknown, malformed, failed, ack_failed.",
 	}, []string{"outcome"})
 	a.metrics.MustRegister(deliveries)
-	ib, err := inboxmysql.New(a.db, inboxmysql.Options{Consumer: InboxConsumer, Observer: newInboxObserver(a.metrics), Logger: a.log})
+	inboxMetrics, err := outboxprom.NewInboxMetrics(a.metrics, outboxprom.InboxOptions{Consumers: []string{InboxConsumer}})
+	if err != nil {
+		return err
+	}
+	ib, err := inboxmysql.New(a.db, inboxmysql.Options{Consumer: InboxConsumer, Observer: inboxMetrics, Logger: a.log})
 	if err != nil {
 		return err
 	}
