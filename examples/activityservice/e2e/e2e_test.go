@@ -300,8 +300,10 @@ func holdMessages(t *testing.T, cons jetstream.Consumer, db *testutil.Database, 
 	t.Helper()
 	eventually(t, time.Minute, "activity-service waits on the lock, holding unacknowledged messages", func() (bool, string) {
 		var waits int
-		if err := db.DB.QueryRow("SELECT COUNT(*) FROM information_schema.INNODB_TRX t JOIN information_schema.PROCESSLIST p"+
-			" ON p.ID = t.trx_mysql_thread_id WHERE t.trx_state = 'LOCK WAIT' AND p.DB = ?", db.Name).Scan(&waits); err != nil {
+		// While the test holds the lock, a statement on activity_users
+		// waits for it. (INNODB_TRX does not list every such session.)
+		if err := db.DB.QueryRow("SELECT COUNT(*) FROM information_schema.PROCESSLIST WHERE DB = ? AND COMMAND IN ('Query', 'Execute')"+
+			" AND INFO LIKE '%activity_users%' AND ID <> CONNECTION_ID()", db.Name).Scan(&waits); err != nil {
 			return false, err.Error()
 		}
 		info, err := cons.Info(context.Background())
@@ -314,9 +316,30 @@ func holdMessages(t *testing.T, cons jetstream.Consumer, db *testutil.Database, 
 		if info.NumPending == 0 {
 			send() // more for it to fetch
 		}
-		return false, fmt.Sprintf("%d transactions waiting, %d messages delivered and not acknowledged, %d not delivered",
-			waits, info.NumAckPending, info.NumPending)
+		return false, fmt.Sprintf("%d transactions waiting, %d messages delivered and not acknowledged, %d not delivered; sessions: %s",
+			waits, info.NumAckPending, info.NumPending, sessions(db))
 	})
+}
+
+// sessions lists the database's sessions and transactions, for a failure
+// message.
+func sessions(db *testutil.Database) string {
+	rows, err := db.DB.Query("SELECT p.ID, p.COMMAND, COALESCE(p.STATE, ''), LEFT(COALESCE(p.INFO, ''), 80), COALESCE(t.trx_state, '')"+
+		" FROM information_schema.PROCESSLIST p LEFT JOIN information_schema.INNODB_TRX t ON t.trx_mysql_thread_id = p.ID WHERE p.DB = ?", db.Name)
+	if err != nil {
+		return err.Error()
+	}
+	defer rows.Close()
+	var out []string
+	for rows.Next() {
+		var id int64
+		var cmd, state, info, trx string
+		if err := rows.Scan(&id, &cmd, &state, &info, &trx); err != nil {
+			return err.Error()
+		}
+		out = append(out, fmt.Sprintf("[%d %s %q %q trx=%s]", id, cmd, state, info, trx))
+	}
+	return strings.Join(out, " ")
 }
 
 // republish publishes n events of the stream again, with their event

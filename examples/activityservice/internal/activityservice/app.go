@@ -87,7 +87,11 @@ func NewApp(ctx context.Context, cfg Config, logger *slog.Logger) (*App, error) 
 		cfg.NodeID = host + "-" + strconv.Itoa(os.Getpid())
 	}
 	a := &App{cfg: cfg, log: logger, serveDone: make(chan error, 2), natsClosed: make(chan struct{})}
-	db, err := svckit.OpenMySQL(ctx, cfg.MySQL.DSN, svckit.Pool{MaxOpenConns: cfg.MySQL.MaxOpenConns, MaxIdleConns: cfg.MySQL.MaxOpenConns,
+	dsn, err := withLockWaitTimeout(cfg.MySQL.DSN, lockWaitTimeout(cfg.Rooms))
+	if err != nil {
+		return nil, err
+	}
+	db, err := svckit.OpenMySQL(ctx, dsn, svckit.Pool{MaxOpenConns: cfg.MySQL.MaxOpenConns, MaxIdleConns: cfg.MySQL.MaxOpenConns,
 		ConnMaxLifetime: 5 * time.Minute, ConnMaxIdleTime: time.Minute, StartupTimeout: cfg.MySQL.StartupTimeout})
 	if err != nil {
 		return nil, err
@@ -147,7 +151,7 @@ func (a *App) build(ctx context.Context) error {
 	r := a.cfg.Rooms
 	a.consumer = &roomConsumer{
 		cons: cons, inbox: ib, publisher: a.worker, batch: r.FetchBatch, fetchWait: r.FetchWait, retryDelay: r.RetryDelay,
-		handleTimeout: r.AckWait * 3 / 4, deliveries: deliveries, log: a.log,
+		handleTimeout: handleTimeout(r), deliveries: deliveries, log: a.log,
 		proj: &projector{outbox: store, levels: a.cfg.Levels, headStart: outbox.DefaultHeadStart, now: time.Now},
 	}
 	a.server = a.newServer(a.publicHandler())
@@ -375,4 +379,35 @@ func (a *App) runInboxRetention(ctx context.Context) {
 			a.log.InfoContext(ctx, "inbox retention", slog.Int("deleted", n))
 		}
 	}
+}
+
+// handleTimeout bounds the processing of one message: well within
+// AckWait, so that JetStream does not deliver it again while it is in
+// hand.
+func handleTimeout(r RoomsConfig) time.Duration { return r.AckWait * 3 / 4 }
+
+// lockWaitTimeout is the sessions' innodb_lock_wait_timeout: half the
+// handle timeout, in whole seconds (at least 1). The server then ends a
+// transaction's lock wait itself (the inbox retries it) before the
+// handler's context does: a context that ends mid-statement closes the
+// connection, and the server would keep its transaction waiting, locks
+// and all, until its own timeout (50s by default), holding up the
+// message's redelivery.
+func lockWaitTimeout(r RoomsConfig) int { return max(1, int(handleTimeout(r)/2/time.Second)) }
+
+// withLockWaitTimeout sets innodb_lock_wait_timeout on every session of
+// dsn, unless dsn sets it already.
+func withLockWaitTimeout(dsn string, seconds int) (string, error) {
+	cfg, err := dsnsafe.Parse(dsn)
+	if err != nil {
+		return "", fmt.Errorf("mysql: dsn: %w", err)
+	}
+	if _, ok := cfg.Params["innodb_lock_wait_timeout"]; ok {
+		return dsn, nil
+	}
+	if cfg.Params == nil {
+		cfg.Params = map[string]string{}
+	}
+	cfg.Params["innodb_lock_wait_timeout"] = strconv.Itoa(seconds)
+	return cfg.FormatDSN(), nil
 }
