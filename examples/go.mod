@@ -25,7 +25,12 @@ require (
 // For tests only:
 //   - testify: require, in the tests (which use the root module's
 //     internal/testutil too)
-require github.com/stretchr/testify v1.12.1
+//   - goleak: activity-service's test checks that Shutdown leaves no
+//     goroutine behind
+require (
+	github.com/stretchr/testify v1.12.1
+	go.uber.org/goleak v1.3.0
+)
 
 require (
 	dario.cat/mergo v1.0.2 // indirect

@@ -24,6 +24,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/outboxrelay/outboxrelay/examples/activityservice/internal/activityservice"
+	"github.com/outboxrelay/outboxrelay/examples/internal/natstest"
 	"github.com/outboxrelay/outboxrelay/internal/testutil"
 	"github.com/outboxrelay/outboxrelay/sink/natsjs"
 	"github.com/outboxrelay/outboxrelay/sink/tencentim/tencentimtest"
@@ -39,13 +40,6 @@ const (
 // most users cross some.
 var levels = []int64{50, 150, 400, 1000}
 
-func natsURL() string {
-	if u := os.Getenv("OUTBOXRELAY_TEST_NATS_URL"); u != "" {
-		return u
-	}
-	return "nats://127.0.0.1:4222"
-}
-
 // TestEndToEnd runs room-service and activity-service as processes and
 // checks that activity-service's totals are exact after SIGKILLs and a
 // lost database connection, with every duplicate absorbed by the inbox.
@@ -55,24 +49,12 @@ func TestEndToEnd(t *testing.T) {
 	_, _ = rand.Read(seedBytes[:])
 	seed := binary.BigEndian.Uint64(seedBytes[:])
 	run := hex.EncodeToString(seedBytes[:4])
-	t.Logf("run %s, seed %d; MySQL: %s; NATS: %s", run, seed, testutil.Server(t), natsURL())
+	t.Logf("run %s, seed %d; MySQL: %s; NATS: %s", run, seed, testutil.Server(t), natstest.URL())
 
-	nc, err := nats.Connect(natsURL(), nats.Timeout(5*time.Second))
-	if err != nil {
-		t.Fatalf("no NATS server at %s (%v): start one with JetStream (nats-server -js), or set OUTBOXRELAY_TEST_NATS_URL", natsURL(), err)
-	}
-	t.Cleanup(nc.Close)
-	js, err := jetstream.New(nc)
-	require.NoError(t, err)
+	js := natstest.JetStream(t)
 	roomsStream, activityStream := "E2E_ROOMS_"+run, "E2E_ACTIVITY_"+run
 	roomsPrefix, activityPrefix := "e2e_"+run+".rooms", "e2e_"+run+".activity"
-	t.Cleanup(func() {
-		for _, s := range []string{roomsStream, activityStream} {
-			if err := js.DeleteStream(context.Background(), s); err != nil {
-				t.Errorf("delete stream %s: %v", s, err)
-			}
-		}
-	})
+	natstest.DeleteStreamsAtCleanup(t, js, roomsStream, activityStream)
 
 	roomDB, activityDB := testutil.NewDatabase(t), testutil.NewDatabase(t)
 	roomBin, activityBin := buildBinaries(t)
@@ -87,7 +69,7 @@ tencent_im: {base_url: %s, sdk_app_id: 1400000000, admin_identifier: "administra
 outbox_worker: {poll_interval: "50ms"}
 nats: {stream: %s, subject_prefix: %s, duplicates: "1s", startup_timeout: "30s"}
 `, yamlQuote(fakeIM.URL()), yamlQuote(roomsStream), yamlQuote(roomsPrefix)))
-	room := startProc(t, "roomservice", roomBin, []string{"MYSQL_DSN=" + roomDB.DSN, "NATS_URL=" + natsURL(), "TENCENT_IM_SECRET_KEY=" + secret},
+	room := startProc(t, "roomservice", roomBin, []string{"MYSQL_DSN=" + roomDB.DSN, "NATS_URL=" + natstest.URL(), "TENCENT_IM_SECRET_KEY=" + secret},
 		"room-service serving", "-config", roomConfig)
 
 	levelList, _ := json.Marshal(levels)
@@ -97,7 +79,7 @@ rooms: {stream: %s, subject_prefix: %s, ack_wait: "3s", fetch_batch: 20, fetch_w
 levels: %s
 outbox: {stream: %s, subject_prefix: %s, poll_interval: "100ms"}
 `, yamlQuote(roomsStream), yamlQuote(roomsPrefix), levelList, yamlQuote(activityStream), yamlQuote(activityPrefix)))
-	natsProxy := startProxy(t, natsURL())
+	natsProxy := startProxy(t, natstest.URL())
 	activityEnv := []string{"MYSQL_DSN=" + activityDB.DSN, "NATS_URL=" + natsProxy.URL()}
 	startActivity := func() *proc {
 		return startProc(t, "activityservice", activityBin, activityEnv, "activity-service serving", "-config", activityConfig)

@@ -2,32 +2,21 @@ package roomservice
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"log/slog"
-	"os"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/require"
 
+	"github.com/outboxrelay/outboxrelay/examples/internal/natstest"
 	"github.com/outboxrelay/outboxrelay/outbox"
 	"github.com/outboxrelay/outboxrelay/outbox/outboxtest"
 	"github.com/outboxrelay/outboxrelay/sink/natsjs"
 )
-
-// testNATSURL is the NATS server with JetStream the tests use.
-func testNATSURL() string {
-	if u := os.Getenv("OUTBOXRELAY_TEST_NATS_URL"); u != "" {
-		return u
-	}
-	return "nats://127.0.0.1:4222"
-}
 
 // TestNATSConfig: the nats block's defaults, the environment, and the
 // checks, each naming its key.
@@ -67,21 +56,15 @@ func TestNATSConfig(t *testing.T) {
 // ID), by the broker consumer's own worker, and Tencent IM still gets
 // its messages.
 func TestBrokerRelaysEvents(t *testing.T) {
-	var b [4]byte
-	_, _ = rand.Read(b[:])
-	run := hex.EncodeToString(b[:])
+	run := natstest.RunID()
 	stream, prefix := "RS_TEST_"+run, "rstest."+run
-	nc, err := nats.Connect(testNATSURL(), nats.Timeout(5*time.Second))
-	require.NoError(t, err, "NATS with JetStream is needed: set OUTBOXRELAY_TEST_NATS_URL")
-	t.Cleanup(nc.Close)
-	js, err := jetstream.New(nc)
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = js.DeleteStream(context.Background(), stream) })
+	js := natstest.JetStream(t)
+	natstest.DeleteStreamsAtCleanup(t, js, stream)
 
 	on := true
 	app := startApp(t, nil, func(c *Config) {
 		c.OutboxWorker.Enabled = &on
-		c.NATS = NATSConfig{URL: testNATSURL(), Stream: stream, SubjectPrefix: prefix, StartupTimeout: 10 * time.Second}
+		c.NATS = NATSConfig{URL: natstest.URL(), Stream: stream, SubjectPrefix: prefix, StartupTimeout: 10 * time.Second}
 	})
 	created := app.command("/v1/rooms", map[string]any{"room_id": "r1", "owner_id": "alice", "command_id": "c1"})
 	joined := app.command("/v1/rooms/r1/join", map[string]any{"user_id": "bob", "command_id": "c2"})
