@@ -82,6 +82,8 @@ func decode(h nats.Header, payload []byte) (roomEvent, error) {
 	switch {
 	case id == "" || len(id) > maxEventIDLen || !utf8.ValidString(id):
 		return roomEvent{}, fmt.Errorf("%w: header %s missing or invalid", errMalformed, jetstream.MsgIDHeader)
+	case typ == "":
+		return roomEvent{}, fmt.Errorf("%w: header %s missing", errMalformed, natsjs.HeaderEventType)
 	case ignoredTypes[typ]:
 		return roomEvent{}, errIgnoredType
 	case typ != RoomCreated && typ != RoomUserJoined && typ != RoomUserLeft && typ != RoomGiftSent:

@@ -214,6 +214,7 @@ func TestDecode(t *testing.T) {
 		body []byte
 	}{
 		"no message ID":      {hdr("", RoomGiftSent), env("e", RoomGiftSent, "r", `{}`)},
+		"no type header":     {hdr("e", ""), env("e", RoomGiftSent, "r", `{"user_id":"u","count":1,"points":1}`)},
 		"not JSON":           {hdr("e", RoomUserJoined), []byte("{\"event_id\":")},
 		"IDs disagree":       {hdr("e", RoomUserJoined), env("other", RoomUserJoined, "r", `{"user_id":"u"}`)},
 		"types disagree":     {hdr("e", RoomUserJoined), env("e", RoomUserLeft, "r", `{"user_id":"u"}`)},
