@@ -8,12 +8,14 @@ import (
 	"strings"
 	"testing"
 
+	mysqldrv "github.com/go-sql-driver/mysql"
+
 	"github.com/outboxrelay/outboxrelay/inbox"
 	"github.com/outboxrelay/outboxrelay/inbox/mysql"
 	"github.com/outboxrelay/outboxrelay/internal/testutil"
 )
 
-// FuzzIDs: whatever the ID, Process refuses it with ErrInvalidID before
+// FuzzIDs: whatever the ID, written into the SQL by the driver, Process refuses it with ErrInvalidID before
 // any handler runs, or records it as itself: processed once, a duplicate
 // after, found by Contains, and distinct from the same ID with a space
 // appended or its case changed. (go test runs the seeds; go test -fuzz
@@ -23,12 +25,20 @@ func FuzzIDs(f *testing.F) {
 		f.Add(s)
 	}
 	d := testutil.NewDatabase(f)
+	// The suite runs with prepared statements; here the driver writes the
+	// IDs into the SQL text itself (the recommended DSN setting).
+	cfg, err := mysqldrv.ParseDSN(d.DSN)
+	if err != nil {
+		f.Fatal(err)
+	}
+	cfg.InterpolateParams = true
+	db := testutil.OpenDSN(f, cfg.FormatDSN())
 	ctx := context.Background()
 	n := 0
 	noop := func(context.Context, *sql.Tx) error { return nil }
 	f.Fuzz(func(t *testing.T, id string) {
 		n++ // a consumer per input: the engine may repeat one
-		ib, err := mysql.New(d.DB, mysql.Options{Consumer: fmt.Sprintf("fuzz-%d", n)})
+		ib, err := mysql.New(db, mysql.Options{Consumer: fmt.Sprintf("fuzz-%d", n)})
 		if err != nil {
 			t.Fatal(err)
 		}
