@@ -15,7 +15,7 @@ import (
 	"github.com/outboxrelay/outboxrelay/internal/testutil"
 )
 
-func newInbox(t *testing.T, db *sql.DB, consumer string) *mysql.Inbox {
+func newInbox(t testing.TB, db *sql.DB, consumer string) *mysql.Inbox {
 	t.Helper()
 	ib, err := mysql.New(db, mysql.Options{Consumer: consumer})
 	require.NoError(t, err)

@@ -37,7 +37,8 @@
 // inbox_handler_failures_total and the other inbox_* metrics listed on
 // it, labelled by consumer. A rising duplicates rate is redelivery being
 // absorbed; handler failures and errors are messages that were not
-// processed and will come again.
+// processed and will come again. monitoring/prometheus-inbox-alerts.yaml
+// holds alert rules on them.
 //
 // Options.LegacyNames registers the names of earlier versions instead
 // (the worker's name as a prefix, milliseconds, no labels), for dashboards

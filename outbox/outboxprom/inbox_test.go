@@ -8,6 +8,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil/promlint"
+	dto "github.com/prometheus/client_model/go"
 	"github.com/stretchr/testify/require"
 
 	"github.com/outboxrelay/outboxrelay/inbox"
@@ -79,4 +80,42 @@ func TestInboxMetricsInvalidConsumer(t *testing.T) {
 	require.NoError(t, err)
 	m.Observe(context.Background(), inbox.Event{Kind: inbox.EventProcessed, Consumer: "bad\xff"})
 	require.Equal(t, 1.0, gather(t, reg)[`inbox_processed_total{consumer="invalid"}`])
+}
+
+// inboxExported returns the inbox metric families, after an event of
+// every kind, by name.
+func inboxExported(t *testing.T) map[string]dto.MetricType {
+	t.Helper()
+	reg := prometheus.NewPedanticRegistry()
+	m, err := NewInboxMetrics(reg, InboxOptions{})
+	require.NoError(t, err)
+	for k := inbox.EventProcessed; k <= inbox.EventPurged; k++ {
+		m.Observe(context.Background(), inbox.Event{Kind: k, Consumer: "activity", Count: 1})
+	}
+	return familyTypes(t, reg)
+}
+
+// TestInboxAlertRulesUseExportedMetrics: the inbox alert rules are a
+// Prometheus rule file, every rule has a severity and a summary, is per
+// consumer, and names only inbox metrics the package exports.
+func TestInboxAlertRulesUseExportedMetrics(t *testing.T) {
+	known := inboxExported(t)
+	require.Len(t, known, 7)
+	file := readAlertRules(t, "monitoring/prometheus-inbox-alerts.yaml")
+	require.Len(t, file.Groups, 1)
+	require.Equal(t, "inbox", file.Groups[0].Name)
+	alerts := map[string]bool{}
+	for _, r := range file.Groups[0].Rules {
+		require.False(t, alerts[r.Alert], "%s twice", r.Alert)
+		alerts[r.Alert] = true
+		requireKnownMetrics(t, "alert "+r.Alert, r.Expr, known)
+		require.Contains(t, r.Expr, "by (consumer)", "alert %s: one alert per consumer", r.Alert)
+		_, err := time.ParseDuration(r.For)
+		require.NoError(t, err, "alert %s: for", r.Alert)
+		require.Contains(t, []string{"info", "warning", "critical"}, r.Labels["severity"], "alert %s", r.Alert)
+		require.NotEmpty(t, r.Annotations["summary"], "alert %s", r.Alert)
+	}
+	for _, want := range []string{"InboxHandlerFailing", "InboxErrors"} {
+		require.True(t, alerts[want], "missing alert %s", want)
+	}
 }
