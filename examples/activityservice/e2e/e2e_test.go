@@ -22,6 +22,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
 
 	"github.com/outboxrelay/outboxrelay/examples/activityservice/internal/activityservice"
 	"github.com/outboxrelay/outboxrelay/examples/internal/natstest"
@@ -45,6 +46,15 @@ var levels = []int64{50, 150, 400, 1000}
 // lost database connection, with every duplicate absorbed by the inbox.
 func TestEndToEnd(t *testing.T) {
 	ctx := context.Background()
+	// Registered first, so that it runs after every other cleanup (the
+	// processes, the proxy, the pools); testutil's own pool on the server
+	// lives as long as the test binary.
+	testutil.ServerDSN(t)
+	ignore := goleak.IgnoreCurrent()
+	t.Cleanup(func() {
+		client.CloseIdleConnections()
+		goleak.VerifyNone(t, ignore)
+	})
 	var seedBytes [8]byte
 	_, _ = rand.Read(seedBytes[:])
 	seed := binary.BigEndian.Uint64(seedBytes[:])
@@ -86,6 +96,9 @@ outbox: {stream: %s, subject_prefix: %s, poll_interval: "100ms"}
 	}
 	activity := startActivity()
 	runs := []*proc{activity}
+	for _, probe := range []string{"/healthz", "/readyz", "/metrics"} {
+		require.Equal(t, http.StatusOK, getStatus(t, activity.adminAddr, probe), probe)
+	}
 
 	// Send the commands. While activity-service consumes them, SIGKILL
 	// it twice, each time with messages delivered to it and not

@@ -23,7 +23,10 @@ import (
 // JetStream as well, for other services (activity-service) to consume.
 // The Tencent IM path is unchanged: the broker is a named consumer of
 // room_outbox (Store.AddConsumer) with a worker and a status of its own,
-// so that neither channel's failures hold up the other.
+// so that neither channel's failures hold up the other. Its worker runs
+// with the outbox_worker block's settings (and not when it is disabled);
+// an event reaches the stream a few seconds after its command (the
+// outbox's head start for the after-commit path, then a poll_interval).
 type NATSConfig struct {
 	// URL is the NATS server, or several separated by commas, e.g.
 	// "nats://nats:4222". It may hold credentials (user:password@ or
