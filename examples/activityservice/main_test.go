@@ -5,6 +5,8 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/outboxrelay/outboxrelay/examples/activityservice/internal/activityservice"
 )
 
 // TestUsage: -h lists every environment variable by name, never a value.
@@ -31,4 +33,16 @@ func TestBadArguments(t *testing.T) {
 	out.Reset()
 	require.Equal(t, exitFailed, run(nil, &out))
 	require.Contains(t, out.String(), "config: mysql.dsn: required")
+}
+
+// TestConfigFile: the local development config file loads as it is.
+func TestConfigFile(t *testing.T) {
+	for _, v := range []string{"MYSQL_DSN", "MYSQL_DSN_FILE", "NATS_URL", "NATS_URL_FILE", "ACTIVITY_NODE_ID", "ACTIVITY_HTTP_ADDR", "ACTIVITY_ADMIN_ADDR"} {
+		t.Setenv(v, "")
+	}
+	cfg, err := activityservice.LoadConfig("config.yaml")
+	require.NoError(t, err)
+	require.Equal(t, "127.0.0.1:8081", cfg.HTTP.Addr)
+	require.Equal(t, "ROOMS", cfg.Rooms.Stream)
+	require.Equal(t, []int64{100, 500, 2000, 10000, 50000}, cfg.Levels)
 }
