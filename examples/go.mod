@@ -6,12 +6,15 @@ go 1.26.0
 // quickstart. A module of their own, as bench/ is, so that the library's
 // module does not require what they use: the Prometheus client and YAML for
 // room-service; the embedded MySQL engine (go-mysql-server, with logrus)
-// and testcontainers-go for the demo's fallback databases.
+// and testcontainers-go for the demo's fallback databases; nats.go and
+// the NATS sink for the events room-service relays to activity-service.
 require (
 	github.com/dolthub/go-mysql-server v0.20.0
 	github.com/go-sql-driver/mysql v1.10.1
+	github.com/nats-io/nats.go v1.55.0
 	github.com/outboxrelay/outboxrelay v0.1.0
 	github.com/outboxrelay/outboxrelay/outbox/outboxprom v0.1.0
+	github.com/outboxrelay/outboxrelay/sink/natsjs v0.1.0
 	github.com/outboxrelay/outboxrelay/sink/tencentim v0.1.0
 	github.com/prometheus/client_golang v1.25.0
 	github.com/sirupsen/logrus v1.9.4
@@ -22,7 +25,12 @@ require (
 // For tests only:
 //   - testify: require, in the tests (which use the root module's
 //     internal/testutil too)
-require github.com/stretchr/testify v1.12.1
+//   - goleak: activity-service's test checks that Shutdown leaves no
+//     goroutine behind
+require (
+	github.com/stretchr/testify v1.12.1
+	go.uber.org/goleak v1.3.0
+)
 
 require (
 	dario.cat/mergo v1.0.2 // indirect
@@ -66,6 +74,8 @@ require (
 	github.com/moby/sys/userns v0.1.0 // indirect
 	github.com/moby/term v0.5.2 // indirect
 	github.com/munnerz/goautoneg v0.0.0-20191010083416-a7dc8b61c822 // indirect
+	github.com/nats-io/nkeys v0.4.16 // indirect
+	github.com/nats-io/nuid v1.0.1 // indirect
 	github.com/opencontainers/go-digest v1.0.0 // indirect
 	github.com/opencontainers/image-spec v1.1.1 // indirect
 	github.com/pkg/errors v0.9.1 // indirect
@@ -106,5 +116,6 @@ require (
 replace (
 	github.com/outboxrelay/outboxrelay => ../
 	github.com/outboxrelay/outboxrelay/outbox/outboxprom => ../outbox/outboxprom
+	github.com/outboxrelay/outboxrelay/sink/natsjs => ../sink/natsjs
 	github.com/outboxrelay/outboxrelay/sink/tencentim => ../sink/tencentim
 )

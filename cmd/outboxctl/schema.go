@@ -1,24 +1,30 @@
 package main
 
 import (
+	"flag"
 	"fmt"
 	"strings"
 
+	inboxmysql "github.com/outboxrelay/outboxrelay/inbox/mysql"
 	"github.com/outboxrelay/outboxrelay/store/mysql"
 )
 
 // runSchema prints the SQL of the schema for a table, with no database:
 // for golang-migrate, goose or atlas users, or a DBA.
 func runSchema(c *cli, args []string) int {
-	fs := c.baseFlags("[--table T] [--from VERSION] [--to VERSION]")
-	fs.StringVar(&c.table, "table", mysql.DefaultTable, "outbox table name")
+	fs := c.baseFlags("[--table T] [--from VERSION] [--to VERSION] [--inbox]")
+	fs.StringVar(&c.table, "table", mysql.DefaultTable, "outbox table name (with --inbox: the inbox table's, default "+inboxmysql.DefaultTable+")")
 	from := fs.Int("from", 0, "the schema version the tables are at (0: none, print the CREATE statements)")
 	to := fs.Int("to", mysql.SchemaVersion, "the schema version to reach")
+	inbox := fs.Bool("inbox", false, "print the schema of a consumer's inbox table (inbox/mysql) instead, at its current version")
 	if code, ok := c.parse(fs, args); !ok {
 		return code
 	}
 	if len(c.args) > 0 {
 		return c.usageError("schema takes no arguments")
+	}
+	if *inbox {
+		return printInboxSchema(c, fs)
 	}
 	sqlText, err := mysql.SchemaSQL(c.table, *from, *to)
 	if err != nil {
@@ -26,6 +32,28 @@ func runSchema(c *cli, args []string) int {
 	}
 	if c.json {
 		return c.printJSON(map[string]any{"table": c.table, "from": *from, "to": *to, "sql": sqlText})
+	}
+	fmt.Fprintln(c.out, sqlText)
+	return exitOK
+}
+
+// printInboxSchema prints inbox/mysql's SchemaSQL for --table (by
+// default the inbox's default table).
+func printInboxSchema(c *cli, fs *flag.FlagSet) int {
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	if set["from"] || set["to"] {
+		return c.usageError("--inbox takes no --from or --to: the inbox table has one schema version, %d", inboxmysql.SchemaVersion)
+	}
+	if !set["table"] {
+		c.table = inboxmysql.DefaultTable
+	}
+	sqlText, err := inboxmysql.SchemaSQL(c.table)
+	if err != nil {
+		return c.usageError("%v", err)
+	}
+	if c.json {
+		return c.printJSON(map[string]any{"table": c.table, "inbox": true, "to": inboxmysql.SchemaVersion, "sql": sqlText})
 	}
 	fmt.Fprintln(c.out, sqlText)
 	return exitOK

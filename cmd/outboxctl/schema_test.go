@@ -6,6 +6,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	inboxmysql "github.com/outboxrelay/outboxrelay/inbox/mysql"
 	"github.com/outboxrelay/outboxrelay/internal/testutil"
 	"github.com/outboxrelay/outboxrelay/store/mysql"
 )
@@ -28,6 +29,27 @@ func TestSchemaPrintsTheSQL(t *testing.T) {
 	r = ctl(t, nil, "schema", "--from", "9")
 	require.Equal(t, exitUsage, r.code)
 	r = ctl(t, nil, "schema", "--table", "bad`name")
+	require.Equal(t, exitUsage, r.code)
+}
+
+// TestSchemaPrintsTheInboxSQL: with --inbox, schema prints inbox/mysql's
+// SchemaSQL (table "inbox" by default).
+func TestSchemaPrintsTheInboxSQL(t *testing.T) {
+	r := ctl(t, []string{"OUTBOXCTL_DSN="}, "schema", "--inbox")
+	require.Equal(t, exitOK, r.code, r.stderr)
+	want, err := inboxmysql.SchemaSQL(inboxmysql.DefaultTable)
+	require.NoError(t, err)
+	require.Equal(t, want+"\n", r.stdout)
+
+	r = ctl(t, nil, "schema", "--inbox", "--table", "activity_inbox", "--json")
+	require.Equal(t, exitOK, r.code, r.stderr)
+	require.Contains(t, r.stdout, "CREATE TABLE IF NOT EXISTS `activity_inbox`")
+	require.Contains(t, r.stdout, `"inbox": true`)
+
+	r = ctl(t, nil, "schema", "--inbox", "--from", "1")
+	require.Equal(t, exitUsage, r.code)
+	require.Contains(t, r.stderr, "--inbox takes no --from or --to")
+	r = ctl(t, nil, "schema", "--inbox", "--table", "bad`name")
 	require.Equal(t, exitUsage, r.code)
 }
 

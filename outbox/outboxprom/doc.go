@@ -32,6 +32,14 @@
 // (prometheus-alerts.yaml) built on these names; a test checks that they
 // use no other metric.
 //
+// InboxMetrics (NewInboxMetrics) is the consuming side's observer, an
+// inbox.Observer: inbox_processed_total, inbox_duplicates_total,
+// inbox_handler_failures_total and the other inbox_* metrics listed on
+// it, labelled by consumer. A rising duplicates rate is redelivery being
+// absorbed; handler failures and errors are messages that were not
+// processed and will come again. monitoring/prometheus-inbox-alerts.yaml
+// holds alert rules on them.
+//
 // Options.LegacyNames registers the names of earlier versions instead
 // (the worker's name as a prefix, milliseconds, no labels), for dashboards
 // not yet moved to these.

@@ -18,9 +18,9 @@ import (
 )
 
 // metricRE finds the metric names in a PromQL expression: every metric
-// is outbox_*, and the labels (outbox, consumer, …) have no underscore
-// after "outbox".
-var metricRE = regexp.MustCompile(`\boutbox_[a-zA-Z0-9_:]*`)
+// is outbox_* or inbox_*, and the labels (outbox, consumer, …) have no
+// underscore after "outbox".
+var metricRE = regexp.MustCompile(`\b(?:outbox|inbox)_[a-zA-Z0-9_:]*`)
 
 // exported returns the metric families the package registers, after an
 // event of every kind and a backlog reading, by name.
@@ -30,6 +30,13 @@ func exported(t *testing.T) map[string]dto.MetricType {
 	m, err := New(reg, Options{Name: "room_outbox", Stats: &scriptedStats{stats: backend.Stats{Pending: 1, OldestPending: time.Second}}})
 	require.NoError(t, err)
 	observeAll(m)
+	return familyTypes(t, reg)
+}
+
+// familyTypes returns the types of the metric families reg gathers, by
+// name.
+func familyTypes(t *testing.T, reg prometheus.Gatherer) map[string]dto.MetricType {
+	t.Helper()
 	families, err := reg.Gather()
 	require.NoError(t, err)
 	out := map[string]dto.MetricType{}
@@ -119,19 +126,25 @@ type alertRules struct {
 	} `yaml:"groups"`
 }
 
-// TestAlertRulesUseExportedMetrics: the alert rules are a Prometheus rule
-// file (no unknown keys), every rule has a severity and a summary, and
-// every expression names only metrics the package exports.
-func TestAlertRulesUseExportedMetrics(t *testing.T) {
-	known := exported(t)
-	f, err := os.Open("monitoring/prometheus-alerts.yaml")
+// readAlertRules decodes a rule file, refusing unknown keys.
+func readAlertRules(t *testing.T, path string) alertRules {
+	t.Helper()
+	f, err := os.Open(path)
 	require.NoError(t, err)
 	t.Cleanup(func() { f.Close() })
 	dec := yaml.NewDecoder(f)
 	dec.KnownFields(true)
 	var file alertRules
 	require.NoError(t, dec.Decode(&file))
+	return file
+}
 
+// TestAlertRulesUseExportedMetrics: the alert rules are a Prometheus rule
+// file (no unknown keys), every rule has a severity and a summary, and
+// every expression names only metrics the package exports.
+func TestAlertRulesUseExportedMetrics(t *testing.T) {
+	known := exported(t)
+	file := readAlertRules(t, "monitoring/prometheus-alerts.yaml")
 	require.Len(t, file.Groups, 1)
 	require.Equal(t, "outbox", file.Groups[0].Name)
 	alerts := map[string]bool{}

@@ -75,28 +75,10 @@ func fill(t *testing.T, db *sql.DB, table string, offset, n int, status, next st
 	require.NoError(t, err)
 }
 
-// explain returns the single row of EXPLAIN for query, by column name
-// (MySQL and MariaDB differ in their columns).
+// explain returns the single row of EXPLAIN for query, by column name.
 func explain(t *testing.T, db *sql.DB, query string) map[string]string {
 	t.Helper()
-	rows, err := db.Query("EXPLAIN " + query)
-	require.NoError(t, err)
-	defer rows.Close()
-	cols, err := rows.Columns()
-	require.NoError(t, err)
-	require.True(t, rows.Next(), "EXPLAIN returned no row")
-	vals := make([]sql.NullString, len(cols))
-	ptrs := make([]any, len(cols))
-	for i := range vals {
-		ptrs[i] = &vals[i]
-	}
-	require.NoError(t, rows.Scan(ptrs...))
-	require.False(t, rows.Next(), "the claim is a single-table query")
-	out := map[string]string{}
-	for i, c := range cols {
-		out[c] = vals[i].String
-	}
-	return out
+	return testutil.Explain(t, db, query)
 }
 
 // countReads runs query in a transaction of its own on one connection and

@@ -44,6 +44,8 @@ type App struct {
 	db     *sql.DB
 	store  *mysql.Store
 	worker *outbox.Worker
+	// broker relays the events to NATS JetStream (nil without nats.url).
+	broker *broker
 	svc    *Service
 	// server is the public API's; admin serves /metrics and the probes
 	// on the admin listener.
@@ -59,6 +61,9 @@ type App struct {
 	adminLn      net.Listener
 	workerCancel context.CancelFunc
 	workerDone   chan struct{}
+	// brokerDone closes when the broker's worker has stopped (at once
+	// without a broker).
+	brokerDone chan struct{}
 	// retentionDone closes when the command log's retention has stopped;
 	// it runs beside the worker and stops with it.
 	retentionDone chan struct{}
@@ -75,7 +80,7 @@ type App struct {
 // Zero values in cfg get their defaults (Config.WithDefaults).
 func NewApp(ctx context.Context, cfg Config, logger *slog.Logger) (*App, error) {
 	cfg = cfg.WithDefaults()
-	a := &App{cfg: cfg, log: logger, workerDone: make(chan struct{}), retentionDone: make(chan struct{}), serveDone: make(chan error, 2)}
+	a := &App{cfg: cfg, log: logger, workerDone: make(chan struct{}), brokerDone: make(chan struct{}), retentionDone: make(chan struct{}), serveDone: make(chan error, 2)}
 	db, err := openMySQL(ctx, cfg.MySQL)
 	if err != nil {
 		return nil, err
@@ -119,6 +124,11 @@ func (a *App) build(ctx context.Context) error {
 		return err
 	}
 	a.store, a.worker = store, worker
+	if a.cfg.NATS.Enabled() {
+		if a.broker, err = a.newBroker(ctx, store, opts); err != nil {
+			return err
+		}
+	}
 	a.svc = &Service{db: a.db, store: store, publisher: worker, headStart: outbox.DefaultHeadStart, log: a.log, now: time.Now}
 	a.server = a.newServer(a.publicHandler())
 	a.admin = a.newServer(a.adminHandler())
@@ -177,6 +187,7 @@ func (a *App) Start() error {
 		close(a.workerDone)
 		a.log.Warn("outbox_worker.enabled is false: pending events wait until a worker runs")
 	}
+	a.startBroker(workerCtx)
 	go func() {
 		defer close(a.retentionDone)
 		a.svc.RunCommandRetention(workerCtx, a.cfg.Commands)
@@ -240,8 +251,9 @@ const (
 //     If ctx ends first, the remaining connections are closed.
 //  4. Stop the worker from claiming and wait for its in-flight publish
 //     to be recorded (it ends at publish_timeout at the latest). The
-//     worker keeps delivering while HTTP drains.
-//  5. Close MySQL last, when nothing uses it.
+//     worker keeps delivering while HTTP drains. The NATS broker's
+//     worker, if any, stops with it.
+//  5. Close NATS and MySQL last, when nothing uses them.
 //
 // Only the first call does the work; every call returns its result.
 func (a *App) Shutdown(ctx context.Context) error {
@@ -291,11 +303,15 @@ func (a *App) stopHTTP(ctx context.Context) error {
 func (a *App) stopWorker() {
 	a.workerCancel()
 	<-a.workerDone
+	<-a.brokerDone
 	<-a.retentionDone
 	a.step(stepWorker)
 }
 
 func (a *App) closeResources() error {
+	if a.broker != nil {
+		a.broker.nc.Close()
+	}
 	err := a.db.Close()
 	a.step(stepMySQL)
 	return err

@@ -1,18 +1,13 @@
 package roomservice
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
-	"io"
 	"os"
-	"regexp"
-	"strconv"
 	"strings"
 	"time"
 
-	"go.yaml.in/yaml/v3"
-
+	"github.com/outboxrelay/outboxrelay/examples/internal/svckit"
 	"github.com/outboxrelay/outboxrelay/internal/dsnsafe"
 	"github.com/outboxrelay/outboxrelay/outbox"
 )
@@ -22,10 +17,12 @@ import (
 type Config struct {
 	// NodeID names this instance in logs and leases. Defaults to
 	// <hostname>-<pid>.
-	NodeID       string             `yaml:"node_id"`
-	HTTP         HTTPConfig         `yaml:"http"`
-	MySQL        MySQLConfig        `yaml:"mysql"`
-	TencentIM    TencentIMConfig    `yaml:"tencent_im"`
+	NodeID    string          `yaml:"node_id"`
+	HTTP      HTTPConfig      `yaml:"http"`
+	MySQL     MySQLConfig     `yaml:"mysql"`
+	TencentIM TencentIMConfig `yaml:"tencent_im"`
+	// NATS relays the events to NATS JetStream too, when its url is set.
+	NATS         NATSConfig         `yaml:"nats"`
 	OutboxWorker OutboxWorkerConfig `yaml:"outbox_worker"`
 	Commands     CommandsConfig     `yaml:"commands"`
 	// ShutdownTimeout bounds a graceful stop after the drain delay: the
@@ -240,10 +237,8 @@ func LoadConfig(path string) (Config, error) {
 // ParseConfig is LoadConfig on bytes; empty data is an empty file.
 func ParseConfig(data []byte) (Config, error) {
 	var c Config
-	dec := yaml.NewDecoder(bytes.NewReader(data))
-	dec.KnownFields(true)
-	if err := dec.Decode(&c); err != nil && !errors.Is(err, io.EOF) {
-		return Config{}, fmt.Errorf("config: %w", nameFields(data, err))
+	if err := svckit.DecodeYAML(data, &c); err != nil {
+		return Config{}, fmt.Errorf("config: %w", err)
 	}
 	if err := c.applyEnv(); err != nil {
 		return Config{}, err
@@ -305,6 +300,7 @@ func (c Config) WithDefaults() Config {
 	orDefault(&c.Commands.RetentionInterval, DefaultRetentionInterval)
 	orDefault(&c.Commands.RetentionBatch, DefaultRetentionBatch)
 	orDefault(&c.ShutdownTimeout, DefaultShutdownTimeout)
+	c.NATS = c.NATS.withDefaults()
 	return c
 }
 
@@ -326,7 +322,7 @@ func (h HTTPConfig) DrainDelayOrDefault() time.Duration {
 
 func (c Config) validate() error {
 	var errs []error
-	errs = append(errs, c.HTTP.validate(), c.MySQL.validate(), c.Commands.validate())
+	errs = append(errs, c.HTTP.validate(), c.MySQL.validate(), c.Commands.validate(), c.NATS.validate())
 	if c.ShutdownTimeout < 0 {
 		errs = append(errs, fmt.Errorf("config: shutdown_timeout: %v: must not be negative", c.ShutdownTimeout))
 	}
@@ -423,53 +419,3 @@ func (c CommandsConfig) validate() error {
 var errFakeIM = errors.New("config: tencent_im.fake: true: room-service has no in-process Tencent IM fake; " +
 	"run the demo (go run ./examples/roomservice/demo), or serve the fake for this config " +
 	"(go run ./examples/roomservice/demo -fake-im -config FILE) and leave tencent_im.fake out")
-
-var yamlLineRE = regexp.MustCompile(`^line (\d+): (.*)$`)
-
-// nameFields rewrites yaml's "line N: cannot unmarshal …" errors to name
-// the key at that line, e.g. "outbox_worker.poll_interval: cannot …".
-func nameFields(data []byte, err error) error {
-	var te *yaml.TypeError
-	if !errors.As(err, &te) {
-		return err
-	}
-	var root yaml.Node
-	if yaml.Unmarshal(data, &root) != nil {
-		return err
-	}
-	msgs := make([]string, len(te.Errors))
-	for i, e := range te.Errors {
-		msgs[i] = e
-		if m := yamlLineRE.FindStringSubmatch(e); m != nil {
-			line, _ := strconv.Atoi(m[1])
-			if path := keyAtLine(&root, line, ""); path != "" {
-				msgs[i] = path + " (line " + m[1] + "): " + m[2]
-			}
-		}
-	}
-	return errors.New(strings.Join(msgs, "; "))
-}
-
-// keyAtLine returns the dotted path of the key whose value is on line.
-func keyAtLine(n *yaml.Node, line int, prefix string) string {
-	if n.Kind == yaml.DocumentNode && len(n.Content) > 0 {
-		return keyAtLine(n.Content[0], line, prefix)
-	}
-	if n.Kind != yaml.MappingNode {
-		return ""
-	}
-	for i := 0; i+1 < len(n.Content); i += 2 {
-		key, val := n.Content[i], n.Content[i+1]
-		path := key.Value
-		if prefix != "" {
-			path = prefix + "." + key.Value
-		}
-		if val.Line == line && val.Kind == yaml.ScalarNode {
-			return path
-		}
-		if p := keyAtLine(val, line, path); p != "" {
-			return p
-		}
-	}
-	return ""
-}

@@ -3,11 +3,8 @@ package roomservice
 import (
 	"context"
 	"database/sql"
-	"fmt"
-	"time"
 
-	mysqldrv "github.com/go-sql-driver/mysql"
-	"github.com/outboxrelay/outboxrelay/internal/dsnsafe"
+	"github.com/outboxrelay/outboxrelay/examples/internal/svckit"
 )
 
 // openMySQL opens the pool with c's limits and waits (c.StartupTimeout,
@@ -17,38 +14,6 @@ import (
 // password.
 func openMySQL(ctx context.Context, c MySQLConfig) (*sql.DB, error) {
 	c = Config{MySQL: c}.WithDefaults().MySQL
-	dsn, err := dsnsafe.Parse(c.DSN)
-	if err != nil {
-		return nil, fmt.Errorf("mysql: dsn: %w", err)
-	}
-	target := dsnsafe.Target(dsn)
-	connector, err := mysqldrv.NewConnector(dsn)
-	if err != nil {
-		return nil, fmt.Errorf("mysql %s: %w", target, dsnsafe.Err(err, dsn.Passwd))
-	}
-	db := sql.OpenDB(connector)
-	db.SetMaxOpenConns(c.MaxOpenConns)
-	db.SetMaxIdleConns(c.MaxIdleConns)
-	db.SetConnMaxLifetime(c.ConnMaxLifetime)
-	db.SetConnMaxIdleTime(c.ConnMaxIdleTime)
-	ctx, cancel := context.WithTimeout(ctx, c.StartupTimeout)
-	defer cancel()
-	// The error reported is the last one before the deadline: the ping
-	// the deadline cuts short says only "i/o timeout".
-	var last error
-	for {
-		err := db.PingContext(ctx)
-		if err == nil {
-			return db, nil
-		}
-		if last == nil || ctx.Err() == nil {
-			last = err
-		}
-		select {
-		case <-ctx.Done():
-			db.Close()
-			return nil, fmt.Errorf("mysql %s did not answer within %v: %w", target, c.StartupTimeout, dsnsafe.Err(last, dsn.Passwd))
-		case <-time.After(time.Second):
-		}
-	}
+	return svckit.OpenMySQL(ctx, c.DSN, svckit.Pool{MaxOpenConns: c.MaxOpenConns, MaxIdleConns: c.MaxIdleConns,
+		ConnMaxLifetime: c.ConnMaxLifetime, ConnMaxIdleTime: c.ConnMaxIdleTime, StartupTimeout: c.StartupTimeout})
 }

@@ -3,10 +3,10 @@ package roomservice
 import (
 	"errors"
 	"fmt"
-	"io"
-	"os"
 	"strconv"
 	"strings"
+
+	"github.com/outboxrelay/outboxrelay/examples/internal/svckit"
 )
 
 // The environment variables that override the file, so that no secret
@@ -23,6 +23,8 @@ const (
 	EnvSDKAppID        = "TENCENT_IM_SDK_APP_ID"
 	EnvAdminIdentifier = "TENCENT_IM_ADMIN_IDENTIFIER"
 	EnvNodeID          = "ROOMSERVICE_NODE_ID"
+	EnvNATSURL         = "NATS_URL"
+	EnvNATSURLFile     = "NATS_URL_FILE"
 )
 
 // EnvSetting is one setting the environment can give.
@@ -51,11 +53,11 @@ var EnvSettings = []EnvSetting{
 	}},
 	{EnvAdminIdentifier, "", "tencent_im.admin_identifier", func(c *Config, v string) error { c.TencentIM.AdminIdentifier = v; return nil }},
 	{EnvNodeID, "", "node_id", func(c *Config, v string) error { c.NodeID = v; return nil }},
+	{EnvNATSURL, EnvNATSURLFile, "nats.url", func(c *Config, v string) error { c.NATS.URL = v; return nil }},
 }
 
-// maxSecretFile bounds what a *_FILE variable's file may hold: a DSN or a
-// key is short, and a wrong path (a log, a device) must not fill memory.
-const maxSecretFile = 64 << 10
+// maxSecretFile bounds what a *_FILE variable's file may hold.
+const maxSecretFile = svckit.MaxSecretFile
 
 // applyEnv overrides c with every setting the environment gives. Errors
 // name the variable, and the path of a file, never a secret's value.
@@ -79,51 +81,4 @@ func (c *Config) applyEnv() error {
 
 // lookup returns the setting's value: the plain variable's, else the
 // content of the file FileVar names, else "".
-func (s EnvSetting) lookup() (string, error) {
-	if v := os.Getenv(s.Var); v != "" {
-		return v, nil
-	}
-	if s.FileVar == "" {
-		return "", nil
-	}
-	path := os.Getenv(s.FileVar)
-	if path == "" {
-		return "", nil
-	}
-	v, err := readSecretFile(path)
-	if err != nil {
-		return "", fmt.Errorf("config: %s=%s: %w", s.FileVar, path, err)
-	}
-	return v, nil
-}
-
-// readSecretFile reads a secret from path, trimmed of trailing newlines.
-// Its errors never hold the content.
-func readSecretFile(path string) (string, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return "", pathless(err)
-	}
-	defer f.Close()
-	data, err := io.ReadAll(io.LimitReader(f, maxSecretFile+1))
-	switch {
-	case err != nil:
-		return "", pathless(err)
-	case len(data) > maxSecretFile:
-		return "", fmt.Errorf("larger than %d bytes: not a secret file", maxSecretFile)
-	}
-	v := strings.TrimRight(string(data), "\r\n")
-	if v == "" {
-		return "", errors.New("the file is empty")
-	}
-	return v, nil
-}
-
-// pathless drops the path from an *os.PathError, which the caller names.
-func pathless(err error) error {
-	var pe *os.PathError
-	if errors.As(err, &pe) {
-		return fmt.Errorf("cannot %s: %w", pe.Op, pe.Err)
-	}
-	return err
-}
+func (s EnvSetting) lookup() (string, error) { return svckit.LookupEnv(s.Var, s.FileVar) }

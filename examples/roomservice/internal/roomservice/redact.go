@@ -5,31 +5,18 @@ import (
 	"io"
 	"log/slog"
 
-	mysqldrv "github.com/go-sql-driver/mysql"
+	"github.com/outboxrelay/outboxrelay/examples/internal/svckit"
 )
 
-// The configuration holds two secrets: the database password in the DSN
-// and the Tencent IM secret key. Every type that holds one prints, logs
+// The configuration holds three secrets: the database password in the
+// DSN, the Tencent IM secret key and the credentials in the NATS URL. Every type that holds one prints, logs
 // (slog.LogValuer) and formats (every fmt verb) with it redacted, so a
 // config that ends up in a log line or an error does not leak it.
 
-const redactedMark = "[redacted]"
+const redactedMark = svckit.Redacted
 
-// redactDSN returns dsn with its password replaced; a DSN that does not
-// parse is replaced whole, as its password cannot be found.
-func redactDSN(dsn string) string {
-	if dsn == "" {
-		return ""
-	}
-	cfg, err := mysqldrv.ParseDSN(dsn)
-	if err != nil {
-		return "(a DSN that does not parse)"
-	}
-	if cfg.Passwd != "" {
-		cfg.Passwd = redactedMark
-	}
-	return cfg.FormatDSN()
-}
+// redactDSN returns dsn with its password replaced (svckit.RedactDSN).
+func redactDSN(dsn string) string { return svckit.RedactDSN(dsn) }
 
 func (c MySQLConfig) redacted() MySQLConfig {
 	c.DSN = redactDSN(c.DSN)
@@ -44,7 +31,7 @@ func (c TencentIMConfig) redacted() TencentIMConfig {
 }
 
 func (c Config) redacted() Config {
-	c.MySQL, c.TencentIM = c.MySQL.redacted(), c.TencentIM.redacted()
+	c.MySQL, c.TencentIM, c.NATS = c.MySQL.redacted(), c.TencentIM.redacted(), c.NATS.redacted()
 	return c
 }
 
@@ -60,6 +47,12 @@ func (c TencentIMConfig) String() string {
 	return fmt.Sprintf("%+v", plain(c.redacted()))
 }
 
+// String prints the block with the URL's credentials redacted.
+func (c NATSConfig) String() string {
+	type plain NATSConfig
+	return fmt.Sprintf("%+v", plain(c.redacted()))
+}
+
 // String prints the configuration with its secrets redacted.
 func (c Config) String() string {
 	type plain Config
@@ -70,8 +63,10 @@ func (c Config) String() string {
 func (c MySQLConfig) Format(f fmt.State, _ rune)     { _, _ = io.WriteString(f, c.String()) }
 func (c TencentIMConfig) Format(f fmt.State, _ rune) { _, _ = io.WriteString(f, c.String()) }
 func (c Config) Format(f fmt.State, _ rune)          { _, _ = io.WriteString(f, c.String()) }
+func (c NATSConfig) Format(f fmt.State, _ rune)      { _, _ = io.WriteString(f, c.String()) }
 
 // LogValue makes slog log String.
 func (c MySQLConfig) LogValue() slog.Value     { return slog.StringValue(c.String()) }
 func (c TencentIMConfig) LogValue() slog.Value { return slog.StringValue(c.String()) }
 func (c Config) LogValue() slog.Value          { return slog.StringValue(c.String()) }
+func (c NATSConfig) LogValue() slog.Value      { return slog.StringValue(c.String()) }

@@ -1,0 +1,422 @@
+package activityservice
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"github.com/outboxrelay/outboxrelay/examples/internal/svckit"
+	inboxmysql "github.com/outboxrelay/outboxrelay/inbox/mysql"
+	"github.com/outboxrelay/outboxrelay/internal/dsnsafe"
+	"github.com/outboxrelay/outboxrelay/outbox"
+	"github.com/outboxrelay/outboxrelay/outbox/outboxprom"
+	"github.com/outboxrelay/outboxrelay/sink/natsjs"
+	"github.com/outboxrelay/outboxrelay/store/mysql"
+)
+
+// state is where the App is in its life.
+type state int32
+
+const (
+	stateStarting state = iota
+	stateServing
+	stateDraining
+	stateStopped
+)
+
+func (s state) String() string {
+	return [...]string{"starting", "serving", "draining", "stopped"}[s]
+}
+
+// InboxConsumer is the inbox's consumer name: every instance of
+// activity-service records its processed room events under it.
+const InboxConsumer = "activity-service"
+
+// App is activity-service: its MySQL database (activity tables, inbox,
+// outbox), the durable consumer of room-service's stream, the outbox
+// worker that publishes level-ups, and the HTTP listeners. Shutdown
+// stops them in the reverse order of Start.
+type App struct {
+	cfg Config
+	log *slog.Logger
+	db  *sql.DB
+	nc  *nats.Conn
+	// natsClosed closes when the NATS connection has closed (after the
+	// drain at shutdown).
+	natsClosed chan struct{}
+	inbox      *inboxmysql.Inbox
+	store      *mysql.Store
+	worker     *outbox.Worker
+	consumer   *roomConsumer
+	metrics    *prometheus.Registry
+	server     *http.Server
+	admin      *http.Server
+
+	state     atomic.Int32
+	listener  net.Listener
+	adminLn   net.Listener
+	cancel    context.CancelFunc
+	running   sync.WaitGroup
+	serveDone chan error
+	stopOnce  sync.Once
+	stopErr   error
+}
+
+// NewApp opens MySQL (waiting for it), migrates the activity tables, the
+// inbox and the outbox, connects to NATS (waiting for room-service's
+// stream), creates the durable consumer and the level-up stream, and
+// builds the worker and the HTTP servers. Nothing runs yet.
+func NewApp(ctx context.Context, cfg Config, logger *slog.Logger) (*App, error) {
+	cfg = cfg.WithDefaults()
+	if cfg.NodeID == "" {
+		host, _ := os.Hostname()
+		cfg.NodeID = host + "-" + strconv.Itoa(os.Getpid())
+	}
+	a := &App{cfg: cfg, log: logger, serveDone: make(chan error, 2), natsClosed: make(chan struct{})}
+	dsn, err := withLockWaitTimeout(cfg.MySQL.DSN, lockWaitTimeout(cfg.Rooms))
+	if err != nil {
+		return nil, err
+	}
+	db, err := svckit.OpenMySQL(ctx, dsn, svckit.Pool{MaxOpenConns: cfg.MySQL.MaxOpenConns, MaxIdleConns: cfg.MySQL.MaxOpenConns,
+		ConnMaxLifetime: 5 * time.Minute, ConnMaxIdleTime: time.Minute, StartupTimeout: cfg.MySQL.StartupTimeout})
+	if err != nil {
+		return nil, err
+	}
+	a.db = db
+	if err := a.build(ctx); err != nil {
+		a.closeResources()
+		return nil, err
+	}
+	return a, nil
+}
+
+func (a *App) build(ctx context.Context) error {
+	if err := migrate(ctx, a.db); err != nil {
+		return err
+	}
+	a.metrics = prometheus.NewRegistry()
+	a.metrics.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	deliveries := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "activity_deliveries_total",
+		Help: "Room events delivered by JetStream, by outcome: processed, duplicate (absorbed by the inbox), ignored, unknown, malformed, failed, ack_failed.",
+	}, []string{"outcome"})
+	a.metrics.MustRegister(deliveries)
+	inboxMetrics, err := outboxprom.NewInboxMetrics(a.metrics, outboxprom.InboxOptions{Consumers: []string{InboxConsumer}})
+	if err != nil {
+		return err
+	}
+	ib, err := inboxmysql.New(a.db, inboxmysql.Options{Consumer: InboxConsumer, Observer: inboxMetrics, Logger: a.log})
+	if err != nil {
+		return err
+	}
+	if err := ib.Migrate(ctx); err != nil {
+		return err
+	}
+	store, err := mysql.New(a.db, mysql.Options{Table: a.cfg.Outbox.Table})
+	if err != nil {
+		return err
+	}
+	if err := store.Migrate(ctx); err != nil {
+		return err
+	}
+	a.inbox, a.store = ib, store
+	if err := a.connectNATS(ctx); err != nil {
+		return err
+	}
+	js, err := jetstream.New(a.nc)
+	if err != nil {
+		return a.natsErr("jetstream", err)
+	}
+	cons, err := a.roomsConsumer(ctx, js)
+	if err != nil {
+		return err
+	}
+	if err := a.buildWorker(ctx, js); err != nil {
+		return err
+	}
+	r := a.cfg.Rooms
+	a.consumer = &roomConsumer{
+		cons: cons, inbox: ib, publisher: a.worker, batch: r.FetchBatch, fetchWait: r.FetchWait, retryDelay: r.RetryDelay,
+		handleTimeout: handleTimeout(r), deliveries: deliveries, log: a.log,
+		proj: &projector{outbox: store, levels: a.cfg.Levels, headStart: outbox.DefaultHeadStart, now: time.Now},
+	}
+	a.server = a.newServer(a.publicHandler())
+	a.admin = a.newServer(a.adminHandler())
+	return nil
+}
+
+// buildWorker builds the outbox worker that publishes level-ups to the
+// level-up stream (created when missing) through sink/natsjs.
+func (a *App) buildWorker(ctx context.Context, js jetstream.JetStream) error {
+	o := a.cfg.Outbox
+	if err := a.waitFor(ctx, "stream "+o.Stream, func(ctx context.Context) error {
+		_, err := js.Stream(ctx, o.Stream)
+		if errors.Is(err, jetstream.ErrStreamNotFound) {
+			_, err = js.CreateStream(ctx, natsjs.StreamConfig(o.Stream, o.SubjectPrefix, 10*time.Minute))
+			if errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
+				err = nil
+			}
+		}
+		return err
+	}); err != nil {
+		return err
+	}
+	sink, err := natsjs.New(natsjs.Config{JetStream: js, Prefix: o.SubjectPrefix, ExpectStream: o.Stream, Logger: a.log})
+	if err != nil {
+		return err
+	}
+	opts, err := o.workerOptions()
+	if err != nil {
+		return err
+	}
+	observer, err := outboxprom.New(a.metrics, outboxprom.Options{Name: opts.Name, Stats: a.store})
+	if err != nil {
+		return err
+	}
+	opts.NodeID, opts.Logger, opts.Observer = a.cfg.NodeID, a.log, observer
+	a.worker, err = outbox.NewWorker(a.store, sink, opts)
+	return err
+}
+
+// connectNATS connects, reconnecting for ever once connected.
+func (a *App) connectNATS(ctx context.Context) error {
+	nc, err := nats.Connect(a.cfg.Rooms.NATSURL, nats.Name("activity-service "+a.cfg.NodeID), nats.MaxReconnects(-1),
+		nats.RetryOnFailedConnect(true), nats.ReconnectWait(time.Second), nats.ClosedHandler(func(*nats.Conn) { close(a.natsClosed) }))
+	if err != nil {
+		return a.natsErr("connect", err)
+	}
+	a.nc = nc
+	return nil
+}
+
+// roomsConsumer waits for room-service's stream and creates (or updates)
+// the durable consumer on it.
+func (a *App) roomsConsumer(ctx context.Context, js jetstream.JetStream) (jetstream.Consumer, error) {
+	r := a.cfg.Rooms
+	var cons jetstream.Consumer
+	err := a.waitFor(ctx, "stream "+r.Stream+" (room-service creates it)", func(ctx context.Context) error {
+		var err error
+		cons, err = js.CreateOrUpdateConsumer(ctx, r.Stream, consumerConfig(r))
+		return err
+	})
+	return cons, err
+}
+
+// waitFor retries f every second until it succeeds or
+// rooms.startup_timeout has passed.
+func (a *App) waitFor(ctx context.Context, what string, f func(context.Context) error) error {
+	ctx, cancel := context.WithTimeout(ctx, a.cfg.Rooms.StartupTimeout)
+	defer cancel()
+	var last error
+	for {
+		err := f(ctx)
+		if err == nil {
+			return nil
+		}
+		if last == nil || ctx.Err() == nil {
+			last = err
+		}
+		select {
+		case <-ctx.Done():
+			return a.natsErr(fmt.Sprintf("%s not available within %v", what, a.cfg.Rooms.StartupTimeout), last)
+		case <-time.After(time.Second):
+		}
+	}
+}
+
+// natsErr wraps a NATS error with the server list, credentials redacted.
+func (a *App) natsErr(what string, err error) error {
+	for _, s := range svckit.NATSSecrets(a.cfg.Rooms.NATSURL) {
+		err = dsnsafe.Err(err, s)
+	}
+	return fmt.Errorf("nats %s: %s: %w", svckit.RedactNATSURL(a.cfg.Rooms.NATSURL), what, err)
+}
+
+// Start listens, marks the App serving, and starts the outbox worker,
+// the inbox's retention and the room consumer.
+func (a *App) Start() error {
+	ln, err := net.Listen("tcp", a.cfg.HTTP.Addr)
+	if err != nil {
+		return fmt.Errorf("listen %s (http.addr): %w", a.cfg.HTTP.Addr, err)
+	}
+	adminLn, err := net.Listen("tcp", a.cfg.HTTP.AdminAddr)
+	if err != nil {
+		ln.Close()
+		return fmt.Errorf("listen %s (http.admin_addr): %w", a.cfg.HTTP.AdminAddr, err)
+	}
+	a.listener, a.adminLn = ln, adminLn
+	ctx, cancel := context.WithCancel(context.Background())
+	a.cancel = cancel
+	a.state.Store(int32(stateServing))
+	a.goRun(func() { _ = a.worker.Run(ctx) })
+	a.goRun(func() { a.runInboxRetention(ctx) })
+	a.goRun(func() { a.consumer.run(ctx) })
+	go func() { a.serveDone <- a.server.Serve(ln) }()
+	go func() { a.serveDone <- a.admin.Serve(adminLn) }()
+	a.log.Info("activity-service serving", slog.String("addr", ln.Addr().String()), slog.String("admin_addr", adminLn.Addr().String()),
+		slog.String("node_id", a.cfg.NodeID), slog.String("stream", a.cfg.Rooms.Stream), slog.String("durable", a.cfg.Rooms.Durable))
+	return nil
+}
+
+func (a *App) goRun(f func()) {
+	a.running.Add(1)
+	go func() {
+		defer a.running.Done()
+		f()
+	}()
+}
+
+// Addr is the public listener's address; AdminAddr the admin one's.
+func (a *App) Addr() string      { return a.listener.Addr().String() }
+func (a *App) AdminAddr() string { return a.adminLn.Addr().String() }
+
+// State reports where the App is in its life.
+func (a *App) State() state { return state(a.state.Load()) }
+
+// Run starts the App and stops it when ctx is done (SIGINT/SIGTERM in
+// main) or a server fails.
+func (a *App) Run(ctx context.Context) error {
+	if err := a.Start(); err != nil {
+		a.closeResources()
+		return err
+	}
+	var serveErr error
+	select {
+	case <-ctx.Done():
+	case serveErr = <-a.serveDone:
+	}
+	stopCtx, cancel := context.WithTimeout(context.Background(), a.cfg.HTTP.DrainDelayOrDefault()+a.cfg.ShutdownTimeout)
+	defer cancel()
+	return errors.Join(serveErr, a.Shutdown(stopCtx))
+}
+
+// Shutdown stops the App, in the reverse order of Start:
+//
+//  1. Mark draining: /readyz answers 503; wait http.drain_delay (or
+//     until ctx ends).
+//  2. Shut the HTTP servers down gracefully.
+//  3. Stop the consumer: the message in hand finishes (its transaction
+//     and its ack), the rest of its batch is handed back to JetStream;
+//     stop the outbox worker (its publish in flight is recorded) and
+//     the inbox's retention.
+//  4. Close NATS, then MySQL, when nothing uses them.
+//
+// Only the first call does the work; every call returns its result.
+func (a *App) Shutdown(ctx context.Context) error {
+	a.stopOnce.Do(func() {
+		a.state.Store(int32(stateDraining))
+		a.server.SetKeepAlivesEnabled(false)
+		a.log.Info("lifecycle: draining: /readyz answers 503")
+		t := time.NewTimer(a.cfg.HTTP.DrainDelayOrDefault())
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+		}
+		t.Stop()
+		var errs []error
+		for _, s := range []*http.Server{a.server, a.admin} {
+			if err := s.Shutdown(ctx); err != nil {
+				errs = append(errs, fmt.Errorf("http shutdown: %w", err), s.Close())
+			}
+		}
+		a.log.Info("lifecycle: http servers stopped")
+		a.cancel()
+		a.running.Wait()
+		a.log.Info("lifecycle: consumer, outbox worker and inbox retention stopped")
+		a.stopErr = errors.Join(append(errs, a.closeResources())...)
+		a.state.Store(int32(stateStopped))
+	})
+	return a.stopErr
+}
+
+// natsCloseWait bounds the wait for the NATS connection to close: its
+// drain timeout, and a margin.
+const natsCloseWait = nats.DefaultDrainTimeout + 5*time.Second
+
+// closeResources drains NATS (acks in flight reach the server) and
+// closes MySQL.
+func (a *App) closeResources() error {
+	if a.nc != nil {
+		if err := a.nc.Drain(); err != nil {
+			a.nc.Close()
+		}
+		// The drain ends at nats.go's DrainTimeout (30s) at the latest.
+		select {
+		case <-a.natsClosed:
+		case <-time.After(natsCloseWait):
+			a.log.Warn("nats: connection not closed in time; going on")
+		}
+	}
+	err := a.db.Close()
+	a.log.Info("lifecycle: nats and mysql closed")
+	return err
+}
+
+// runInboxRetention deletes processed IDs older than inbox.retention,
+// every inbox.retention_interval, until ctx ends.
+func (a *App) runInboxRetention(ctx context.Context) {
+	c := a.cfg.Inbox
+	if c.RetentionInterval <= 0 {
+		return
+	}
+	t := time.NewTicker(c.RetentionInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		n, err := a.inbox.Purge(ctx, c.Retention, c.RetentionBatch)
+		if err != nil && ctx.Err() == nil {
+			a.log.WarnContext(ctx, "inbox retention failed; next round tries again", slog.Any("error", err))
+		} else if n > 0 {
+			a.log.InfoContext(ctx, "inbox retention", slog.Int("deleted", n))
+		}
+	}
+}
+
+// handleTimeout bounds the processing of one message: well within
+// AckWait, so that JetStream does not deliver it again while it is in
+// hand.
+func handleTimeout(r RoomsConfig) time.Duration { return r.AckWait * 3 / 4 }
+
+// lockWaitTimeout is the sessions' innodb_lock_wait_timeout: half the
+// handle timeout, in whole seconds (at least 1). The server then ends a
+// transaction's lock wait itself (the inbox retries it) before the
+// handler's context does: a context that ends mid-statement closes the
+// connection, and the server would keep its transaction waiting, locks
+// and all, until its own timeout (50s by default), holding up the
+// message's redelivery.
+func lockWaitTimeout(r RoomsConfig) int { return max(1, int(handleTimeout(r)/2/time.Second)) }
+
+// withLockWaitTimeout sets innodb_lock_wait_timeout on every session of
+// dsn, unless dsn sets it already.
+func withLockWaitTimeout(dsn string, seconds int) (string, error) {
+	cfg, err := dsnsafe.Parse(dsn)
+	if err != nil {
+		return "", fmt.Errorf("mysql: dsn: %w", err)
+	}
+	if _, ok := cfg.Params["innodb_lock_wait_timeout"]; ok {
+		return dsn, nil
+	}
+	if cfg.Params == nil {
+		cfg.Params = map[string]string{}
+	}
+	cfg.Params["innodb_lock_wait_timeout"] = strconv.Itoa(seconds)
+	return cfg.FormatDSN(), nil
+}

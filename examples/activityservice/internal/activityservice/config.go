@@ -1,0 +1,387 @@
+package activityservice
+
+import (
+	"database/sql"
+	"errors"
+	"fmt"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/outboxrelay/outboxrelay/examples/internal/svckit"
+	"github.com/outboxrelay/outboxrelay/internal/dsnsafe"
+	"github.com/outboxrelay/outboxrelay/outbox"
+	"github.com/outboxrelay/outboxrelay/sink/natsjs"
+	"github.com/outboxrelay/outboxrelay/store/mysql"
+)
+
+// Config is activity-service's configuration: a YAML file (optional),
+// then the environment (EnvSettings), then the defaults. Its conventions
+// are room-service's.
+type Config struct {
+	// NodeID names this instance in logs and leases. Defaults to
+	// <hostname>-<pid>.
+	NodeID string      `yaml:"node_id"`
+	HTTP   HTTPConfig  `yaml:"http"`
+	MySQL  MySQLConfig `yaml:"mysql"`
+	// Rooms is where room-service's events come from.
+	Rooms RoomsConfig `yaml:"rooms"`
+	// Inbox keeps the IDs of the processed room events.
+	Inbox InboxConfig `yaml:"inbox"`
+	// Levels are the thresholds of gift points sent at which a user
+	// reaches level 1, 2, …: strictly increasing, positive. Defaults to
+	// DefaultLevels.
+	Levels []int64 `yaml:"levels"`
+	// Outbox is activity-service's own outbox, which delivers its
+	// UserLevelUp events.
+	Outbox OutboxConfig `yaml:"outbox"`
+	// ShutdownTimeout bounds a graceful stop after the drain delay.
+	// Defaults to 30s.
+	ShutdownTimeout time.Duration `yaml:"shutdown_timeout"`
+}
+
+// HTTPConfig is the http block.
+type HTTPConfig struct {
+	// Addr serves the read API (GET /users/{id}/activity) and the probes.
+	// Defaults to ":8081".
+	Addr string `yaml:"addr"`
+	// AdminAddr serves /metrics, /healthz and /readyz. Defaults to
+	// "127.0.0.1:9091".
+	AdminAddr string `yaml:"admin_addr"`
+	// DrainDelay is how long /readyz answers 503 before the listeners
+	// close. Defaults to 5s; 0s is allowed.
+	DrainDelay *time.Duration `yaml:"drain_delay"`
+}
+
+// MySQLConfig is the mysql block: activity-service's own database.
+type MySQLConfig struct {
+	// DSN is the go-sql-driver/mysql DSN of activity-service's database
+	// (not room-service's). Required, here or in MYSQL_DSN or the file
+	// MYSQL_DSN_FILE names; the environment wins. It must name a
+	// database. It is never printed with its password.
+	DSN string `yaml:"dsn"`
+	// MaxOpenConns caps the pool. Defaults to 10.
+	MaxOpenConns int `yaml:"max_open_conns"`
+	// StartupTimeout is how long start-up waits for MySQL. Defaults to 1m.
+	StartupTimeout time.Duration `yaml:"startup_timeout"`
+}
+
+// RoomsConfig is the rooms block: the JetStream stream room-service
+// relays its events to, and this service's durable consumer of it.
+type RoomsConfig struct {
+	// NATSURL is the NATS server, or several separated by commas. It may
+	// hold credentials; give it in NATS_URL or the file NATS_URL_FILE
+	// names. Never printed with them. Required.
+	NATSURL string `yaml:"nats_url"`
+	// Stream is room-service's stream. Defaults to "ROOMS".
+	Stream string `yaml:"stream"`
+	// SubjectPrefix is room-service's subject prefix: the consumer reads
+	// <prefix>.>. Defaults to "rooms".
+	SubjectPrefix string `yaml:"subject_prefix"`
+	// Durable names the durable consumer (every instance shares it).
+	// Defaults to "activity".
+	Durable string `yaml:"durable"`
+	// AckWait is how long JetStream waits for an acknowledgement before
+	// it delivers the message again: a killed instance's messages come
+	// back after it. Defaults to 30s; at least 1s.
+	AckWait time.Duration `yaml:"ack_wait"`
+	// MaxAckPending bounds the messages delivered and not yet
+	// acknowledged. Defaults to 1000.
+	MaxAckPending int `yaml:"max_ack_pending"`
+	// FetchBatch and FetchWait are one pull: up to FetchBatch messages,
+	// waiting up to FetchWait for them. Defaults to 50 and 1s.
+	FetchBatch int           `yaml:"fetch_batch"`
+	FetchWait  time.Duration `yaml:"fetch_wait"`
+	// RetryDelay is how long a message whose processing failed (the
+	// database is down) waits before JetStream delivers it again.
+	// Defaults to 1s.
+	RetryDelay time.Duration `yaml:"retry_delay"`
+	// StartupTimeout is how long start-up waits for NATS and the stream
+	// (room-service creates it). Defaults to 1m.
+	StartupTimeout time.Duration `yaml:"startup_timeout"`
+}
+
+// InboxConfig is the inbox block.
+type InboxConfig struct {
+	// Retention is how long a processed event ID is remembered: a
+	// redelivery within it is absorbed, one after it is applied again.
+	// It must be longer than an event can be late (room-service's
+	// retries plus the stream's redeliveries). Defaults to 168h.
+	Retention time.Duration `yaml:"retention"`
+	// RetentionInterval is how often older IDs are deleted, at most
+	// RetentionBatch per statement. Defaults to 1m and 1000.
+	RetentionInterval time.Duration `yaml:"retention_interval"`
+	RetentionBatch    int           `yaml:"retention_batch"`
+}
+
+// OutboxConfig is the outbox block: the activity_outbox table and the
+// worker that publishes its UserLevelUp events to NATS JetStream.
+type OutboxConfig struct {
+	// Table is the outbox table. Defaults to "activity_outbox".
+	Table string `yaml:"table"`
+	// Stream is the stream the events go to, created at start-up when
+	// missing, with subjects SubjectPrefix.>. Defaults to "ACTIVITY".
+	Stream string `yaml:"stream"`
+	// SubjectPrefix: an event goes to <prefix>.UserLevelUp.<user_id>.
+	// Defaults to "activity".
+	SubjectPrefix string `yaml:"subject_prefix"`
+	// PollInterval, BatchSize and PublishTimeout are the worker's
+	// (defaults 1s, 100, 3s). Retries are exponential with jitter, up
+	// to 1m apart, and never give up.
+	PollInterval   time.Duration `yaml:"poll_interval"`
+	BatchSize      int           `yaml:"batch_size"`
+	PublishTimeout time.Duration `yaml:"publish_timeout"`
+	// Retention deletes published events older than this. Defaults to
+	// 168h.
+	Retention time.Duration `yaml:"retention"`
+}
+
+// The defaults WithDefaults fills in.
+const (
+	DefaultHTTPAddr          = ":8081"
+	DefaultAdminAddr         = "127.0.0.1:9091"
+	DefaultDrainDelay        = 5 * time.Second
+	DefaultMaxOpenConns      = 10
+	DefaultStartupTimeout    = time.Minute
+	DefaultRoomsStream       = "ROOMS"
+	DefaultRoomsPrefix       = "rooms"
+	DefaultDurable           = "activity"
+	DefaultAckWait           = 30 * time.Second
+	DefaultMaxAckPending     = 1000
+	DefaultFetchBatch        = 50
+	DefaultFetchWait         = time.Second
+	DefaultRetryDelay        = time.Second
+	DefaultInboxRetention    = 7 * 24 * time.Hour
+	DefaultRetentionInterval = time.Minute
+	DefaultRetentionBatch    = 1000
+	DefaultOutboxTable       = "activity_outbox"
+	DefaultOutboxStream      = "ACTIVITY"
+	DefaultOutboxPrefix      = "activity"
+	DefaultOutboxRetention   = 7 * 24 * time.Hour
+	DefaultShutdownTimeout   = 30 * time.Second
+	// MinAckWait is the shortest rooms.ack_wait: a message must be
+	// processed within it, or it is delivered again while in flight.
+	MinAckWait = time.Second
+)
+
+// DefaultLevels are the gift points sent for levels 1 to 5.
+var DefaultLevels = []int64{100, 500, 2000, 10000, 50000}
+
+// WithDefaults returns a copy of c with the documented defaults filled in
+// for every zero value.
+func (c Config) WithDefaults() Config {
+	h := &c.HTTP
+	svckit.OrDefault(&h.Addr, DefaultHTTPAddr)
+	svckit.OrDefault(&h.AdminAddr, DefaultAdminAddr)
+	if h.DrainDelay == nil {
+		d := DefaultDrainDelay
+		h.DrainDelay = &d
+	}
+	svckit.OrDefault(&c.MySQL.MaxOpenConns, DefaultMaxOpenConns)
+	svckit.OrDefault(&c.MySQL.StartupTimeout, DefaultStartupTimeout)
+	r := &c.Rooms
+	svckit.OrDefault(&r.Stream, DefaultRoomsStream)
+	svckit.OrDefault(&r.SubjectPrefix, DefaultRoomsPrefix)
+	svckit.OrDefault(&r.Durable, DefaultDurable)
+	svckit.OrDefault(&r.AckWait, DefaultAckWait)
+	svckit.OrDefault(&r.MaxAckPending, DefaultMaxAckPending)
+	svckit.OrDefault(&r.FetchBatch, DefaultFetchBatch)
+	svckit.OrDefault(&r.FetchWait, DefaultFetchWait)
+	svckit.OrDefault(&r.RetryDelay, DefaultRetryDelay)
+	svckit.OrDefault(&r.StartupTimeout, DefaultStartupTimeout)
+	svckit.OrDefault(&c.Inbox.Retention, DefaultInboxRetention)
+	svckit.OrDefault(&c.Inbox.RetentionInterval, DefaultRetentionInterval)
+	svckit.OrDefault(&c.Inbox.RetentionBatch, DefaultRetentionBatch)
+	if len(c.Levels) == 0 {
+		c.Levels = slices.Clone(DefaultLevels)
+	}
+	o := &c.Outbox
+	svckit.OrDefault(&o.Table, DefaultOutboxTable)
+	svckit.OrDefault(&o.Stream, DefaultOutboxStream)
+	svckit.OrDefault(&o.SubjectPrefix, DefaultOutboxPrefix)
+	svckit.OrDefault(&o.Retention, DefaultOutboxRetention)
+	svckit.OrDefault(&c.ShutdownTimeout, DefaultShutdownTimeout)
+	return c
+}
+
+// DrainDelayOrDefault is http.drain_delay, the default when unset.
+func (h HTTPConfig) DrainDelayOrDefault() time.Duration {
+	if h.DrainDelay == nil {
+		return DefaultDrainDelay
+	}
+	return *h.DrainDelay
+}
+
+// LoadConfig reads a YAML file, applies the environment (EnvSettings),
+// fills defaults and validates. With path "", the settings come from the
+// environment alone.
+func LoadConfig(path string) (Config, error) {
+	if path == "" {
+		return ParseConfig(nil)
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return Config{}, fmt.Errorf("config: %w", err)
+	}
+	return ParseConfig(data)
+}
+
+// ParseConfig is LoadConfig on bytes; empty data is an empty file.
+// Unknown keys are errors, so that a typo fails start-up.
+func ParseConfig(data []byte) (Config, error) {
+	var c Config
+	if err := svckit.DecodeYAML(data, &c); err != nil {
+		return Config{}, fmt.Errorf("config: %w", err)
+	}
+	if err := c.applyEnv(); err != nil {
+		return Config{}, err
+	}
+	c = c.WithDefaults()
+	if err := c.Validate(); err != nil {
+		return Config{}, err
+	}
+	return c, nil
+}
+
+// Validate checks a configuration that has its defaults; every error
+// names the key.
+func (c Config) Validate() error {
+	var errs []error
+	bad := func(key string, v any, why string) { errs = append(errs, fmt.Errorf("config: %s %v: %s", key, v, why)) }
+	if c.HTTP.Addr == c.HTTP.AdminAddr && !strings.HasSuffix(c.HTTP.Addr, ":0") {
+		bad("http.admin_addr", strconv.Quote(c.HTTP.AdminAddr), "must differ from http.addr")
+	}
+	if d := c.HTTP.DrainDelayOrDefault(); d < 0 {
+		bad("http.drain_delay", d, "must not be negative")
+	}
+	switch dsn, err := dsnsafe.Parse(c.MySQL.DSN); {
+	case c.MySQL.DSN == "":
+		errs = append(errs, fmt.Errorf("config: mysql.dsn: required (or set %s or %s)", EnvMySQLDSN, EnvMySQLDSNFile))
+	case err != nil:
+		errs = append(errs, fmt.Errorf("config: mysql.dsn: %w", err))
+	case dsn.DBName == "":
+		errs = append(errs, fmt.Errorf("config: mysql.dsn %s: names no database (add /DATABASE after the address)", dsnsafe.Target(dsn)))
+	}
+	if c.MySQL.MaxOpenConns < 2 {
+		bad("mysql.max_open_conns", c.MySQL.MaxOpenConns, "must be at least 2 (the consumer and the outbox worker)")
+	}
+	errs = append(errs, c.Rooms.validate(), c.Inbox.validate(), validLevels(c.Levels), c.Outbox.validate())
+	if c.ShutdownTimeout < 0 || c.MySQL.StartupTimeout < 0 {
+		bad("shutdown_timeout, mysql.startup_timeout", []time.Duration{c.ShutdownTimeout, c.MySQL.StartupTimeout}, "must not be negative")
+	}
+	return errors.Join(errs...)
+}
+
+func (r RoomsConfig) validate() error {
+	var errs []error
+	bad := func(key string, v any, why string) {
+		errs = append(errs, fmt.Errorf("config: rooms.%s %v: %s", key, v, why))
+	}
+	if r.NATSURL == "" {
+		errs = append(errs, fmt.Errorf("config: rooms.nats_url: required (or set %s or %s)", EnvNATSURL, EnvNATSURLFile))
+	} else if _, err := svckit.NATSURLs(r.NATSURL); err != nil {
+		errs = append(errs, fmt.Errorf("config: rooms.nats_url: %w", err))
+	}
+	if err := validStream(r.Stream); err != nil {
+		bad("stream", strconv.Quote(r.Stream), err.Error())
+	}
+	if err := validPrefix(r.SubjectPrefix); err != nil {
+		bad("subject_prefix", strconv.Quote(r.SubjectPrefix), err.Error())
+	}
+	if err := validStream(r.Durable); err != nil {
+		bad("durable", strconv.Quote(r.Durable), err.Error())
+	}
+	if r.AckWait < MinAckWait {
+		bad("ack_wait", r.AckWait, fmt.Sprintf("must be at least %v", MinAckWait))
+	}
+	if r.MaxAckPending < 1 || r.FetchBatch < 1 || r.FetchBatch > r.MaxAckPending {
+		bad("fetch_batch, max_ack_pending", []int{r.FetchBatch, r.MaxAckPending}, "must be 1 <= fetch_batch <= max_ack_pending")
+	}
+	if r.FetchWait < 10*time.Millisecond || r.FetchWait >= r.AckWait {
+		bad("fetch_wait", r.FetchWait, "must be at least 10ms and below ack_wait")
+	}
+	if r.RetryDelay < 0 || r.StartupTimeout < 0 {
+		bad("retry_delay, startup_timeout", []time.Duration{r.RetryDelay, r.StartupTimeout}, "must not be negative")
+	}
+	return errors.Join(errs...)
+}
+
+func (c InboxConfig) validate() error {
+	var errs []error
+	if c.Retention < time.Hour {
+		errs = append(errs, fmt.Errorf("config: inbox.retention %v: must be at least 1h (longer than an event can be late)", c.Retention))
+	}
+	if c.RetentionInterval < 0 {
+		errs = append(errs, fmt.Errorf("config: inbox.retention_interval %v: must not be negative", c.RetentionInterval))
+	}
+	if c.RetentionBatch < 1 || c.RetentionBatch > 100000 {
+		errs = append(errs, fmt.Errorf("config: inbox.retention_batch %d: must be 1 to 100000", c.RetentionBatch))
+	}
+	return errors.Join(errs...)
+}
+
+func (o OutboxConfig) validate() error {
+	var errs []error
+	// mysql.New checks the table name; it does not touch the pool.
+	if _, err := mysql.New(new(sql.DB), mysql.Options{Table: o.Table}); err != nil {
+		errs = append(errs, fmt.Errorf("config: outbox.table: %w", err))
+	}
+	if err := validStream(o.Stream); err != nil {
+		errs = append(errs, fmt.Errorf("config: outbox.stream %q: %w", o.Stream, err))
+	}
+	if err := validPrefix(o.SubjectPrefix); err != nil {
+		errs = append(errs, fmt.Errorf("config: outbox.subject_prefix %q: %w", o.SubjectPrefix, err))
+	}
+	if _, err := o.workerOptions(); err != nil {
+		errs = append(errs, fmt.Errorf("config: outbox: %w", err))
+	}
+	return errors.Join(errs...)
+}
+
+// workerOptions are the outbox worker's options from the block.
+func (o OutboxConfig) workerOptions() (outbox.WorkerOptions, error) {
+	opts := outbox.WorkerOptions{
+		Name: o.Table, PollInterval: o.PollInterval, BatchSize: o.BatchSize, PublishTimeout: o.PublishTimeout,
+		Retry: outbox.Exponential{Max: time.Minute}, KeyAttr: "user_id", Retention: o.Retention,
+	}
+	return opts, opts.Validate()
+}
+
+func validLevels(levels []int64) error {
+	for i, l := range levels {
+		if l <= 0 || i > 0 && l <= levels[i-1] {
+			return fmt.Errorf("config: levels %v: must be positive and strictly increasing", levels)
+		}
+	}
+	if len(levels) > maxLevels {
+		return fmt.Errorf("config: levels: %d thresholds: at most %d", len(levels), maxLevels)
+	}
+	return nil
+}
+
+// maxLevels bounds the thresholds, and so the level-ups one gift can
+// cause.
+const maxLevels = 100
+
+// validStream accepts a JetStream stream or consumer name.
+func validStream(name string) error {
+	if name == "" || len(name) > 255 || strings.ContainsAny(name, " \t.*>/\\") ||
+		strings.ContainsFunc(name, func(r rune) bool { return r < ' ' || r == 0x7f }) {
+		return errors.New("must be 1 to 255 characters without spaces, control characters, '.', '*', '>', '/' or '\\'")
+	}
+	return nil
+}
+
+// validPrefix accepts a subject prefix as sink/natsjs does.
+func validPrefix(prefix string) error {
+	_, err := natsjs.New(natsjs.Config{JetStream: noJetStream{}, Prefix: prefix})
+	return err
+}
+
+// noJetStream stands in for a connection when only a sink's
+// configuration is checked; it is never called.
+type noJetStream struct{ jetstream.JetStream }

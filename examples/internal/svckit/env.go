@@ -1,0 +1,67 @@
+package svckit
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+)
+
+// MaxSecretFile bounds what a *_FILE variable's file may hold: a DSN, a
+// URL or a key is short, and a wrong path (a log, a device) must not fill
+// memory.
+const MaxSecretFile = 64 << 10
+
+// LookupEnv returns a setting from the environment: the variable name's
+// value, else the content of the file that fileVar (if not "") names,
+// trimmed of trailing newlines (a mounted Kubernetes or Docker secret),
+// else "". Errors name the variable and the path, never the content.
+func LookupEnv(name, fileVar string) (string, error) {
+	if v := os.Getenv(name); v != "" {
+		return v, nil
+	}
+	if fileVar == "" {
+		return "", nil
+	}
+	path := os.Getenv(fileVar)
+	if path == "" {
+		return "", nil
+	}
+	v, err := ReadSecretFile(path)
+	if err != nil {
+		return "", fmt.Errorf("config: %s=%s: %w", fileVar, path, err)
+	}
+	return v, nil
+}
+
+// ReadSecretFile reads a secret from path, trimmed of trailing newlines.
+// Its errors hold neither the content nor the path (the caller names it).
+func ReadSecretFile(path string) (string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return "", pathless(err)
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, MaxSecretFile+1))
+	switch {
+	case err != nil:
+		return "", pathless(err)
+	case len(data) > MaxSecretFile:
+		return "", fmt.Errorf("larger than %d bytes: not a secret file", MaxSecretFile)
+	}
+	v := strings.TrimRight(string(data), "\r\n")
+	if v == "" {
+		return "", errors.New("the file is empty")
+	}
+	return v, nil
+}
+
+// pathless drops the path from an *os.PathError, which the caller names.
+func pathless(err error) error {
+	var pe *os.PathError
+	if errors.As(err, &pe) {
+		return fmt.Errorf("cannot %s: %w", pe.Op, pe.Err)
+	}
+	return err
+}

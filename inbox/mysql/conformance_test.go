@@ -1,0 +1,88 @@
+package mysql_test
+
+import (
+	"context"
+	"database/sql"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/outboxrelay/outboxrelay/inbox"
+	"github.com/outboxrelay/outboxrelay/inbox/inboxtest"
+	"github.com/outboxrelay/outboxrelay/inbox/mysql"
+	"github.com/outboxrelay/outboxrelay/internal/testutil"
+)
+
+// testTable is not DefaultTable, so that the suite also covers another
+// name.
+const testTable = "activity_inbox"
+
+func newHarness(t *testing.T) inboxtest.Harness {
+	return harnessWith(t, mysql.Options{})
+}
+
+// harnessWith runs the inboxes with opts (their Table, Consumer, Observer
+// and Logger are the harness's).
+func harnessWith(t *testing.T, opts mysql.Options) inboxtest.Harness {
+	d := testutil.NewDatabase(t)
+	return inboxtest.Harness{
+		DB: d.DB,
+		New: func(t *testing.T, consumer string, obs inbox.Observer) inbox.Inbox {
+			o := opts
+			o.Table, o.Consumer, o.Observer, o.Logger = testTable, consumer, obs, testLogger(t)
+			ib, err := mysql.New(d.Open(t), o)
+			require.NoError(t, err)
+			require.NoError(t, ib.Migrate(context.Background()))
+			return ib
+		},
+		LockWaiters: func(t *testing.T) int { return lockWaiters(t, d.DB) },
+		Backdate: func(t *testing.T, consumer, id string, age time.Duration) {
+			res, err := d.DB.ExecContext(context.Background(),
+				"UPDATE "+testTable+" SET processed_at = UTC_TIMESTAMP(6) - INTERVAL ? MICROSECOND WHERE consumer = ? AND msg_id = ?",
+				age.Microseconds(), consumer, id)
+			require.NoError(t, err)
+			n, err := res.RowsAffected()
+			require.NoError(t, err)
+			require.EqualValues(t, 1, n, "backdate %s %q", consumer, id)
+		},
+	}
+}
+
+func TestConformance(t *testing.T) {
+	inboxtest.Run(t, newHarness)
+}
+
+// TestConformanceRepeatableRead: under REPEATABLE READ the duplicate
+// check also locks gaps, so inserts of neighbouring IDs conflict more;
+// every promise holds all the same.
+func TestConformanceRepeatableRead(t *testing.T) {
+	inboxtest.Run(t, func(t *testing.T) inboxtest.Harness {
+		return harnessWith(t, mysql.Options{Isolation: sql.LevelRepeatableRead})
+	})
+}
+
+// innodbTrx paces the reads of information_schema.INNODB_TRX by this test
+// binary. The server fills that table from a cache that it refreshes only
+// when nobody has read it for 100ms (CACHE_MIN_IDLE_TIME), so parallel
+// tests polling it back to back would read a stale cache for ever.
+var innodbTrx struct {
+	sync.Mutex
+	last time.Time
+}
+
+// lockWaiters counts the transactions on db's database that wait for a
+// lock.
+func lockWaiters(t *testing.T, db *sql.DB) int {
+	innodbTrx.Lock()
+	defer innodbTrx.Unlock()
+	if wait := 150*time.Millisecond - time.Since(innodbTrx.last); wait > 0 {
+		time.Sleep(wait) // pacing for the server's cache, not synchronisation
+	}
+	var n int
+	require.NoError(t, db.QueryRowContext(context.Background(),
+		"SELECT COUNT(*) FROM information_schema.INNODB_TRX t JOIN information_schema.PROCESSLIST p ON p.ID = t.trx_mysql_thread_id WHERE t.trx_state = 'LOCK WAIT' AND p.DB = DATABASE()").Scan(&n))
+	innodbTrx.last = time.Now()
+	return n
+}

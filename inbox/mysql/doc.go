@@ -1,0 +1,37 @@
+// Package mysql is the inbox.Inbox for MySQL 8.0+ and MariaDB 10.6+, on
+// database/sql with github.com/go-sql-driver/mysql.
+//
+// # Table
+//
+// One table (Options.Table, default "inbox"), created by Inbox.Migrate,
+// holds one row per processed message: consumer, msg_id (binary, so every
+// valid ID is its own: no padding, no case folding) and processed_at (the
+// database's UTC clock). Several consumers can share the table. The
+// primary key (consumer, msg_id) is the duplicate check; the index
+// (consumer, processed_at) serves retention.
+//
+//	-- what a consumer processed in the last hour
+//	SELECT COUNT(*) FROM inbox WHERE consumer = 'activity-service'
+//	 AND processed_at > UTC_TIMESTAMP() - INTERVAL 1 HOUR;
+//	-- was one message processed?
+//	SELECT processed_at FROM inbox WHERE consumer = 'activity-service' AND msg_id = 'evt-1';
+//
+// # How Process works
+//
+// Process begins a transaction (READ COMMITTED by default), inserts the
+// row, runs the handler and commits. InnoDB makes a second INSERT of the
+// same key wait for the transaction that holds it: the waiting call then
+// gets a duplicate key (the message is a Duplicate) if the first
+// committed, or the row (and runs the handler) if it rolled back. Three
+// calls waiting on one row can deadlock when it is released; like any
+// deadlock, lock wait timeout or lost connection, that rolls back one
+// transaction, and Process begins it again (Options.MaxAttempts) with
+// the handler called again.
+//
+// # Retention
+//
+// Purge deletes one consumer's rows older than a window, in small
+// batches. Run it periodically (say, hourly) with the window the
+// consumer can afford: DefaultRetention is 7 days. A message redelivered
+// after its row was purged is processed again.
+package mysql

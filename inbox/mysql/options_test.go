@@ -1,0 +1,68 @@
+package mysql
+
+import (
+	"database/sql"
+	"log/slog"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+// A *sql.DB that is never used: New does not touch the database.
+func unusedDB(t *testing.T) *sql.DB {
+	db, err := sql.Open("mysql", "u:p@tcp(127.0.0.1:1)/x")
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = db.Close() })
+	return db
+}
+
+func TestOptionsDefaults(t *testing.T) {
+	ib, err := New(unusedDB(t), Options{Consumer: "activity"})
+	require.NoError(t, err)
+	require.Equal(t, DefaultTable, ib.Table())
+	require.Equal(t, "activity", ib.Consumer())
+	require.Equal(t, DefaultMaxAttempts, ib.opts.MaxAttempts)
+	require.Equal(t, sql.LevelReadCommitted, ib.txOpts.Isolation)
+	require.NotNil(t, ib.log)
+}
+
+func TestOptionsOverrides(t *testing.T) {
+	logger := slog.New(slog.DiscardHandler)
+	ib, err := New(unusedDB(t), Options{Table: "activity_inbox", Consumer: "activity-service.v2", MaxAttempts: 3,
+		Isolation: sql.LevelRepeatableRead, Logger: logger})
+	require.NoError(t, err)
+	require.Equal(t, "activity_inbox", ib.Table())
+	require.Equal(t, 3, ib.opts.MaxAttempts)
+	require.Equal(t, sql.LevelRepeatableRead, ib.txOpts.Isolation)
+	require.Same(t, logger, ib.opts.Logger)
+}
+
+func TestOptionsValidation(t *testing.T) {
+	tests := []struct {
+		name string
+		opts Options
+		want string
+	}{
+		{"no consumer", Options{}, `Consumer "": required`},
+		{"consumer with a quote", Options{Consumer: "a'b"}, `Consumer "a'b"`},
+		{"consumer too long", Options{Consumer: strings.Repeat("c", MaxConsumerLength+1)}, "Consumer"},
+		{"consumer starting with a dot", Options{Consumer: ".x"}, "Consumer"},
+		{"consumer not ASCII", Options{Consumer: "活动"}, "Consumer"},
+		{"table with a backtick", Options{Consumer: "c", Table: "in`box"}, "Table \"in`box\""},
+		{"table too long", Options{Consumer: "c", Table: strings.Repeat("t", MaxTableLength+1)}, "Table"},
+		{"table starting with a digit", Options{Consumer: "c", Table: "1inbox"}, "Table"},
+		{"negative attempts", Options{Consumer: "c", MaxAttempts: -1}, "MaxAttempts -1"},
+		{"too many attempts", Options{Consumer: "c", MaxAttempts: 1001}, "MaxAttempts 1001"},
+		{"read uncommitted", Options{Consumer: "c", Isolation: sql.LevelReadUncommitted}, "Isolation Read Uncommitted"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := New(unusedDB(t), tc.opts)
+			require.ErrorContains(t, err, tc.want)
+			require.True(t, strings.HasPrefix(err.Error(), "mysql inbox: "), err.Error())
+		})
+	}
+	_, err := New(nil, Options{Consumer: "c"})
+	require.ErrorContains(t, err, "db is nil")
+}
