@@ -13,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/outboxrelay/outboxrelay/examples/internal/svckit"
+	inboxmysql "github.com/outboxrelay/outboxrelay/inbox/mysql"
 	"github.com/outboxrelay/outboxrelay/internal/dsnsafe"
 	"github.com/outboxrelay/outboxrelay/outbox"
 	"github.com/outboxrelay/outboxrelay/sink/natsjs"
@@ -318,8 +319,8 @@ func (c InboxConfig) validate() error {
 	if c.RetentionInterval < 0 {
 		errs = append(errs, fmt.Errorf("config: inbox.retention_interval %v: must not be negative", c.RetentionInterval))
 	}
-	if c.RetentionBatch < 1 || c.RetentionBatch > 100000 {
-		errs = append(errs, fmt.Errorf("config: inbox.retention_batch %d: must be 1 to 100000", c.RetentionBatch))
+	if c.RetentionBatch < 1 || c.RetentionBatch > inboxmysql.MaxPurgeBatch {
+		errs = append(errs, fmt.Errorf("config: inbox.retention_batch %d: must be 1 to %d", c.RetentionBatch, inboxmysql.MaxPurgeBatch))
 	}
 	return errors.Join(errs...)
 }

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	inboxmysql "github.com/outboxrelay/outboxrelay/inbox/mysql"
 	"github.com/stretchr/testify/require"
 )
 
@@ -138,4 +139,13 @@ func TestConfigNeverPrintsSecrets(t *testing.T) {
 	}
 	require.Contains(t, out.String(), "nats2:4222")
 	require.Contains(t, out.String(), "tcp(db:3306)")
+}
+
+// TestRetentionBatchBoundIsThePurgeBound: a batch the inbox's Purge
+// refuses must fail at start-up, not at every retention run.
+func TestRetentionBatchBoundIsThePurgeBound(t *testing.T) {
+	c := InboxConfig{Retention: 168 * time.Hour, RetentionInterval: time.Minute, RetentionBatch: inboxmysql.MaxPurgeBatch + 1}
+	require.ErrorContains(t, c.validate(), "inbox.retention_batch")
+	c.RetentionBatch = inboxmysql.MaxPurgeBatch
+	require.NoError(t, c.validate())
 }
