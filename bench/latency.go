@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -94,8 +95,16 @@ func (b *bench) latency(ctx context.Context, sz sizes) ([]row, error) {
 		sink.mu.Lock()
 		p50, p99 := quantile(sink.latencies, 0.50), quantile(sink.latencies, 0.99)
 		sink.mu.Unlock()
+		// The writers kept their rate if they committed within 5% of it:
+		// a p99 taken while they fell behind measures a lighter load.
+		got := perSec(sent, elapsed)
+		kept := "writers kept their rate"
+		if got < 0.95*float64(sz.latencyRate) {
+			kept = fmt.Sprintf("writers did NOT keep their rate (%.0f of %d/s)", got, sz.latencyRate)
+		}
+		target += "; " + kept
 		rows = append(rows, row{
-			scenario:  fmt.Sprintf("latency commit → sink, %s, %d events at %.0f/s", path, sent, perSec(sent, elapsed)),
+			scenario:  fmt.Sprintf("latency commit → sink, %s, %d events at %.0f/s, 8 writers", path, sent, got),
 			figure:    fmt.Sprintf("p50 %.2fms, p99 %.2fms", ms(p50), ms(p99)),
 			reference: "target", ratio: fmt.Sprintf("p99/target %.2f", ms(p99)/map[bool]float64{true: 5, false: 20}[afterCommit]),
 			target: target,
@@ -165,6 +174,10 @@ func (b *bench) produce(ctx context.Context, store *mysql.Store, w *outbox.Worke
 	return sent, time.Since(start), first
 }
 
+// enqueuePayload is the enqueue scenario's payload: 512 bytes, as in the
+// comparison with the peers.
+var enqueuePayload = []byte(`{"user":"bob","pad":"` + strings.Repeat("x", 512-len(`{"user":"bob","pad":""}`)) + `"}`)
+
 // enqueueOverhead times a one-row business transaction with and without
 // the outbox insert, and with an empty statement or the smallest insert
 // instead. The four alternate transaction by transaction (in a rotating order), so that
@@ -217,7 +230,7 @@ func (b *bench) enqueueOverhead(ctx context.Context, sz sizes) ([]row, error) {
 			}
 		}
 		if extra == outboxInsert {
-			m := outbox.Message{ID: uuid.Must(uuid.NewV7()).String(), Key: "room-1", Type: "RoomUserJoined", Payload: []byte(`{"user":"bob"}`)}
+			m := outbox.Message{ID: uuid.Must(uuid.NewV7()).String(), Key: "room-1", Type: "RoomUserJoined", Payload: enqueuePayload}
 			if err := store.Enqueue(ctx, tx, nil, m); err != nil {
 				tx.Rollback()
 				return 0, err
@@ -240,14 +253,17 @@ func (b *bench) enqueueOverhead(ctx context.Context, sz sizes) ([]row, error) {
 			took[extra] += d
 		}
 	}
+	points := func(a, b int) string {
+		return fmt.Sprintf("%+.1f points", 100*(took[a].Seconds()-took[b].Seconds())/took[nothing].Seconds())
+	}
 	over := func(extra int) string {
 		return fmt.Sprintf("%+.1f%% time per transaction", 100*(took[extra].Seconds()/took[nothing].Seconds()-1))
 	}
 	return []row{{
-		scenario:  fmt.Sprintf("enqueue overhead: one-row business transaction, %d commits each way, interleaved", n),
+		scenario:  fmt.Sprintf("enqueue overhead: one-row business transaction, %d B payload, %d commits each way, interleaved", len(enqueuePayload), n),
 		figure:    fmt.Sprintf("%.0f tx/s with the outbox insert", perSec(n, took[outboxInsert])),
 		reference: fmt.Sprintf("%.0f tx/s without", perSec(n, took[nothing])),
-		ratio:     over(outboxInsert), target: "≤ +15%",
+		ratio:     over(outboxInsert), target: "≤ +15%; within 5 points of the SELECT 1 floor: " + points(outboxInsert, emptyStatement),
 	}, {
 		scenario:  "floor: the same transaction with an empty statement (SELECT 1) instead",
 		figure:    fmt.Sprintf("%.0f tx/s", perSec(n, took[emptyStatement])),

@@ -184,7 +184,7 @@ func (b *bench) ceilingRate(ctx context.Context, n, batch int) (float64, error) 
 			tx.Rollback()
 			return perSec(n, time.Since(start)), nil
 		}
-		upd := "UPDATE " + table + " SET status = 'published', published_at = UTC_TIMESTAMP(6), next_attempt_at = UTC_TIMESTAMP(6)" +
+		upd := "UPDATE " + table + " SET status = 'published', next_attempt_at = UTC_TIMESTAMP(6)" +
 			" WHERE id IN (" + strings.Repeat("?, ", len(ids)-1) + "?)"
 		if _, err := tx.ExecContext(ctx, upd, ids...); err != nil {
 			tx.Rollback()

@@ -18,8 +18,8 @@ import (
 //
 // It runs one short READ COMMITTED transaction: locking selects (SELECT …
 // FOR UPDATE SKIP LOCKED) of the claimable rows, then an UPDATE that stamps
-// the lease (a fresh random token, the owner, and next_attempt_at moved to
-// the lease's end), then COMMIT, before the caller publishes anything.
+// the lease (a fresh random token, and next_attempt_at moved to the
+// lease's end), then COMMIT, before the caller publishes anything.
 // READ COMMITTED takes no gap locks, so a claim never blocks a writer's
 // Enqueue. Records are returned in due order (p.IDs: in insert order).
 // With p.Ordered, only key heads are claimed, as backend.ClaimParams
@@ -83,7 +83,7 @@ func (s *channel) claimTx(ctx context.Context, st *backend.Settlement, p backend
 		return settled, backend.Batch{}, nil
 	}
 	if len(rows) > 0 {
-		if _, err := leaseSQL(s.t, token, p.Owner, p.LeaseFor, rows).exec(ctx, tx); err != nil {
+		if _, err := leaseSQL(s.t, token, p.LeaseFor, rows).exec(ctx, tx); err != nil {
 			return backend.SettleResult{}, backend.Batch{}, s.wrap("claim", err)
 		}
 	}
@@ -135,19 +135,22 @@ func claimIDsSQL(t *target, ids []string, limit int) statement {
 	for _, id := range ids {
 		args = append(args, id)
 	}
-	return t.renderList("SELECT {cols} FROM {table} WHERE {scope}event_id IN ({list}) AND status = 'pending' AND (lease_token IS NULL OR next_attempt_at <= UTC_TIMESTAMP(6)) ORDER BY {seq} LIMIT ? FOR UPDATE SKIP LOCKED", len(ids), append(args, limit)...)
+	return t.renderList("SELECT {cols} FROM {table} WHERE {scope}event_id IN ({list}) AND status = 'pending' AND (lease = '' OR next_attempt_at <= UTC_TIMESTAMP(6)) ORDER BY {seq} LIMIT ? FOR UPDATE SKIP LOCKED", len(ids), append(args, limit)...)
 }
 
-// leaseSQL leases the locked rows: a fresh token, the owner, and
-// next_attempt_at moved to the end of the lease, so that a record whose
-// worker dies becomes due again by itself.
-func leaseSQL(t *target, token, owner string, leaseFor time.Duration, rows []scannedRecord) statement {
-	args := make([]any, 0, len(rows)+3)
-	args = append(args, token, owner, leaseFor.Microseconds())
+// leaseSQL leases the locked rows: a fresh token, and next_attempt_at
+// moved to the end of the lease, so that a record whose worker dies
+// becomes due again by itself. Both columns are fixed-width, so InnoDB
+// rewrites the rows in place and logs only those bytes. (The owner is
+// not written: a column of up to 255 characters, set on each claim,
+// would grow or rewrite every row; the worker logs its node ID.)
+func leaseSQL(t *target, token string, leaseFor time.Duration, rows []scannedRecord) statement {
+	args := make([]any, 0, len(rows)+2)
+	args = append(args, token, leaseFor.Microseconds())
 	for _, r := range rows {
 		args = append(args, r.seq)
 	}
-	return t.renderList("UPDATE {table} SET lease_token = ?, lease_owner = ?, next_attempt_at = UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND WHERE {scope}{seq} IN ({list})", len(rows), args...)
+	return t.renderList("UPDATE {table} SET lease = ?, next_attempt_at = UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND WHERE {scope}{seq} IN ({list})", len(rows), args...)
 }
 
 // dropOrphansSQL deletes a named consumer's records of messages that

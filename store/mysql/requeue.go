@@ -245,7 +245,7 @@ func lockDeadSQL(t *target, where string, args []any, limit int) statement {
 // keyLeasesSQL locks the pending records of keys and reads, for each,
 // when it is next due and whether that is the end of a live lease.
 func keyLeasesSQL(t *target, keys []string) statement {
-	return t.renderList("SELECT event_key, next_attempt_at, lease_token IS NOT NULL AND next_attempt_at > UTC_TIMESTAMP(6) FROM {table} WHERE {scope}status = 'pending' AND event_key IN ({list}) FOR UPDATE", len(keys), anyArgs(keys)...)
+	return t.renderList("SELECT event_key, next_attempt_at, lease <> '' AND next_attempt_at > UTC_TIMESTAMP(6) FROM {table} WHERE {scope}status = 'pending' AND event_key IN ({list}) FOR UPDATE", len(keys), anyArgs(keys)...)
 }
 
 // requeueSQL gives dead letters a fresh start, due at the later of now
@@ -260,7 +260,7 @@ func requeueSQL(t *target, due time.Time, seqs []uint64) statement {
 	for _, seq := range seqs {
 		args = append(args, seq)
 	}
-	return t.renderList("UPDATE {table} SET status = 'pending', retry_count = 0, next_attempt_at = COALESCE(GREATEST(UTC_TIMESTAMP(6), CAST(? AS DATETIME(6))), UTC_TIMESTAMP(6)), lease_token = NULL, lease_owner = NULL WHERE {scope}status = 'dead' AND {seq} IN ({list})", len(seqs), args...)
+	return t.renderList("UPDATE {table} SET status = 'pending', retry_count = 0, next_attempt_at = COALESCE(GREATEST(UTC_TIMESTAMP(6), CAST(? AS DATETIME(6))), UTC_TIMESTAMP(6)), lease = '' WHERE {scope}status = 'dead' AND {seq} IN ({list})", len(seqs), args...)
 }
 
 // countDeadSQL counts the records that match the conditions where.
