@@ -143,6 +143,9 @@ func (b *bench) relayRate(ctx context.Context, n, batch, workers int) (float64, 
 	if err := b.fill(ctx, 0, n, "pending"); err != nil {
 		return 0, err
 	}
+	if _, err := b.db.ExecContext(ctx, "ANALYZE TABLE "+table); err != nil {
+		return 0, err
+	}
 	d, err := b.drain(ctx, n, workers, &countingSink{}, outbox.WorkerOptions{BatchSize: batch, PollInterval: 10 * time.Millisecond})
 	return perSec(n, d), err
 }

@@ -27,12 +27,12 @@ var requiredColumns = map[string]map[string]string{
 	"": {
 		"id": "", "event_id": "", "event_key": "varbinary", "event_type": "", "payload": "", "headers": "",
 		"occurred_at": "", "status": "char", "retry_count": "", "last_error": "", "created_at": "", "next_attempt_at": "",
-		"lease": "char", "fanout": "",
+		"lease": "char", "lease_until": "datetime", "fanout": "",
 	},
 	consumersSuffix: {"name": "", "start_seq": "", "backfill_cursor": "", "created_at": "", "removing": "", "add_token": ""},
 	consumptionSuffix: {
 		"consumer": "", "msg_id": "", "event_id": "", "event_key": "varbinary", "event_type": "", "status": "char", "retry_count": "",
-		"last_error": "", "created_at": "", "next_attempt_at": "", "lease": "char",
+		"last_error": "", "created_at": "", "next_attempt_at": "", "lease": "char", "lease_until": "datetime",
 	},
 }
 
