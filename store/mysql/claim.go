@@ -59,7 +59,7 @@ func (s *channel) claim(ctx context.Context, st *backend.Settlement, p backend.C
 // claimTx is one try of claim.
 func (s *channel) claimTx(ctx context.Context, st *backend.Settlement, p backend.ClaimParams) (backend.SettleResult, backend.Batch, error) {
 	var settled backend.SettleResult
-	token, err := newToken()
+	token, err := newLeaseToken()
 	if err != nil {
 		return settled, backend.Batch{}, fmt.Errorf("mysql store: claim: lease token: %w", err)
 	}
@@ -152,7 +152,7 @@ func claimIDsSQL(t *target, ids []string, limit int) statement {
 // which no claim's token (hex digits) does, so that queries can tell a
 // head start from a worker's lease.
 var headStartToken = func() string {
-	t, err := newToken()
+	t, err := newLeaseToken()
 	if err != nil {
 		panic("mysql store: no randomness for the head start token: " + err.Error())
 	}
@@ -219,7 +219,34 @@ func validateClaim(p backend.ClaimParams) error {
 	return errors.Join(errs...)
 }
 
-// newToken returns a random lease token: 32 hex digits.
+// newLeaseToken returns a random lease token: leaseTokenLength hex
+// digits, 64 random bits. A lease's token only has to differ from the
+// other leases of the same record, and the column it fills is rewritten
+// by every claim: 16 bytes, not 32, is 32 bytes less redo per claimed row
+// (the column and its undo).
+func newLeaseToken() (string, error) {
+	var b [leaseTokenLength / 2]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return "", err
+	}
+	return hex.EncodeToString(b[:]), nil
+}
+
+// leaseTokenLength is the length of a lease token, and of the lease
+// column.
+const leaseTokenLength = 16
+
+// leaseKey is what token fences in the lease column: all of it, or, for
+// a 32-digit token of schema version 4 (the upgrade to version 5 kept its
+// first 16 digits), its first 16.
+func leaseKey(token string) string {
+	if len(token) > leaseTokenLength {
+		return token[:leaseTokenLength]
+	}
+	return token
+}
+
+// newToken returns a random token: 32 hex digits.
 func newToken() (string, error) {
 	var b [16]byte
 	if _, err := rand.Read(b[:]); err != nil {

@@ -51,7 +51,7 @@ func (s *channel) applySettle(token string, outcomes []backend.Outcome, exec fun
 		failed int
 	)
 	for _, g := range groups {
-		n, err := exec(settleSQL(s.t, g, token))
+		n, err := exec(settleSQL(s.t, g, leaseKey(token)))
 		if err != nil {
 			failed += len(g.ids)
 			errs = append(errs, fmt.Errorf("%d %s outcome(s) not recorded: %w", len(g.ids), g.kind, err))
