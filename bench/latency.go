@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -50,7 +51,11 @@ func quantile(ds []time.Duration, q float64) time.Duration {
 // Notify (its poll interval is a second, so it is the wake-up that counts).
 func (b *bench) latency(ctx context.Context, sz sizes) ([]row, error) {
 	var rows []row
-	for _, afterCommit := range []bool{true, false} {
+	for _, v := range []struct {
+		afterCommit bool
+		headStart   time.Duration
+	}{{true, outbox.DefaultHeadStart}, {true, writersLease}, {false, 0}} {
+		afterCommit := v.afterCommit
 		store, err := b.freshStore(ctx, b.db)
 		if err != nil {
 			return nil, err
@@ -74,7 +79,7 @@ func (b *bench) latency(ctx context.Context, sz sizes) ([]row, error) {
 			defer close(done)
 			_ = w.Run(runCtx)
 		}()
-		sent, elapsed, err := b.produce(ctx, store, w, sink, sz, afterCommit)
+		sent, elapsed, err := b.produce(ctx, store, w, sink, sz, afterCommit, v.headStart)
 		if err == nil {
 			deadline := time.Now().Add(time.Minute)
 			for sink.count() < sent && time.Now().Before(deadline) {
@@ -89,13 +94,26 @@ func (b *bench) latency(ctx context.Context, sz sizes) ([]row, error) {
 		}
 		path, target := "worker woken by Notify", "p99 ≤ 20ms"
 		if afterCommit {
-			path, target = "after-commit PublishNow", "p99 ≤ 5ms"
+			path, target = fmt.Sprintf("after-commit PublishNow, HeadStart %v", v.headStart), "p99 ≤ 5ms"
+			if v.headStart >= writersLease {
+				path += " (PublishNow publishes under the writer's lease: no claim)"
+			} else {
+				path += " (shorter than PublishTimeout + StoreTimeout: PublishNow claims first)"
+			}
 		}
 		sink.mu.Lock()
 		p50, p99 := quantile(sink.latencies, 0.50), quantile(sink.latencies, 0.99)
 		sink.mu.Unlock()
+		// The writers kept their rate if they committed within 5% of it:
+		// a p99 taken while they fell behind measures a lighter load.
+		got := perSec(sent, elapsed)
+		kept := "writers kept their rate"
+		if got < 0.95*float64(sz.latencyRate) {
+			kept = fmt.Sprintf("writers did NOT keep their rate (%.0f of %d/s)", got, sz.latencyRate)
+		}
+		target += "; " + kept
 		rows = append(rows, row{
-			scenario:  fmt.Sprintf("latency commit → sink, %s, %d events at %.0f/s", path, sent, perSec(sent, elapsed)),
+			scenario:  fmt.Sprintf("latency commit → sink, %s, %d events at %.0f/s, 8 writers", path, sent, got),
 			figure:    fmt.Sprintf("p50 %.2fms, p99 %.2fms", ms(p50), ms(p99)),
 			reference: "target", ratio: fmt.Sprintf("p99/target %.2f", ms(p99)/map[bool]float64{true: 5, false: 20}[afterCommit]),
 			target: target,
@@ -104,11 +122,16 @@ func (b *bench) latency(ctx context.Context, sz sizes) ([]row, error) {
 	return rows, nil
 }
 
+// writersLease is a head start that covers PublishTimeout and
+// StoreTimeout at their defaults, so that the writer's transaction leases
+// the message to PublishNow (store/mysql's HeadStartBatch).
+const writersLease = outbox.DefaultPublishTimeout + outbox.DefaultStoreTimeout + 2*time.Second
+
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
 
 // produce commits events at a steady rate from several writers, each in
 // its own transaction, and hands each to the fast path or wakes the worker.
-func (b *bench) produce(ctx context.Context, store *mysql.Store, w *outbox.Worker, sink *latencySink, sz sizes, afterCommit bool) (int, time.Duration, error) {
+func (b *bench) produce(ctx context.Context, store *mysql.Store, w *outbox.Worker, sink *latencySink, sz sizes, afterCommit bool, headStart time.Duration) (int, time.Duration, error) {
 	const writers = 8
 	total := int(float64(sz.latencyRate) * sz.latencyFor.Seconds())
 	interval := time.Duration(float64(time.Second) * writers / float64(sz.latencyRate))
@@ -123,15 +146,15 @@ func (b *bench) produce(ctx context.Context, store *mysql.Store, w *outbox.Worke
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			tick := time.NewTicker(interval)
-			defer tick.Stop()
+			// Each writer keeps a schedule, catching up after a slow
+			// commit rather than dropping the events it fell behind on (as
+			// a ticker would), so that the rate achieved says whether the
+			// writers kept up. The writers are not staggered: every
+			// interval, all eight commit at once, the harder case.
 			for i := 0; i < total/writers; i++ {
-				<-tick.C
+				time.Sleep(time.Until(start.Add(time.Duration(i) * interval))) // pacing, not synchronisation
 				m := outbox.Message{ID: fmt.Sprintf("lat-%d-%d", wr, i), Key: fmt.Sprintf("room-%d", i%50), Type: "RoomGiftSent", Payload: []byte(`{"gift":"rose"}`)}
-				opts := outbox.EnqueueOptions{}
-				if afterCommit {
-					opts.HeadStart = outbox.DefaultHeadStart
-				}
+				opts := outbox.EnqueueOptions{HeadStart: headStart}
 				err := func() error {
 					tx, err := b.db.BeginTx(ctx, nil)
 					if err != nil {
@@ -164,6 +187,10 @@ func (b *bench) produce(ctx context.Context, store *mysql.Store, w *outbox.Worke
 	wg.Wait()
 	return sent, time.Since(start), first
 }
+
+// enqueuePayload is the enqueue scenario's payload: 512 bytes, as in the
+// comparison with the peers.
+var enqueuePayload = []byte(`{"user":"bob","pad":"` + strings.Repeat("x", 512-len(`{"user":"bob","pad":""}`)) + `"}`)
 
 // enqueueOverhead times a one-row business transaction with and without
 // the outbox insert, and with an empty statement or the smallest insert
@@ -217,7 +244,7 @@ func (b *bench) enqueueOverhead(ctx context.Context, sz sizes) ([]row, error) {
 			}
 		}
 		if extra == outboxInsert {
-			m := outbox.Message{ID: uuid.Must(uuid.NewV7()).String(), Key: "room-1", Type: "RoomUserJoined", Payload: []byte(`{"user":"bob"}`)}
+			m := outbox.Message{ID: uuid.Must(uuid.NewV7()).String(), Key: "room-1", Type: "RoomUserJoined", Payload: enqueuePayload}
 			if err := store.Enqueue(ctx, tx, nil, m); err != nil {
 				tx.Rollback()
 				return 0, err
@@ -240,14 +267,17 @@ func (b *bench) enqueueOverhead(ctx context.Context, sz sizes) ([]row, error) {
 			took[extra] += d
 		}
 	}
+	points := func(a, b int) string {
+		return fmt.Sprintf("%+.1f points", 100*(took[a].Seconds()-took[b].Seconds())/took[nothing].Seconds())
+	}
 	over := func(extra int) string {
 		return fmt.Sprintf("%+.1f%% time per transaction", 100*(took[extra].Seconds()/took[nothing].Seconds()-1))
 	}
 	return []row{{
-		scenario:  fmt.Sprintf("enqueue overhead: one-row business transaction, %d commits each way, interleaved", n),
+		scenario:  fmt.Sprintf("enqueue overhead: one-row business transaction, %d B payload, %d commits each way, interleaved", len(enqueuePayload), n),
 		figure:    fmt.Sprintf("%.0f tx/s with the outbox insert", perSec(n, took[outboxInsert])),
 		reference: fmt.Sprintf("%.0f tx/s without", perSec(n, took[nothing])),
-		ratio:     over(outboxInsert), target: "≤ +15%",
+		ratio:     over(outboxInsert), target: "≤ +15%; within 5 points of the SELECT 1 floor: " + points(outboxInsert, emptyStatement),
 	}, {
 		scenario:  "floor: the same transaction with an empty statement (SELECT 1) instead",
 		figure:    fmt.Sprintf("%.0f tx/s", perSec(n, took[emptyStatement])),

@@ -42,6 +42,8 @@ type sizes struct {
 	latencyRate   int // events per second
 	latencyFor    time.Duration
 	enqueueTxs    int
+	compareEvents int // per drain of the compare scenario
+	compareRounds int
 }
 
 var full = sizes{
@@ -49,6 +51,7 @@ var full = sizes{
 	ceilingEvents: 60000, peerEvents: 20000,
 	published: 1_000_000, backlog: 100_000,
 	slowEvents: 1200, latencyRate: 1000, latencyFor: 5 * time.Second, enqueueTxs: 3000,
+	compareEvents: 30000, compareRounds: 5,
 }
 
 var quick = sizes{
@@ -56,6 +59,7 @@ var quick = sizes{
 	ceilingEvents: 2000, peerEvents: 1000,
 	published: 20_000, backlog: 5_000,
 	slowEvents: 100, latencyRate: 200, latencyFor: time.Second, enqueueTxs: 200,
+	compareEvents: 600, compareRounds: 1,
 }
 
 // row is one line of the report.
@@ -66,7 +70,7 @@ type row struct {
 func main() {
 	dsn := flag.String("dsn", envOr("OUTBOXRELAY_TEST_MYSQL_DSN", "root@tcp(127.0.0.1:3306)/"), "MySQL/MariaDB server DSN")
 	q := flag.Bool("quick", false, "small sizes: a smoke test, not a measurement")
-	only := flag.String("only", "", "run only the scenarios whose names contain this (relay, consumers, peer, backlog, slow, latency, enqueue); the peer needs relay")
+	only := flag.String("only", "", "run only the scenarios whose names contain this (compare, relay, consumers, peer, backlog, slow, latency, enqueue); the peer needs relay")
 	cpuprofile := flag.String("cpuprofile", "", "write the bench process's CPU profile to this file")
 	flag.Parse()
 	if *cpuprofile != "" {
@@ -95,7 +99,7 @@ func main() {
 		name string
 		run  func(context.Context, sizes) ([]row, error)
 	}{
-		{"relay", b.relayAndCeiling}, {"consumers", b.namedConsumers}, {"peer", b.peer}, {"backlog", b.backlogScaling},
+		{"compare", b.compare}, {"relay", b.relayAndCeiling}, {"consumers", b.namedConsumers}, {"peer", b.peer}, {"backlog", b.backlogScaling},
 		{"slow", b.slowSink}, {"latency", b.latency}, {"enqueue", b.enqueueOverhead},
 	} {
 		if !strings.Contains(scenario.name, *only) {
@@ -192,20 +196,21 @@ func (b *bench) freshStore(ctx context.Context, db *sql.DB) (*mysql.Store, error
 	return s, s.Migrate(ctx)
 }
 
-// fill inserts n pending (or published) rows with one INSERT … SELECT
-// over generated numbers.
+// fill inserts n pending (or published) rows with a small payload.
 func (b *bench) fill(ctx context.Context, offset, n int, status string) error {
-	digits := "(SELECT 0 d UNION ALL SELECT 1 UNION ALL SELECT 2 UNION ALL SELECT 3 UNION ALL SELECT 4" +
-		" UNION ALL SELECT 5 UNION ALL SELECT 6 UNION ALL SELECT 7 UNION ALL SELECT 8 UNION ALL SELECT 9)"
-	published, due := "NULL", "UTC_TIMESTAMP(6) - INTERVAL 1 SECOND"
+	return b.fillSized(ctx, offset, n, status, `'{"gift":"rose","count":1}'`)
+}
+
+// fillSized inserts n pending (or published) rows with one INSERT …
+// SELECT over generated numbers; payload is an SQL expression of n.
+func (b *bench) fillSized(ctx context.Context, offset, n int, status, payload string) error {
+	due := "UTC_TIMESTAMP(6) - INTERVAL 1 SECOND"
 	if status == "published" {
-		published, due = "UTC_TIMESTAMP(6) - INTERVAL 1 DAY", "UTC_TIMESTAMP(6) - INTERVAL 1 DAY"
+		due = "UTC_TIMESTAMP(6) - INTERVAL 1 DAY" // when it was published
 	}
-	q := fmt.Sprintf("INSERT INTO %s (event_id, event_key, event_type, payload, status, created_at, next_attempt_at, published_at)"+
-		" SELECT CONCAT('e-', n + %d), CONCAT('room-', n %% 200), 'RoomGiftSent', '{\"gift\":\"rose\",\"count\":1}', '%s', UTC_TIMESTAMP(6), %s, %s"+
-		" FROM (SELECT a.d + 10*b.d + 100*c.d + 1000*e.d + 10000*f.d + 100000*g.d + 1000000*h.d AS n"+
-		" FROM %s a, %s b, %s c, %s e, %s f, %s g, %s h) nums WHERE n < %d",
-		table, offset, status, due, published, digits, digits, digits, digits, digits, digits, digits, n)
+	q := fmt.Sprintf("INSERT INTO %s (event_id, event_key, event_type, payload, status, created_at, next_attempt_at)"+
+		" SELECT CONCAT('e-', n + %d), CONCAT('room-', n %% 200), 'RoomGiftSent', %s, '%s', UTC_TIMESTAMP(6), %s FROM %s",
+		table, offset, payload, status, due, numbers(n))
 	_, err := b.db.ExecContext(ctx, q)
 	return err
 }

@@ -143,6 +143,9 @@ func (b *bench) relayRate(ctx context.Context, n, batch, workers int) (float64, 
 	if err := b.fill(ctx, 0, n, "pending"); err != nil {
 		return 0, err
 	}
+	if _, err := b.db.ExecContext(ctx, "ANALYZE TABLE "+table); err != nil {
+		return 0, err
+	}
 	d, err := b.drain(ctx, n, workers, &countingSink{}, outbox.WorkerOptions{BatchSize: batch, PollInterval: 10 * time.Millisecond})
 	return perSec(n, d), err
 }
@@ -184,7 +187,7 @@ func (b *bench) ceilingRate(ctx context.Context, n, batch int) (float64, error) 
 			tx.Rollback()
 			return perSec(n, time.Since(start)), nil
 		}
-		upd := "UPDATE " + table + " SET status = 'published', published_at = UTC_TIMESTAMP(6), next_attempt_at = UTC_TIMESTAMP(6)" +
+		upd := "UPDATE " + table + " SET status = 'published', next_attempt_at = UTC_TIMESTAMP(6)" +
 			" WHERE id IN (" + strings.Repeat("?, ", len(ids)-1) + "?)"
 		if _, err := tx.ExecContext(ctx, upd, ids...); err != nil {
 			tx.Rollback()

@@ -67,9 +67,15 @@ func (w *Worker) claim(ctx context.Context, params backend.ClaimParams, carry *s
 // publish and the settle), so every round makes progress. Records the
 // store could not decode fail as permanent errors.
 func (w *Worker) publishBatch(ctx context.Context, p Path, batch backend.Batch, start time.Time) *settlement {
+	return w.publishLeased(ctx, p, batch, start, w.opts.LeaseTimeout)
+}
+
+// publishLeased is publishBatch for a batch whose lease lasts at least
+// lease from start.
+func (w *Worker) publishLeased(ctx context.Context, p Path, batch backend.Batch, start time.Time, lease time.Duration) *settlement {
 	b := &batchRun{
 		w: w, p: p, records: batch.Records,
-		lastStart: start.Add(w.opts.LeaseTimeout - w.opts.PublishTimeout - w.opts.StoreTimeout),
+		lastStart: start.Add(lease - w.opts.PublishTimeout - w.opts.StoreTimeout),
 		s:         &settlement{path: p, token: batch.Token, outcomes: make([]backend.Outcome, len(batch.Records))},
 	}
 	w.eachGroup(groupByKey(batch.Records), func(group []int) { b.publishGroup(ctx, group) })

@@ -203,6 +203,14 @@ func (w *Worker) ProcessBatch(ctx context.Context) (BatchResult, error) {
 //
 // It leases the messages first, so it never races a worker: a message a
 // worker has already claimed, or that is no longer pending, is left alone.
+// When the store leased them to this process in the writer's transaction
+// (backend.HeadStartLeaser: store/mysql does, given a HeadStart of at
+// least PublishTimeout plus StoreTimeout) and ordering is off, that lease
+// is used and no claim is committed first: the sink is called one read
+// after the writer's commit. Under such a lease, messages after the first
+// start only while their publish and settle fit in PublishTimeout plus
+// StoreTimeout from the call; the others are left due for the worker at
+// once.
 // Then it publishes each, bounded by PublishTimeout and by ctx. On success
 // it marks the message published (best effort: if that fails, a worker may
 // deliver it once more). On failure the message stays pending with its
@@ -218,6 +226,9 @@ func (w *Worker) PublishNow(ctx context.Context, msgs ...Message) error {
 	for i, m := range msgs {
 		ids[i] = m.ID
 	}
+	if s, ok := w.publishHeadStarted(ctx, ids); ok {
+		return w.finishNow(ctx, s)
+	}
 	s, err := w.round(ctx, PathAfterCommit, backend.ClaimParams{
 		Owner:    w.opts.NodeID,
 		Limit:    len(ids),
@@ -228,6 +239,11 @@ func (w *Worker) PublishNow(ctx context.Context, msgs ...Message) error {
 	if s == nil {
 		return err
 	}
+	return w.finishNow(ctx, s)
+}
+
+// finishNow records the outcomes of an after-commit publish.
+func (w *Worker) finishNow(ctx context.Context, s *settlement) error {
 	res, err := w.record(ctx, s)
 	if res.Released > 0 {
 		w.Notify() // what the fast path could not do is due at once
@@ -236,4 +252,24 @@ func (w *Worker) PublishNow(ctx context.Context, msgs ...Message) error {
 		return err
 	}
 	return errors.Join(s.errs...)
+}
+
+// publishHeadStarted publishes the messages ids names under the lease the
+// writer's transaction took for them, when the store keeps such leases
+// and holds one on every one of them for at least a publish and its
+// settle; ok is false when it did not (the caller claims them instead).
+func (w *Worker) publishHeadStarted(ctx context.Context, ids []string) (s *settlement, ok bool) {
+	hs, can := w.store.(backend.HeadStartLeaser)
+	if !can || w.opts.Ordering {
+		return nil, false
+	}
+	start := time.Now()
+	lease := w.opts.PublishTimeout + w.opts.StoreTimeout
+	readCtx, cancel := context.WithTimeout(ctx, w.opts.StoreTimeout)
+	batch, err := hs.HeadStartBatch(readCtx, ids, lease)
+	cancel()
+	if err != nil || batch.Len() != len(ids) {
+		return nil, false
+	}
+	return w.publishLeased(ctx, PathAfterCommit, batch, start, lease), true
 }

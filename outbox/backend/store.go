@@ -79,8 +79,10 @@ const DefaultHeadStart = 2 * time.Second
 
 // ClaimParams says what to claim.
 type ClaimParams struct {
-	// Owner names the claimer for operators (Worker uses its NodeID).
-	// Required; at most MaxOwnerLength characters.
+	// Owner names the claimer for operators (Worker uses its NodeID, and
+	// logs it). Required; at most MaxOwnerLength characters. A store need
+	// not write it on each record: store/mysql does not (from schema
+	// version 5), so that a claim rewrites only fixed-width columns.
 	Owner string
 	// Limit is the most records to claim; 1 to MaxClaimLimit.
 	Limit int
@@ -120,6 +122,21 @@ type SettleClaimer interface {
 	// the keys those outcomes free are claimable at once. If it fails,
 	// neither may have happened: settle the outcomes alone.
 	SettleAndClaim(ctx context.Context, s Settlement, p ClaimParams) (SettleResult, Batch, error)
+}
+
+// HeadStartLeaser is a Store whose Enqueue, given a HeadStart, also
+// leases the messages to the writing process for the head start, in the
+// writer's own transaction, so that the writer's after-commit publish
+// (Worker.PublishNow) needs no claim, and so no commit, before it calls
+// the sink. Worker.PublishNow uses it when the store has it and ordering
+// is off; the head start is then the publish's lease.
+type HeadStartLeaser interface {
+	// HeadStartBatch returns, without writing anything, those of ids that
+	// this process enqueued with a head start and that are still pending
+	// under it with at least minLeft of it to run, in insert order, and
+	// the token to settle them with. Other records (enqueued without a
+	// head start, by another process, or claimed since) are left out.
+	HeadStartBatch(ctx context.Context, ids []string, minLeft time.Duration) (Batch, error)
 }
 
 // Settlement is outcomes to record under the batch token that fences them.

@@ -191,13 +191,13 @@ func claimHeadsSQL(t *target, heads []keyHead, limit int) statement {
 	for _, h := range heads {
 		args = append(args, h.id)
 	}
-	return t.renderList("SELECT {cols} FROM {table} h WHERE {scope}{seq} IN ({list}) AND status = 'pending' AND next_attempt_at <= UTC_TIMESTAMP(6) AND h.{seq} = (SELECT x.{seq} FROM {table} x WHERE {scope}x.status = 'pending' AND x.event_key = h.event_key ORDER BY x.{seq} LIMIT 1) ORDER BY event_key LIMIT ? FOR UPDATE SKIP LOCKED", len(heads), append(args, limit)...)
+	return t.renderList("SELECT {cols} FROM {table} h WHERE {scope}{seq} IN ({list}) AND status = 'pending' AND next_attempt_at <= UTC_TIMESTAMP(6) AND "+unclaimed+" AND h.{seq} = (SELECT x.{seq} FROM {table} x WHERE {scope}x.status = 'pending' AND x.event_key = h.event_key ORDER BY x.{seq} LIMIT 1) ORDER BY event_key LIMIT ? FOR UPDATE SKIP LOCKED", len(heads), append(args, limit)...)
 }
 
 // claimUnkeyedSQL locks up to limit due pending records without a key
 // after sequence number after, skipping those other claims hold.
 func claimUnkeyedSQL(t *target, after uint64, limit int) statement {
-	return t.render("SELECT {cols} FROM {table} WHERE {scope}status = 'pending' AND event_key = '' AND {seq} > ? AND next_attempt_at <= UTC_TIMESTAMP(6) ORDER BY {seq} LIMIT ? FOR UPDATE SKIP LOCKED", after, limit)
+	return t.render("SELECT {cols} FROM {table} WHERE {scope}status = 'pending' AND event_key = '' AND {seq} > ? AND next_attempt_at <= UTC_TIMESTAMP(6) AND "+unclaimed+" ORDER BY {seq} LIMIT ? FOR UPDATE SKIP LOCKED", after, limit)
 }
 
 // oldestPendingSQL lists the sequence numbers of a key's limit oldest

@@ -126,14 +126,14 @@ func (s *channel) keyLeases(ctx context.Context, tx *sql.Tx, dead []deadLetterRo
 	for rows.Next() {
 		var (
 			key    string
-			next   dbTime
+			end    dbTime
 			leased bool
 		)
-		if err := rows.Scan(&key, &next, &leased); err != nil {
+		if err := rows.Scan(&key, &end, &leased); err != nil {
 			return nil, err
 		}
-		if leased && next.t.After(ends[key]) {
-			ends[key] = next.t
+		if leased && end.t.After(ends[key]) {
+			ends[key] = end.t
 		}
 	}
 	return ends, rows.Err()
@@ -231,9 +231,9 @@ func lockDeadSQL(t *target, where string, args []any, limit int) statement {
 }
 
 // keyLeasesSQL locks the pending records of keys and reads, for each,
-// when it is next due and whether that is the end of a live lease.
+// when its claim's lease ends and whether that lease is live.
 func keyLeasesSQL(t *target, keys []string) statement {
-	return t.renderList("SELECT event_key, next_attempt_at, lease_token IS NOT NULL AND next_attempt_at > UTC_TIMESTAMP(6) FROM {table} WHERE {scope}status = 'pending' AND event_key IN ({list}) FOR UPDATE", len(keys), anyArgs(keys)...)
+	return t.renderList("SELECT event_key, lease_until, "+workerLeased+" AND lease_until > UTC_TIMESTAMP(6) FROM {table} WHERE {scope}status = 'pending' AND event_key IN ({list}) FOR UPDATE", len(keys), anyArgs(keys)...)
 }
 
 // requeueSQL gives dead letters a fresh start, due at the later of now
@@ -248,7 +248,7 @@ func requeueSQL(t *target, due time.Time, seqs []uint64) statement {
 	for _, seq := range seqs {
 		args = append(args, seq)
 	}
-	return t.renderList("UPDATE {table} SET status = 'pending', retry_count = 0, next_attempt_at = COALESCE(GREATEST(UTC_TIMESTAMP(6), CAST(? AS DATETIME(6))), UTC_TIMESTAMP(6)), lease_token = NULL, lease_owner = NULL WHERE {scope}status = 'dead' AND {seq} IN ({list})", len(seqs), args...)
+	return t.renderList("UPDATE {table} SET status = 'pending', retry_count = 0, next_attempt_at = COALESCE(GREATEST(UTC_TIMESTAMP(6), CAST(? AS DATETIME(6))), UTC_TIMESTAMP(6)), lease = '' WHERE {scope}status = 'dead' AND {seq} IN ({list})", len(seqs), args...)
 }
 
 // countDeadSQL counts the records that match the conditions where.

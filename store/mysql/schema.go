@@ -26,13 +26,13 @@ const (
 var requiredColumns = map[string]map[string]string{
 	"": {
 		"id": "", "event_id": "", "event_key": "varbinary", "event_type": "", "payload": "", "headers": "",
-		"occurred_at": "", "status": "", "retry_count": "", "last_error": "", "created_at": "", "next_attempt_at": "",
-		"published_at": "", "lease_owner": "", "lease_token": "", "fanout": "",
+		"occurred_at": "", "status": "char", "retry_count": "", "last_error": "", "created_at": "", "next_attempt_at": "",
+		"lease": "char", "lease_until": "datetime", "fanout": "",
 	},
 	consumersSuffix: {"name": "", "start_seq": "", "backfill_cursor": "", "created_at": "", "removing": "", "add_token": ""},
 	consumptionSuffix: {
-		"consumer": "", "msg_id": "", "event_id": "", "event_key": "varbinary", "event_type": "", "status": "", "retry_count": "",
-		"last_error": "", "created_at": "", "next_attempt_at": "", "published_at": "", "lease_owner": "", "lease_token": "",
+		"consumer": "", "msg_id": "", "event_id": "", "event_key": "varbinary", "event_type": "", "status": "char", "retry_count": "",
+		"last_error": "", "created_at": "", "next_attempt_at": "", "lease": "char", "lease_until": "datetime",
 	},
 }
 

@@ -17,11 +17,15 @@ import (
 //	4  binary keys (event_key VARBINARY(1020) in the outbox and
 //	   consumption tables), occurred_at, and the removing and add_token
 //	   columns of <table>_consumers
+//	5  state columns rewritten in place: status CHAR(9), the lease token
+//	   in the fixed-width NOT NULL column lease (lease_token stays, NULL),
+//	   no lease_owner, and no published_at (a published record's
+//	   next_attempt_at is when it was published)
 //
 // Migrate upgrades a table from any of them; the table <table>_schema_version
 // records the version reached (a table made before the record existed is
 // recognised by its columns and indexes).
-const SchemaVersion = 4
+const SchemaVersion = 5
 
 // The DDL of the schema, as SQL files: create.sql makes the current version
 // from nothing, upgrade_N.sql goes from version N-1 to N, and record.sql
@@ -32,12 +36,14 @@ const SchemaVersion = 4
 var schemaFiles embed.FS
 
 // step is one statement of an upgrade: it adds a column or an index,
-// changes a column's type, or creates a companion table. It is needed
-// while the table lacks what it adds.
+// changes a column's type, copies a column's values to where the store
+// keeps them now, drops a column, or creates a companion table. It is
+// needed while the table lacks what it adds, or has what it drops (a
+// copy: while the columns its version drops are there).
 type step struct {
 	version int
 	suffix  string // the table: "" for the outbox table, or a companion's suffix
-	what    string // "column x", "index x", "type of x" or "table"
+	what    string // "column x", "index x", "type of x", "copy of x", "no column x" or "table"
 	ddl     string // with {outbox}, {consumers} or {consumption}
 }
 

@@ -22,7 +22,8 @@ import (
 
 // version1 is the outbox table as the first version of the store made
 // it (commit 94186a2): no idx_key, no fanout, no companion tables.
-// version2 added idx_key (commit 4070e8a); version 3 is previousRelease.
+// version2 added idx_key (commit 4070e8a); version 3 is previousRelease,
+// version 4 is version4.
 const version1 = `CREATE TABLE room_outbox (
   id BIGINT UNSIGNED NOT NULL AUTO_INCREMENT,
   event_id VARCHAR(255) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NOT NULL,
@@ -41,7 +42,7 @@ const version1 = `CREATE TABLE room_outbox (
   PRIMARY KEY (id), UNIQUE KEY uk_event_id (event_id), KEY idx_due (status, next_attempt_at, id)
 ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin`
 
-// oldSchema returns the DDL of schema version v (1 to 3), without data.
+// oldSchema returns the DDL of schema version v (1 to 4), without data.
 func oldSchema(v int) []string {
 	switch v {
 	case 1:
@@ -51,6 +52,8 @@ func oldSchema(v int) []string {
 			"KEY idx_due (status, next_attempt_at, id), KEY idx_key (status, event_key, id)", 1)}
 	case 3:
 		return previousRelease[:3]
+	case 4:
+		return version4
 	}
 	panic(v)
 }
@@ -76,12 +79,14 @@ func oldRows(v int) []string {
 }
 
 // snapshot is the contents of the outbox table and, where it exists, the
-// consumption and consumers tables, one string per row.
+// consumption and consumers tables, one string per row. A published
+// record's publication time is its next_attempt_at (the published_at
+// column of versions 1 to 4 held the same time; version 5 dropped it).
 func snapshot(t *testing.T, db *sql.DB) []string {
 	t.Helper()
 	queries := []string{
 		"SELECT CONCAT_WS('|', id, event_id, HEX(event_key), event_type, HEX(payload), COALESCE(headers, '-'), status, retry_count," +
-			" COALESCE(last_error, '-'), created_at, next_attempt_at, COALESCE(published_at, '-')) FROM room_outbox ORDER BY id",
+			" COALESCE(last_error, '-'), created_at, next_attempt_at, IF(status = 'published', next_attempt_at, '-')) FROM room_outbox ORDER BY id",
 	}
 	var n int
 	require.NoError(t, db.QueryRow("SELECT COUNT(*) FROM information_schema.TABLES WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = 'room_outbox_consumption'").Scan(&n))

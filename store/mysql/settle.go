@@ -16,8 +16,9 @@ import (
 // and counted as stale. A dead letter gets a statement of its own, so that
 // SettleResult.Dead names exactly the dead letters written. Each statement
 // is retried a few times on a deadlock, lock wait timeout or lost
-// connection; this is safe because a statement that was applied cleared
-// the token and so cannot apply twice. (An outcome applied by a try whose
+// connection; this is safe because a statement that was applied ended
+// the lease (the record is no longer pending, or its token was cleared)
+// and so cannot apply twice. (An outcome applied by a try whose
 // reply was lost counts as stale.)
 //
 // A statement that fails does not stop the others: Settle writes what it
@@ -50,7 +51,7 @@ func (s *channel) applySettle(token string, outcomes []backend.Outcome, exec fun
 		failed int
 	)
 	for _, g := range groups {
-		n, err := exec(settleSQL(s.t, g, token))
+		n, err := exec(settleSQL(s.t, g, leaseKey(token)))
 		if err != nil {
 			failed += len(g.ids)
 			errs = append(errs, fmt.Errorf("%d %s outcome(s) not recorded: %w", len(g.ids), g.kind, err))
@@ -75,22 +76,26 @@ type outcomeGroup struct {
 }
 
 // settleSQL writes the outcomes of a group, fenced by the lease token:
-// a record no longer leased under token is left alone. Every outcome
-// drops the lease. (groupOutcomes lets only the four kinds through.)
+// a record that is not a pending record leased under token is left
+// alone. Every outcome ends the lease: a retry or a release clears the
+// token; a published or dead record is no longer pending, and keeps the
+// token, so that the row is rewritten in place (status, next_attempt_at
+// and retry_count are fixed-width; next_attempt_at is when a published
+// record was published). (groupOutcomes lets only the four kinds through.)
 func settleSQL(t *target, g *outcomeGroup, token string) statement {
 	var text string
 	args := make([]any, 0, len(g.ids)+3)
 	switch g.kind {
 	case backend.OutcomePublished:
-		text = "UPDATE {table} SET status = 'published', published_at = UTC_TIMESTAMP(6), last_error = NULL, next_attempt_at = UTC_TIMESTAMP(6), lease_token = NULL WHERE {scope}lease_token = ? AND event_id IN ({list})"
+		text = "UPDATE {table} SET status = 'published', last_error = NULL, next_attempt_at = UTC_TIMESTAMP(6) WHERE {scope}lease = ? AND status = 'pending' AND event_id IN ({list})"
 	case backend.OutcomeRetry:
-		text = "UPDATE {table} SET retry_count = retry_count + 1, last_error = ?, next_attempt_at = UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND, lease_token = NULL WHERE {scope}lease_token = ? AND event_id IN ({list})"
+		text = "UPDATE {table} SET retry_count = retry_count + 1, last_error = ?, next_attempt_at = UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND, lease = '' WHERE {scope}lease = ? AND status = 'pending' AND event_id IN ({list})"
 		args = append(args, g.errText, g.retryIn.Microseconds())
 	case backend.OutcomeDead:
-		text = "UPDATE {table} SET status = 'dead', retry_count = retry_count + 1, last_error = ?, next_attempt_at = UTC_TIMESTAMP(6), lease_token = NULL WHERE {scope}lease_token = ? AND event_id IN ({list})"
+		text = "UPDATE {table} SET status = 'dead', retry_count = retry_count + 1, last_error = ?, next_attempt_at = UTC_TIMESTAMP(6) WHERE {scope}lease = ? AND status = 'pending' AND event_id IN ({list})"
 		args = append(args, g.errText)
 	case backend.OutcomeRelease:
-		text = "UPDATE {table} SET next_attempt_at = UTC_TIMESTAMP(6), lease_token = NULL WHERE {scope}lease_token = ? AND event_id IN ({list})"
+		text = "UPDATE {table} SET next_attempt_at = UTC_TIMESTAMP(6), lease = '' WHERE {scope}lease = ? AND status = 'pending' AND event_id IN ({list})"
 	}
 	args = append(args, token)
 	for _, id := range g.ids {

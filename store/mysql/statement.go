@@ -39,17 +39,28 @@ import (
 // (CREATE and ALTER TABLE) are written the same way in schema.go.
 
 // recordColumns are the columns scanRecord reads, in its order.
-const recordColumns = "id, event_id, event_key, event_type, payload, headers, occurred_at, created_at, status, retry_count, last_error, next_attempt_at, published_at"
+const recordColumns = "id, event_id, event_key, event_type, payload, headers, occurred_at, created_at, status, retry_count, last_error, " + nextAttemptAt + ", " + publishedAt
+
+// nextAttemptAt is when a record is next due for a worker: for a
+// pending record a claim holds, when that lease ends (a claim writes
+// lease_until, not next_attempt_at).
+const nextAttemptAt = "IF(status = 'pending' AND lease <> '' AND lease_until > next_attempt_at, lease_until, next_attempt_at)"
+
+// publishedAt is when a record was published: next_attempt_at, which
+// the published outcome sets, so that it rewrites fixed-width columns
+// only (a published_at column going from NULL to a time would grow the
+// row).
+const publishedAt = "IF(status = 'published', next_attempt_at, NULL)"
 
 // consumptionColumns are recordColumns of a consumption table: the
 // payload, headers and occurred_at are read from the outbox table afterwards
 // (contentSQL), so that a claim locks only the consumer's own rows.
-const consumptionColumns = "msg_id, event_id, event_key, event_type, NULL, NULL, NULL, created_at, status, retry_count, last_error, next_attempt_at, published_at"
+const consumptionColumns = "msg_id, event_id, event_key, event_type, NULL, NULL, NULL, created_at, status, retry_count, last_error, " + nextAttemptAt + ", " + publishedAt
 
 // target is where one consumer's delivery state lives: the outbox table
 // itself for the default consumer, its rows of the consumption table for
 // a named one. Both have the same state columns (status, retry_count,
-// last_error, next_attempt_at, published_at, lease_owner, lease_token)
+// last_error, next_attempt_at, lease)
 // and the message fields the claims need (event_id, event_key,
 // event_type, created_at), so one set of statements serves both.
 type target struct {

@@ -126,7 +126,7 @@ func micros(n int64) time.Duration { return time.Duration(n) * time.Microsecond 
 // keeps its plan: a range of an index over pending and dead records
 // only.
 func statsSQL(t *target) statement {
-	return t.render("SELECT status, event_type, COUNT(*), COALESCE(SUM(lease_token IS NOT NULL AND next_attempt_at > UTC_TIMESTAMP(6)), 0), COALESCE(TIMESTAMPDIFF(MICROSECOND, MIN(created_at), UTC_TIMESTAMP(6)), 0) FROM {table} WHERE {scope}status IN ('pending', 'dead') GROUP BY status, event_type")
+	return t.render("SELECT status, event_type, COUNT(*), COALESCE(SUM(status = 'pending' AND " + workerLeased + " AND lease_until > UTC_TIMESTAMP(6)), 0), COALESCE(TIMESTAMPDIFF(MICROSECOND, MIN(created_at), UTC_TIMESTAMP(6)), 0) FROM {table} WHERE {scope}status IN ('pending', 'dead') GROUP BY status, event_type")
 }
 
 // infoSQL reads where consumer name starts and how far its backfill has

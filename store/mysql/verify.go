@@ -108,6 +108,14 @@ func (sc schema) needs(u step) bool {
 	case "column":
 		_, ok := ts.columns[name]
 		return !ok
+	case "no": // "no column x": a column the store no longer has
+		_, ok := ts.columns[strings.TrimPrefix(name, "column ")]
+		return ok
+	case "copy": // "copy of x": x's values, kept elsewhere before the same version drops a column
+		_, ok := ts.columns[strings.TrimPrefix(name, "of ")]
+		return ok && slices.ContainsFunc(upgrades, func(d step) bool {
+			return d.version == u.version && d.suffix == u.suffix && strings.HasPrefix(d.what, "no ") && sc.needs(d)
+		})
 	default: // "type of x"
 		col := strings.TrimPrefix(name, "of ")
 		have, ok := ts.columns[col]
@@ -142,6 +150,12 @@ func (sc schema) describe(u step, table string) string {
 	what := u.what
 	if what == "table" {
 		return "the companion table " + u.suffix[1:]
+	}
+	if col, ok := strings.CutPrefix(what, "no column "); ok {
+		what = "the removal of column " + col
+	}
+	if col, ok := strings.CutPrefix(what, "copy of "); ok {
+		what = "the copy of the values of " + col
 	}
 	if col, ok := strings.CutPrefix(what, "type of "); ok {
 		if have, ok := sc.tables[u.suffix].columns[col]; ok {

@@ -1,4 +1,4 @@
--- outboxrelay schema version 4: a fresh install.
+-- outboxrelay schema version 5: a fresh install.
 --
 -- {outbox} is the outbox table, {consumers} and {consumption} its
 -- companion tables for named consumers (<table>_consumers and
@@ -13,15 +13,26 @@
 --   itself.
 --   created_at is when the row was written, on the database clock;
 --   occurred_at is Message.CreatedAt when the writer set one.
---   next_attempt_at is when a pending record is next due; a claim moves it
---   to the end of the lease. For a published or dead record it is when
---   that outcome was recorded, so idx_due also serves retention.
+--   next_attempt_at is when a pending record is next due. For a published
+--   or dead record it is when that outcome was recorded, so idx_due also
+--   serves retention.
 --   idx_due (status, next_attempt_at, id) serves the claim: a range scan
 --   over due pending records in due order that stops after the batch.
 --   idx_key (status, event_key, id) finds each key's oldest pending record
 --   with a loose index scan, for ordered claims.
---   lease_token fences settles: only the holder of the current lease can
---   record an outcome.
+--   lease holds the token of a record's current (or last) lease, ''
+--   when none: it fences settles, so that only the holder of the current
+--   lease of a pending record can record an outcome. lease_until is when
+--   a claim's lease ends (a claim writes it, not next_attempt_at, so that
+--   it does not move the record in idx_due); a writer's lease (a head
+--   start, a token starting with 'h') ends at next_attempt_at. lease_token held it
+--   before version 5; it is kept, always NULL, so that queries written
+--   for version 4 still run.
+--   status, lease, lease_until, next_attempt_at and retry_count are fixed-width and
+--   NOT NULL, so that a claim and a published outcome rewrite the row in
+--   place: InnoDB then logs only the bytes that changed, not the whole
+--   row with its payload. A published record's publication time is its
+--   next_attempt_at (there is no published_at column from version 5 on).
 --   fanout is 1 once the message has been handed over to the named
 --   consumers; idx_fanout finds the ones still to hand over.
 -- All times are UTC on the database clock (UTC_TIMESTAMP).
@@ -33,15 +44,15 @@ CREATE TABLE IF NOT EXISTS {outbox} (
   payload         LONGBLOB NOT NULL,
   headers         TEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NULL,
   occurred_at     DATETIME(6) NULL,
-  status          VARCHAR(16) CHARACTER SET ascii COLLATE ascii_bin NOT NULL DEFAULT 'pending',
+  status          CHAR(9) CHARACTER SET ascii COLLATE ascii_bin NOT NULL DEFAULT 'pending',
   retry_count     INT UNSIGNED NOT NULL DEFAULT 0,
   last_error      VARCHAR(512) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NULL,
   created_at      DATETIME(6) NOT NULL,
   next_attempt_at DATETIME(6) NOT NULL,
-  published_at    DATETIME(6) NULL,
-  lease_owner     VARCHAR(255) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NULL,
-  lease_token     CHAR(32) CHARACTER SET ascii COLLATE ascii_bin NULL,
   fanout          TINYINT UNSIGNED NOT NULL DEFAULT 0,
+  lease           CHAR(16) CHARACTER SET ascii COLLATE ascii_bin NOT NULL DEFAULT '',
+  lease_until     DATETIME(6) NOT NULL DEFAULT '1970-01-01 00:00:01',
+  lease_token     CHAR(32) CHARACTER SET ascii COLLATE ascii_bin NULL,
   PRIMARY KEY (id),
   UNIQUE KEY uk_event_id (event_id),
   KEY idx_due (status, next_attempt_at, id),
@@ -76,13 +87,13 @@ CREATE TABLE IF NOT EXISTS {consumption} (
   event_id        VARCHAR(255) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NOT NULL,
   event_key       VARBINARY(1020) NOT NULL DEFAULT '',
   event_type      VARCHAR(255) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NOT NULL,
-  status          VARCHAR(16) CHARACTER SET ascii COLLATE ascii_bin NOT NULL DEFAULT 'pending',
+  status          CHAR(9) CHARACTER SET ascii COLLATE ascii_bin NOT NULL DEFAULT 'pending',
   retry_count     INT UNSIGNED NOT NULL DEFAULT 0,
   last_error      VARCHAR(512) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NULL,
   created_at      DATETIME(6) NOT NULL,
   next_attempt_at DATETIME(6) NOT NULL,
-  published_at    DATETIME(6) NULL,
-  lease_owner     VARCHAR(255) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NULL,
+  lease           CHAR(16) CHARACTER SET ascii COLLATE ascii_bin NOT NULL DEFAULT '',
+  lease_until     DATETIME(6) NOT NULL DEFAULT '1970-01-01 00:00:01',
   lease_token     CHAR(32) CHARACTER SET ascii COLLATE ascii_bin NULL,
   PRIMARY KEY (consumer, msg_id),
   UNIQUE KEY uk_event_id (consumer, event_id),

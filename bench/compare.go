@@ -1,0 +1,368 @@
+package main
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/ThreeDotsLabs/watermill"
+	wmsql "github.com/ThreeDotsLabs/watermill-sql/v4/pkg/sql"
+
+	"github.com/outboxrelay/outboxrelay/outbox"
+)
+
+// The compare scenario drains the same backlog three ways, in alternating
+// rounds, and reports medians, ratios and what the server wrote:
+//   - the relay (outbox.Worker on the store's table);
+//   - Watermill's SQL subscriber on MySQLQueueSchema, which marks each
+//     message acked (per-message state, as the relay keeps), read and
+//     acked directly, without the forwarder's envelope around the payload;
+//   - the minimal ceiling: a table of id, event_id, a BLOB payload and a
+//     TINYINT status with an index on (status, id), drained by one
+//     SELECT … FOR UPDATE SKIP LOCKED and one UPDATE per batch under
+//     READ COMMITTED, nothing else.
+
+// compareConfig is one configuration of the comparison.
+type compareConfig struct {
+	workers, batch, payload int
+}
+
+// drainStats is one drain: its rate and what the server counted meanwhile.
+type drainStats struct {
+	rate    float64
+	counter counters // deltas over the drain
+	events  int
+}
+
+// counters are server-wide status counters (SHOW GLOBAL STATUS). The
+// bench is meant to run on a server nobody else uses meanwhile, so that
+// the deltas are the drain's own.
+type counters struct {
+	redo, updates, rowsUpdated, selects, commits float64
+}
+
+var counterNames = map[string]func(*counters) *float64{
+	"Innodb_os_log_written": func(c *counters) *float64 { return &c.redo },
+	"Com_update":            func(c *counters) *float64 { return &c.updates },
+	"Handler_update":        func(c *counters) *float64 { return &c.rowsUpdated },
+	"Com_select":            func(c *counters) *float64 { return &c.selects },
+	"Com_commit":            func(c *counters) *float64 { return &c.commits },
+}
+
+func (b *bench) readCounters(ctx context.Context) (counters, error) {
+	var c counters
+	rows, err := b.admin.QueryContext(ctx, "SHOW GLOBAL STATUS WHERE Variable_name IN ('Innodb_os_log_written', 'Com_update', 'Handler_update', 'Com_select', 'Com_commit')")
+	if err != nil {
+		return c, err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var name string
+		var v float64
+		if err := rows.Scan(&name, &v); err != nil {
+			return c, err
+		}
+		if f, ok := counterNames[name]; ok {
+			*f(&c) = v
+		}
+	}
+	return c, rows.Err()
+}
+
+func (c counters) minus(o counters) counters {
+	return counters{c.redo - o.redo, c.updates - o.updates, c.rowsUpdated - o.rowsUpdated, c.selects - o.selects, c.commits - o.commits}
+}
+
+// measured runs drain between two readings of the counters.
+func (b *bench) measured(ctx context.Context, n int, drain func() (time.Duration, error)) (drainStats, error) {
+	before, err := b.readCounters(ctx)
+	if err != nil {
+		return drainStats{}, err
+	}
+	d, err := drain()
+	if err != nil {
+		return drainStats{}, err
+	}
+	after, err := b.readCounters(ctx)
+	if err != nil {
+		return drainStats{}, err
+	}
+	return drainStats{rate: perSec(n, d), counter: after.minus(before), events: n}, nil
+}
+
+// fillPayload is the SQL expression of a payload of size bytes for row n:
+// distinct per row, JSON-like, and not all one byte.
+func fillPayload(size int) string {
+	return fmt.Sprintf("RPAD(CONCAT('{\"gift\":\"rose\",\"n\":', n, ',\"pad\":\"', SHA2(n, 256)), %d, SHA2(n + 1, 256))", size)
+}
+
+// relayDrain drains n pending records of size bytes with the relay.
+func (b *bench) relayDrain(ctx context.Context, n int, c compareConfig) (drainStats, error) {
+	if _, err := b.freshStore(ctx, b.db); err != nil {
+		return drainStats{}, err
+	}
+	if err := b.fillSized(ctx, 0, n, "pending", fillPayload(c.payload)); err != nil {
+		return drainStats{}, err
+	}
+	if _, err := b.db.ExecContext(ctx, "ANALYZE TABLE "+table); err != nil {
+		return drainStats{}, err
+	}
+	return b.measured(ctx, n, func() (time.Duration, error) {
+		return b.drain(ctx, n, c.workers, &countingSink{}, outbox.WorkerOptions{BatchSize: c.batch, PollInterval: 10 * time.Millisecond})
+	})
+}
+
+const minimalTable = "bench_minimal"
+
+// minimalDrain drains n rows of the minimal table: workers goroutines, each
+// on a connection of its own, each transaction one locking SELECT and one
+// UPDATE.
+func (b *bench) minimalDrain(ctx context.Context, n int, c compareConfig) (drainStats, error) {
+	for _, q := range []string{
+		"DROP TABLE IF EXISTS " + minimalTable,
+		"CREATE TABLE " + minimalTable + " (id BIGINT NOT NULL AUTO_INCREMENT PRIMARY KEY, event_id VARCHAR(64) NOT NULL," +
+			" payload BLOB NOT NULL, status TINYINT NOT NULL DEFAULT 0, KEY idx_status (status, id)) ENGINE=InnoDB",
+		"INSERT INTO " + minimalTable + " (event_id, payload) SELECT CONCAT('e-', n), " + fillPayload(c.payload) + " FROM " + numbers(n),
+		"ANALYZE TABLE " + minimalTable,
+	} {
+		if _, err := b.db.ExecContext(ctx, q); err != nil {
+			return drainStats{}, fmt.Errorf("%.60s: %w", q, err)
+		}
+	}
+	pool, err := b.pool()
+	if err != nil {
+		return drainStats{}, err
+	}
+	defer pool.Close()
+	sel := "SELECT id, event_id, payload FROM " + minimalTable + " WHERE status = 0 ORDER BY id LIMIT ? FOR UPDATE SKIP LOCKED"
+	one := func() (int, error) {
+		tx, err := pool.BeginTx(ctx, &sql.TxOptions{Isolation: sql.LevelReadCommitted})
+		if err != nil {
+			return 0, err
+		}
+		defer func() { _ = tx.Rollback() }()
+		rows, err := tx.QueryContext(ctx, sel, c.batch)
+		if err != nil {
+			return 0, err
+		}
+		var ids []any
+		for rows.Next() {
+			var (
+				id      int64
+				eventID string
+				payload []byte
+			)
+			if err := rows.Scan(&id, &eventID, &payload); err != nil {
+				rows.Close()
+				return 0, err
+			}
+			ids = append(ids, id)
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil || len(ids) == 0 {
+			return 0, err
+		}
+		upd := "UPDATE " + minimalTable + " SET status = 1 WHERE id IN (" + strings.Repeat("?, ", len(ids)-1) + "?)"
+		if _, err := tx.ExecContext(ctx, upd, ids...); err != nil {
+			return 0, err
+		}
+		return len(ids), tx.Commit()
+	}
+	return b.measured(ctx, n, func() (time.Duration, error) {
+		start := time.Now()
+		errs := make(chan error, c.workers)
+		for range c.workers {
+			go func() {
+				for {
+					got, err := one()
+					if err != nil || got == 0 {
+						errs <- err
+						return
+					}
+				}
+			}()
+		}
+		var first error
+		for range c.workers {
+			if err := <-errs; err != nil && first == nil {
+				first = err
+			}
+		}
+		return time.Since(start), first
+	})
+}
+
+// watermillDrain drains n messages of size bytes from Watermill's queue
+// table with workers subscribers, each on a pool of its own, acking each
+// message as it arrives.
+func (b *bench) watermillDrain(ctx context.Context, n int, c compareConfig) (drainStats, error) {
+	const topic = "bench_queue"
+	schema := wmsql.MySQLQueueSchema{SubscribeBatchSize: c.batch, GeneratePayloadType: func(string) string { return "BLOB" }}
+	queries, err := schema.SchemaInitializingQueries(wmsql.SchemaInitializingQueriesParams{Topic: topic})
+	if err != nil {
+		return drainStats{}, err
+	}
+	stmts := []string{"DROP TABLE IF EXISTS " + schema.MessagesTable(topic)}
+	for _, q := range queries {
+		stmts = append(stmts, q.Query)
+	}
+	stmts = append(stmts,
+		"INSERT INTO "+schema.MessagesTable(topic)+" (uuid, payload, metadata) SELECT UUID(), "+fillPayload(c.payload)+", '{}' FROM "+numbers(n),
+		"ANALYZE TABLE "+schema.MessagesTable(topic))
+	for _, q := range stmts {
+		if _, err := b.db.ExecContext(ctx, q); err != nil {
+			return drainStats{}, fmt.Errorf("%.60s: %w", q, err)
+		}
+	}
+	runCtx, stop := context.WithCancel(ctx)
+	defer stop()
+	var (
+		pools []*sql.DB
+		subs  []*wmsql.Subscriber
+		wg    sync.WaitGroup
+	)
+	defer func() {
+		stop()
+		for _, s := range subs {
+			_ = s.Close()
+		}
+		wg.Wait()
+		for _, p := range pools {
+			p.Close()
+		}
+	}()
+	got := make(chan struct{}, n)
+	return b.measured(ctx, n, func() (time.Duration, error) {
+		start := time.Now()
+		for range c.workers {
+			pool, err := b.pool()
+			if err != nil {
+				return 0, err
+			}
+			pools = append(pools, pool)
+			sub, err := wmsql.NewSubscriber(wmsql.BeginnerFromStdSQL(pool), wmsql.SubscriberConfig{
+				SchemaAdapter: schema, OffsetsAdapter: wmsql.MySQLQueueOffsetsAdapter{}, PollInterval: 10 * time.Millisecond,
+			}, watermill.NopLogger{})
+			if err != nil {
+				return 0, err
+			}
+			subs = append(subs, sub)
+			msgs, err := sub.Subscribe(runCtx, topic)
+			if err != nil {
+				return 0, err
+			}
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for m := range msgs {
+					m.Ack()
+					got <- struct{}{}
+				}
+			}()
+		}
+		for i := 0; i < n; i++ {
+			select {
+			case <-got:
+			case <-time.After(2 * time.Minute):
+				return 0, fmt.Errorf("watermill: %d of %d received after 2 minutes", i, n)
+			}
+		}
+		// The acks of the last batch are committed after the last message
+		// is acked: wait until none is left unacked.
+		deadline := time.Now().Add(time.Minute)
+		for {
+			var left int
+			if err := b.db.QueryRowContext(ctx, "SELECT COUNT(*) FROM "+schema.MessagesTable(topic)+" WHERE acked = false").Scan(&left); err != nil {
+				return 0, err
+			}
+			if left == 0 {
+				return time.Since(start), nil
+			}
+			if time.Now().After(deadline) {
+				return 0, fmt.Errorf("watermill: %d messages still unacked after a minute", left)
+			}
+			time.Sleep(time.Millisecond) // the last acks being committed
+		}
+	})
+}
+
+// compare runs the three drains for each configuration, in alternating
+// rounds (the order rotating from round to round), and reports medians.
+func (b *bench) compare(ctx context.Context, sz sizes) ([]row, error) {
+	configs := []compareConfig{{1, 100, 512}, {1, 100, 256}, {4, 200, 512}, {4, 200, 256}}
+	contenders := []struct {
+		name  string
+		drain func(context.Context, int, compareConfig) (drainStats, error)
+	}{{"relay", b.relayDrain}, {"watermill", b.watermillDrain}, {"ceiling", b.minimalDrain}}
+	var rows []row
+	n := sz.compareEvents
+	for _, c := range configs {
+		results := make([][]drainStats, len(contenders))
+		for round := range sz.compareRounds {
+			for i := range contenders {
+				k := (i + round) % len(contenders)
+				st, err := contenders[k].drain(ctx, n, c)
+				if err != nil {
+					return nil, fmt.Errorf("%s: %w", contenders[k].name, err)
+				}
+				results[k] = append(results[k], st)
+			}
+		}
+		relay, wm, ceiling := medianStats(results[0]), medianStats(results[1]), medianStats(results[2])
+		what := fmt.Sprintf("%d worker(s), batch %d, %d B payload, %d events, median of %d", c.workers, c.batch, c.payload, n, sz.compareRounds)
+		target := ""
+		if c.workers == 1 {
+			target = "relay ≥ 0.75 of the ceiling"
+		}
+		rows = append(rows,
+			row{scenario: "compare: relay, " + what, figure: evRate(relay.rate), reference: "minimal ceiling " + evRate(ceiling.rate), ratio: ratio(relay.rate, ceiling.rate), target: target},
+			row{scenario: "compare: relay vs Watermill queue schema, " + what, figure: evRate(relay.rate), reference: "Watermill " + evRate(wm.rate), ratio: ratio(relay.rate, wm.rate), target: "≥ 1.2"},
+			row{scenario: "compare: redo per delivered event, " + what, figure: fmt.Sprintf("relay %.0f B", relay.perEvent(relay.counter.redo)),
+				reference: fmt.Sprintf("ceiling %.0f B, Watermill %.0f B", ceiling.perEvent(ceiling.counter.redo), wm.perEvent(wm.counter.redo)),
+				ratio:     ratio(relay.perEvent(relay.counter.redo), ceiling.perEvent(ceiling.counter.redo)), target: "≤ 3× the ceiling"},
+			row{scenario: "compare: per batch of " + fmt.Sprint(c.batch) + " (server-wide), " + what, figure: "relay " + relay.perBatch(c.batch),
+				reference: "ceiling " + ceiling.perBatch(c.batch) + "; Watermill " + wm.perBatch(c.batch), ratio: "", target: ""},
+		)
+	}
+	return rows, nil
+}
+
+// medianStats is the drain of median rate; its counters go with it.
+func medianStats(xs []drainStats) drainStats {
+	rates := make([]float64, len(xs))
+	for i, x := range xs {
+		rates[i] = x.rate
+	}
+	m := median(rates)
+	for _, x := range xs {
+		if x.rate == m {
+			return x
+		}
+	}
+	return xs[0]
+}
+
+func (s drainStats) perEvent(v float64) float64 { return v / float64(s.events) }
+
+// perBatch is what the server counted per batch of size events.
+func (s drainStats) perBatch(size int) string {
+	per := func(v float64) float64 { return v * float64(size) / float64(s.events) }
+	return fmt.Sprintf("%.1f UPDATE, %.1f SELECT, %.1f COMMIT, %.0f rows updated, %.1f KB redo",
+		per(s.counter.updates), per(s.counter.selects), per(s.counter.commits), per(s.counter.rowsUpdated), per(s.counter.redo)/1024)
+}
+
+// numbers is a derived table of the integers 0 … n-1, named nums, column n:
+// a cross join of as many tables of ten digits as n needs.
+func numbers(n int) string {
+	digits := "(SELECT 0 d UNION ALL SELECT 1 UNION ALL SELECT 2 UNION ALL SELECT 3 UNION ALL SELECT 4" +
+		" UNION ALL SELECT 5 UNION ALL SELECT 6 UNION ALL SELECT 7 UNION ALL SELECT 8 UNION ALL SELECT 9)"
+	var terms, tables []string
+	for i, scale := 0, 1; scale < max(n, 2); i, scale = i+1, scale*10 {
+		terms = append(terms, fmt.Sprintf("%d*d%d.d", scale, i))
+		tables = append(tables, fmt.Sprintf("%s d%d", digits, i))
+	}
+	return fmt.Sprintf("(SELECT %s AS n FROM %s) nums WHERE n < %d", strings.Join(terms, " + "), strings.Join(tables, ", "), n)
+}

@@ -1,0 +1,113 @@
+package mysql_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/outboxrelay/outboxrelay/internal/testutil"
+	"github.com/outboxrelay/outboxrelay/outbox"
+	"github.com/outboxrelay/outboxrelay/outbox/backend"
+	"github.com/outboxrelay/outboxrelay/outbox/outboxtest"
+)
+
+// TestHeadStartLeasesToTheWriter: a message enqueued with a head start is
+// leased to this process in the writer's transaction. HeadStartBatch
+// returns it (and only while enough of the head start is left) without
+// claiming; its token settles it; workers do not take it during the head
+// start, and once one has, the head start's token is stale.
+func TestHeadStartLeasesToTheWriter(t *testing.T) {
+	d := testutil.NewDatabase(t)
+	ctx := context.Background()
+	s := newStore(t, d.DB)
+	require.NoError(t, s.Enqueue(ctx, d.DB, &outbox.EnqueueOptions{HeadStart: time.Hour}, outbox.Message{ID: "long", Type: "T"}, outbox.Message{ID: "long2", Type: "T"}))
+	require.NoError(t, s.Enqueue(ctx, d.DB, &outbox.EnqueueOptions{HeadStart: 300 * time.Millisecond}, outbox.Message{ID: "short", Type: "T"}))
+	require.NoError(t, s.Enqueue(ctx, d.DB, nil, outbox.Message{ID: "none", Type: "T"}))
+
+	b, err := s.HeadStartBatch(ctx, []string{"none", "short", "long2", "long", "unknown"}, time.Minute)
+	require.NoError(t, err)
+	require.Equal(t, []string{"long", "long2"}, recordIDs(b.Records), "only head starts with a minute left, in insert order")
+	require.True(t, strings.HasPrefix(b.Token, "h"), b.Token)
+	headStart := b.Token
+	require.Equal(t, 0, countWhere(t, d.DB, testTable, "lease_token IS NOT NULL"), "lease_token stays NULL")
+
+	w, err := s.Claim(ctx, backend.ClaimParams{Owner: "w", Limit: 10, LeaseFor: time.Minute})
+	require.NoError(t, err)
+	require.Equal(t, []string{"none"}, recordIDs(w.Records), "workers wait for the head start")
+	st, err := s.Stats(ctx)
+	require.NoError(t, err)
+	require.Equal(t, 1, st.Leased, "a head start is not counted as a worker's lease")
+
+	res, err := s.Settle(ctx, b.Token, []backend.Outcome{{ID: "long", Kind: backend.OutcomePublished}, {ID: "long2", Kind: backend.OutcomeRelease}})
+	require.NoError(t, err)
+	require.Equal(t, backend.SettleResult{Applied: 2}, res)
+	r, err := s.Get(ctx, "long")
+	require.NoError(t, err)
+	require.Equal(t, outbox.StatusPublished, r.Status)
+	w, err = s.Claim(ctx, backend.ClaimParams{Owner: "w", Limit: 10, LeaseFor: time.Minute})
+	require.NoError(t, err)
+	require.Equal(t, []string{"long2"}, recordIDs(w.Records), "a released record is due at once")
+
+	var taken backend.Batch
+	require.Eventually(t, func() bool {
+		taken, err = s.Claim(ctx, backend.ClaimParams{Owner: "w", Limit: 10, LeaseFor: time.Minute})
+		require.NoError(t, err)
+		return taken.Len() == 1
+	}, time.Minute, 10*time.Millisecond, "a worker takes the record once the head start is over")
+	require.Equal(t, "short", taken.Records[0].ID)
+	b, err = s.HeadStartBatch(ctx, []string{"short"}, 0)
+	require.NoError(t, err)
+	require.Zero(t, b.Len(), "the worker holds it now")
+	res, err = s.Settle(ctx, headStart, []backend.Outcome{{ID: "short", Kind: backend.OutcomePublished}})
+	require.NoError(t, err)
+	require.Equal(t, 1, res.Stale)
+	_, err = s.HeadStartBatch(ctx, []string{"x"}, -time.Second)
+	require.ErrorContains(t, err, "minLeft")
+}
+
+// TestPublishNowUsesTheWritersLease: with a head start that covers a
+// publish and its settle, PublishNow writes each message once (the
+// outcome), not twice (a claim, then the outcome); a failed publish
+// leaves the message due for the worker at once, its attempts unchanged.
+func TestPublishNowUsesTheWritersLease(t *testing.T) {
+	d := testutil.NewDatabase(t)
+	ctx := context.Background()
+	s := newStore(t, d.DB)
+	execAll(t, d.DB, []string{
+		"CREATE TABLE writes (event_id VARCHAR(255) NOT NULL, lease CHAR(32) NOT NULL, status VARCHAR(16) NOT NULL)",
+		"CREATE TRIGGER count_writes AFTER UPDATE ON " + testTable + " FOR EACH ROW INSERT INTO writes VALUES (NEW.event_id, NEW.lease, NEW.status)",
+	})
+	rec := outboxtest.NewRecorder()
+	sink := outboxtest.NewFlakySink(rec, 1)
+	w, err := outbox.NewWorker(s, sink, outbox.WorkerOptions{Logger: outboxtest.Logger(t)})
+	require.NoError(t, err)
+	headStart := &outbox.EnqueueOptions{HeadStart: outbox.DefaultPublishTimeout + outbox.DefaultStoreTimeout + time.Minute}
+
+	ok, bad := outbox.Message{ID: "ok", Type: "T"}, outbox.Message{ID: "bad", Type: "T"}
+	require.NoError(t, s.Enqueue(ctx, d.DB, headStart, ok))
+	require.NoError(t, w.PublishNow(ctx, ok))
+	require.Equal(t, 1, rec.Count("ok"))
+	r, err := s.Get(ctx, "ok")
+	require.NoError(t, err)
+	require.Equal(t, outbox.StatusPublished, r.Status)
+	require.Equal(t, []string{"ok|published"}, rowStrings(t, d.DB, "SELECT CONCAT_WS('|', event_id, status) FROM writes"), "one write: the outcome")
+
+	require.NoError(t, s.Enqueue(ctx, d.DB, headStart, bad))
+	sink.FailNext(1)
+	require.ErrorIs(t, w.PublishNow(ctx, bad), outboxtest.ErrInjected)
+	r, err = s.Get(ctx, "bad")
+	require.NoError(t, err)
+	require.Equal(t, outbox.StatusPending, r.Status)
+	require.Zero(t, r.Attempts)
+	b, err := s.Claim(ctx, backend.ClaimParams{Owner: "w", Limit: 10, LeaseFor: time.Minute})
+	require.NoError(t, err)
+	require.Equal(t, []string{"bad"}, recordIDs(b.Records), "due for the worker at once")
+
+	require.NoError(t, s.Enqueue(ctx, d.DB, &outbox.EnqueueOptions{HeadStart: time.Second}, outbox.Message{ID: "short", Type: "T"}))
+	require.NoError(t, w.PublishNow(ctx, outbox.Message{ID: "short", Type: "T"}))
+	require.Equal(t, []string{"short|pending", "short|published"}, rowStrings(t, d.DB, "SELECT CONCAT_WS('|', event_id, status) FROM writes WHERE event_id = 'short'"),
+		"a head start too short for a publish and its settle: claimed first")
+}
