@@ -10,6 +10,7 @@ import (
 	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -19,6 +20,7 @@ import (
 	"testing"
 	"time"
 
+	mysqldrv "github.com/go-sql-driver/mysql"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/require"
@@ -278,14 +280,28 @@ func countRows(t *testing.T, db *sql.DB, table string) int {
 // lockActivityTables locks every row of activity_users, and the gaps
 // between them, in a transaction of the test's: every event's
 // transaction waits. It returns the function that releases the lock.
+//
+// The lock can deadlock with activity-service's transactions, which lock
+// the same rows and gaps in another order; the server may then pick the
+// test's transaction as the victim. It is taken again, a bounded number
+// of times.
 func lockActivityTables(t *testing.T, db *sql.DB) func() {
 	t.Helper()
-	tx, err := db.BeginTx(context.Background(), &sql.TxOptions{Isolation: sql.LevelRepeatableRead})
-	require.NoError(t, err)
-	rows, err := tx.Query("SELECT user_id FROM activity_users FOR UPDATE")
-	require.NoError(t, err)
-	require.NoError(t, rows.Close())
-	return func() { require.NoError(t, tx.Rollback()) }
+	for attempt := 1; ; attempt++ {
+		tx, err := db.BeginTx(context.Background(), &sql.TxOptions{Isolation: sql.LevelRepeatableRead})
+		require.NoError(t, err)
+		rows, err := tx.Query("SELECT user_id FROM activity_users FOR UPDATE")
+		if err == nil {
+			err = rows.Close()
+		}
+		if err == nil {
+			return func() { require.NoError(t, tx.Rollback()) }
+		}
+		_ = tx.Rollback()
+		var me *mysqldrv.MySQLError
+		require.Truef(t, errors.As(err, &me) && me.Number == 1213 && attempt < 20, "locking activity_users (attempt %d): %v", attempt, err)
+		t.Logf("locking activity_users: deadlock with activity-service, attempt %d; again", attempt)
+	}
 }
 
 // holdMessages sends commands until activity-service's transaction waits
