@@ -36,8 +36,10 @@ const (
 	StatusPending   = backend.StatusPending
 	StatusPublished = backend.StatusPublished
 	StatusDead      = backend.StatusDead
-	// DefaultHeadStart is an EnqueueOptions.HeadStart long enough for the
-	// writer's commit and PublishNow in the normal case.
+	// DefaultHeadStart is an EnqueueOptions.HeadStart that covers the
+	// writer's commit and PublishNow at the default PublishTimeout and
+	// StoreTimeout, so that PublishNow publishes without a claim (see
+	// backend.DefaultHeadStart).
 	DefaultHeadStart = backend.DefaultHeadStart
 	// MaxIDLength, MaxKeyLength and MaxTypeLength are the longest
 	// Message.ID, Key and Type, in characters (Message.Validate).

@@ -50,6 +50,19 @@ func TestWorkerOptionsDefaults(t *testing.T) {
 	}
 }
 
+// TestDefaultHeadStartCoversThePublish: the default head start must
+// outlast a publish and its settle at the default timeouts, or
+// PublishNow claims (one more commit) before every after-commit publish.
+func TestDefaultHeadStartCoversThePublish(t *testing.T) {
+	require.GreaterOrEqual(t, DefaultHeadStart, DefaultPublishTimeout+DefaultStoreTimeout+time.Second)
+	w, err := NewWorker(nopStore{}, nopSink, WorkerOptions{})
+	require.NoError(t, err)
+	require.Equal(t, DefaultHeadStart, w.HeadStart())
+	w, err = NewWorker(nopStore{}, nopSink, WorkerOptions{PublishTimeout: 30 * time.Second, StoreTimeout: 4 * time.Second})
+	require.NoError(t, err)
+	require.Equal(t, 36*time.Second, w.HeadStart(), "longer timeouts need a longer head start")
+}
+
 func TestWorkerOptionsOverrides(t *testing.T) {
 	logger := slog.New(slog.DiscardHandler)
 	tests := []struct {

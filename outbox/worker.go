@@ -63,6 +63,16 @@ func NewWorker(store Store, sink Sink, opts WorkerOptions) (*Worker, error) {
 // Options returns the options in effect, defaults filled in.
 func (w *Worker) Options() WorkerOptions { return w.opts }
 
+// HeadStart returns a head start (EnqueueOptions.HeadStart) under which
+// PublishNow on this worker publishes without a claim of its own, on a
+// store that leases messages to their writer (backend.HeadStartLeaser):
+// DefaultHeadStart, or PublishTimeout plus StoreTimeout plus 2 s for the
+// writer's commit, whichever is longer. Enqueue with it what the writer
+// publishes with this worker's PublishNow.
+func (w *Worker) HeadStart() time.Duration {
+	return max(DefaultHeadStart, w.opts.PublishTimeout+w.opts.StoreTimeout+2*time.Second)
+}
+
 // Run processes one batch at once, then one whenever PollInterval has
 // passed (or at once again while there is a full batch of work), until ctx
 // is cancelled. It returns nil on a clean stop and ErrWorkerRunning if the
@@ -264,12 +274,13 @@ func (w *Worker) publishHeadStarted(ctx context.Context, ids []string) (s *settl
 		return nil, false
 	}
 	start := time.Now()
-	lease := w.opts.PublishTimeout + w.opts.StoreTimeout
 	readCtx, cancel := context.WithTimeout(ctx, w.opts.StoreTimeout)
-	batch, err := hs.HeadStartBatch(readCtx, ids, lease)
+	batch, left, err := hs.HeadStartBatch(readCtx, ids, w.opts.PublishTimeout+w.opts.StoreTimeout)
 	cancel()
 	if err != nil || batch.Len() != len(ids) {
 		return nil, false
 	}
-	return w.publishLeased(ctx, PathAfterCommit, batch, start, lease), true
+	// left was measured at the read, after start: counted from start, it
+	// ends no later than the lease does.
+	return w.publishLeased(ctx, PathAfterCommit, batch, start, left), true
 }

@@ -73,9 +73,18 @@ type EnqueueOptions struct {
 	HeadStart time.Duration
 }
 
-// DefaultHeadStart is a head start (EnqueueOptions.HeadStart) long enough
-// for the writer's commit and PublishNow in the normal case.
-const DefaultHeadStart = 2 * time.Second
+// DefaultHeadStart is a head start (EnqueueOptions.HeadStart) that covers
+// the after-commit publish at outbox.Worker's default timeouts
+// (PublishTimeout 3 s plus StoreTimeout 5 s), with 2 s to spare for the
+// writer's commit. A store that leases messages to their writer
+// (HeadStartLeaser, as store/mysql does) then lets Worker.PublishNow
+// publish after one read, with no claim and so no commit of its own
+// before the sink call. The price is paid when the writer dies between
+// its commit and its publish: a worker delivers the message once the
+// head start has passed, 10 s after the commit. A shorter head start
+// works too, with a claim before each after-commit publish; a worker
+// with longer timeouts needs a longer one for the fast path.
+const DefaultHeadStart = 10 * time.Second
 
 // ClaimParams says what to claim.
 type ClaimParams struct {
@@ -136,7 +145,10 @@ type HeadStartLeaser interface {
 	// under it with at least minLeft of it to run, in insert order, and
 	// the token to settle them with. Other records (enqueued without a
 	// head start, by another process, or claimed since) are left out.
-	HeadStartBatch(ctx context.Context, ids []string, minLeft time.Duration) (Batch, error)
+	// left is the least head start any of the returned records has left,
+	// on the store's clock when it read them (at least minLeft; zero when
+	// none is returned): the caller's lease, counted from before the call.
+	HeadStartBatch(ctx context.Context, ids []string, minLeft time.Duration) (b Batch, left time.Duration, err error)
 }
 
 // Settlement is outcomes to record under the batch token that fences them.

@@ -14,34 +14,75 @@ var _ backend.HeadStartLeaser = (*Store)(nil)
 // HeadStartBatch returns, without writing anything, those of ids that
 // this process enqueued with a head start and that are still pending
 // under it, with at least minLeft of it to run, in insert order; the
-// batch's token settles them. Enqueue leased them to the process in the
-// writer's own transaction, so the after-commit publish costs one read
-// here instead of a claim's commit. Records another claim has taken since
-// (the head start ran out) are left out, as are records of other
-// processes and records enqueued without a head start: claim those.
-func (s *Store) HeadStartBatch(ctx context.Context, ids []string, minLeft time.Duration) (backend.Batch, error) {
+// batch's token settles them, and left is the least head start they have
+// left, on the database clock at the read. Enqueue leased them to the
+// process in the writer's own transaction, so the after-commit publish
+// costs one read here instead of a claim's commit. Records another claim
+// has taken since (the head start ran out) are left out, as are records
+// of other processes and records enqueued without a head start: claim
+// those.
+func (s *Store) HeadStartBatch(ctx context.Context, ids []string, minLeft time.Duration) (backend.Batch, time.Duration, error) {
 	switch {
 	case len(ids) == 0:
-		return backend.Batch{}, nil
+		return backend.Batch{}, 0, nil
 	case len(ids) > backend.MaxClaimLimit:
-		return backend.Batch{}, fmt.Errorf("mysql store: head start batch: %d IDs: more than %d", len(ids), backend.MaxClaimLimit)
+		return backend.Batch{}, 0, fmt.Errorf("mysql store: head start batch: %d IDs: more than %d", len(ids), backend.MaxClaimLimit)
 	case minLeft < 0:
-		return backend.Batch{}, errors.New("mysql store: head start batch: minLeft must not be negative")
+		return backend.Batch{}, 0, errors.New("mysql store: head start batch: minLeft must not be negative")
 	}
-	rows, err := readRowsWithin(ctx, s.db, newBudget(s.maxClaimBytes), headStartSQL(s.t, ids, minLeft))
+	rows, left, err := s.readHeadStarted(ctx, ids, minLeft)
 	if err != nil {
-		return backend.Batch{}, s.wrap("head start batch", err)
+		return backend.Batch{}, 0, s.wrap("head start batch", err)
 	}
-	return toBatch(headStartToken, rows), nil
+	return toBatch(headStartToken, rows), left, nil
 }
 
+// readHeadStarted reads the records headStartSQL selects within the
+// claim's byte budget, and the least head start they have left.
+func (s *Store) readHeadStarted(ctx context.Context, ids []string, minLeft time.Duration) ([]scannedRecord, time.Duration, error) {
+	rows, err := headStartSQL(s.t, ids, minLeft).query(ctx, s.db)
+	if err != nil {
+		return nil, 0, err
+	}
+	defer rows.Close()
+	var (
+		out    []scannedRecord
+		left   time.Duration
+		budget = newBudget(s.maxClaimBytes)
+	)
+	for rows.Next() {
+		var leftMicros int64
+		r, err := scanRecord(withExtra{rows, []any{&leftMicros}})
+		if err != nil {
+			return nil, 0, err
+		}
+		if !budget.take(recordSize(r.rec)) {
+			break
+		}
+		if l := time.Duration(leftMicros) * time.Microsecond; len(out) == 0 || l < left {
+			left = l
+		}
+		out = append(out, r)
+	}
+	return out, left, rows.Err()
+}
+
+// withExtra scans a row of the record columns followed by extra ones.
+type withExtra struct {
+	sc    scanner
+	extra []any
+}
+
+func (w withExtra) Scan(dest ...any) error { return w.sc.Scan(append(dest, w.extra...)...) }
+
 // headStartSQL reads the named records this process's head start still
-// holds for at least minLeft. A plain read: the head start is the lease,
-// and only Settle, fenced by its token, writes.
+// holds for at least minLeft, each with the microseconds it has left. A
+// plain read: the head start is the lease, and only Settle, fenced by its
+// token, writes.
 func headStartSQL(t *target, ids []string, minLeft time.Duration) statement {
 	args := make([]any, 0, len(ids)+2)
 	for _, id := range ids {
 		args = append(args, id)
 	}
-	return t.renderList("SELECT {cols} FROM {outbox} WHERE event_id IN ({list}) AND status = 'pending' AND lease = ? AND next_attempt_at > UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND ORDER BY id", len(ids), append(args, headStartToken, minLeft.Microseconds())...)
+	return t.renderList("SELECT {cols}, TIMESTAMPDIFF(MICROSECOND, UTC_TIMESTAMP(6), next_attempt_at) FROM {outbox} WHERE event_id IN ({list}) AND status = 'pending' AND lease = ? AND next_attempt_at > UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND ORDER BY id", len(ids), append(args, headStartToken, minLeft.Microseconds())...)
 }

@@ -27,9 +27,10 @@ func TestHeadStartLeasesToTheWriter(t *testing.T) {
 	require.NoError(t, s.Enqueue(ctx, d.DB, &outbox.EnqueueOptions{HeadStart: 300 * time.Millisecond}, outbox.Message{ID: "short", Type: "T"}))
 	require.NoError(t, s.Enqueue(ctx, d.DB, nil, outbox.Message{ID: "none", Type: "T"}))
 
-	b, err := s.HeadStartBatch(ctx, []string{"none", "short", "long2", "long", "unknown"}, time.Minute)
+	b, left, err := s.HeadStartBatch(ctx, []string{"none", "short", "long2", "long", "unknown"}, time.Minute)
 	require.NoError(t, err)
 	require.Equal(t, []string{"long", "long2"}, recordIDs(b.Records), "only head starts with a minute left, in insert order")
+	require.True(t, left > 59*time.Minute && left <= time.Hour, "the head start left: %v", left)
 	require.True(t, strings.HasPrefix(b.Token, "h"), b.Token)
 	headStart := b.Token
 	require.Equal(t, 0, countWhere(t, d.DB, testTable, "lease_token IS NOT NULL"), "lease_token stays NULL")
@@ -58,18 +59,19 @@ func TestHeadStartLeasesToTheWriter(t *testing.T) {
 		return taken.Len() == 1
 	}, time.Minute, 10*time.Millisecond, "a worker takes the record once the head start is over")
 	require.Equal(t, "short", taken.Records[0].ID)
-	b, err = s.HeadStartBatch(ctx, []string{"short"}, 0)
+	b, left, err = s.HeadStartBatch(ctx, []string{"short"}, 0)
 	require.NoError(t, err)
 	require.Zero(t, b.Len(), "the worker holds it now")
+	require.Zero(t, left)
 	res, err = s.Settle(ctx, headStart, []backend.Outcome{{ID: "short", Kind: backend.OutcomePublished}})
 	require.NoError(t, err)
 	require.Equal(t, 1, res.Stale)
-	_, err = s.HeadStartBatch(ctx, []string{"x"}, -time.Second)
+	_, _, err = s.HeadStartBatch(ctx, []string{"x"}, -time.Second)
 	require.ErrorContains(t, err, "minLeft")
 }
 
-// TestPublishNowUsesTheWritersLease: with a head start that covers a
-// publish and its settle, PublishNow writes each message once (the
+// TestPublishNowUsesTheWritersLease: with DefaultHeadStart, which covers
+// a publish and its settle at the default timeouts, PublishNow writes each message once (the
 // outcome), not twice (a claim, then the outcome); a failed publish
 // leaves the message due for the worker at once, its attempts unchanged.
 func TestPublishNowUsesTheWritersLease(t *testing.T) {
@@ -84,21 +86,24 @@ func TestPublishNowUsesTheWritersLease(t *testing.T) {
 	sink := outboxtest.NewFlakySink(rec, 1)
 	w, err := outbox.NewWorker(s, sink, outbox.WorkerOptions{Logger: outboxtest.Logger(t)})
 	require.NoError(t, err)
-	headStart := &outbox.EnqueueOptions{HeadStart: outbox.DefaultPublishTimeout + outbox.DefaultStoreTimeout + time.Minute}
+	headStart := &outbox.EnqueueOptions{HeadStart: outbox.DefaultHeadStart}
 
-	ok, bad := outbox.Message{ID: "ok", Type: "T"}, outbox.Message{ID: "bad", Type: "T"}
-	require.NoError(t, s.Enqueue(ctx, d.DB, headStart, ok))
-	require.NoError(t, w.PublishNow(ctx, ok))
+	ok, ok2, bad := outbox.Message{ID: "ok", Type: "T", Key: "k"}, outbox.Message{ID: "ok2", Type: "T", Key: "k"}, outbox.Message{ID: "bad", Type: "T"}
+	require.NoError(t, s.Enqueue(ctx, d.DB, headStart, ok, ok2))
+	require.NoError(t, w.PublishNow(ctx, ok, ok2))
 	require.Equal(t, 1, rec.Count("ok"))
-	r, err := s.Get(ctx, "ok")
-	require.NoError(t, err)
-	require.Equal(t, outbox.StatusPublished, r.Status)
-	require.Equal(t, []string{"ok|published"}, rowStrings(t, d.DB, "SELECT CONCAT_WS('|', event_id, status) FROM writes"), "one write: the outcome")
+	require.Equal(t, 1, rec.Count("ok2"), "the second message fits in the head start too")
+	for _, id := range []string{"ok", "ok2"} {
+		r, err := s.Get(ctx, id)
+		require.NoError(t, err)
+		require.Equal(t, outbox.StatusPublished, r.Status, id)
+	}
+	require.Equal(t, []string{"ok2|published", "ok|published"}, rowStrings(t, d.DB, "SELECT CONCAT_WS('|', event_id, status) FROM writes ORDER BY event_id DESC"), "one write each: the outcome")
 
 	require.NoError(t, s.Enqueue(ctx, d.DB, headStart, bad))
 	sink.FailNext(1)
 	require.ErrorIs(t, w.PublishNow(ctx, bad), outboxtest.ErrInjected)
-	r, err = s.Get(ctx, "bad")
+	r, err := s.Get(ctx, "bad")
 	require.NoError(t, err)
 	require.Equal(t, outbox.StatusPending, r.Status)
 	require.Zero(t, r.Attempts)

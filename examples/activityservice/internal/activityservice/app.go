@@ -152,7 +152,7 @@ func (a *App) build(ctx context.Context) error {
 	a.consumer = &roomConsumer{
 		cons: cons, inbox: ib, publisher: a.worker, batch: r.FetchBatch, fetchWait: r.FetchWait, retryDelay: r.RetryDelay,
 		handleTimeout: handleTimeout(r), deliveries: deliveries, log: a.log,
-		proj: &projector{outbox: store, levels: a.cfg.Levels, headStart: outbox.DefaultHeadStart, now: time.Now},
+		proj: &projector{outbox: store, levels: a.cfg.Levels, headStart: a.worker.HeadStart(), now: time.Now},
 	}
 	a.server = a.newServer(a.publicHandler())
 	a.admin = a.newServer(a.adminHandler())

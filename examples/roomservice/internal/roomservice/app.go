@@ -129,7 +129,7 @@ func (a *App) build(ctx context.Context) error {
 			return err
 		}
 	}
-	a.svc = &Service{db: a.db, store: store, publisher: worker, headStart: outbox.DefaultHeadStart, log: a.log, now: time.Now}
+	a.svc = &Service{db: a.db, store: store, publisher: worker, headStart: worker.HeadStart(), log: a.log, now: time.Now}
 	a.server = a.newServer(a.publicHandler())
 	a.admin = a.newServer(a.adminHandler())
 	return nil
