@@ -40,40 +40,17 @@ func (s *Store) HeadStartBatch(ctx context.Context, ids []string, minLeft time.D
 // readHeadStarted reads the records headStartSQL selects within the
 // claim's byte budget, and the least head start they have left.
 func (s *Store) readHeadStarted(ctx context.Context, ids []string, minLeft time.Duration) ([]scannedRecord, time.Duration, error) {
-	rows, err := headStartSQL(s.t, ids, minLeft).query(ctx, s.db)
-	if err != nil {
-		return nil, 0, err
-	}
-	defer rows.Close()
 	var (
-		out    []scannedRecord
-		left   time.Duration
-		budget = newBudget(s.maxClaimBytes)
+		leftMicros, least int64
+		kept              bool
 	)
-	for rows.Next() {
-		var leftMicros int64
-		r, err := scanRecord(withExtra{rows, []any{&leftMicros}})
-		if err != nil {
-			return nil, 0, err
+	rows, err := readRowsThen(ctx, s.db, newBudget(s.maxClaimBytes), headStartSQL(s.t, ids, minLeft), []any{&leftMicros}, func() {
+		if !kept || leftMicros < least {
+			least, kept = leftMicros, true
 		}
-		if !budget.take(recordSize(r.rec)) {
-			break
-		}
-		if l := time.Duration(leftMicros) * time.Microsecond; len(out) == 0 || l < left {
-			left = l
-		}
-		out = append(out, r)
-	}
-	return out, left, rows.Err()
+	})
+	return rows, time.Duration(least) * time.Microsecond, err
 }
-
-// withExtra scans a row of the record columns followed by extra ones.
-type withExtra struct {
-	sc    scanner
-	extra []any
-}
-
-func (w withExtra) Scan(dest ...any) error { return w.sc.Scan(append(dest, w.extra...)...) }
 
 // headStartSQL reads the named records this process's head start still
 // holds for at least minLeft, each with the microseconds it has left. A

@@ -54,14 +54,27 @@ func readRows(ctx context.Context, q querier, st statement) ([]scannedRecord, er
 // no room for (a nil budget has room for everything). The rows after it
 // are not kept; the driver reads past them.
 func readRowsWithin(ctx context.Context, q querier, budget *byteBudget, st statement) ([]scannedRecord, error) {
+	return readRowsThen(ctx, q, budget, st, nil, nil)
+}
+
+// readRowsThen is readRowsWithin for a statement that selects extra
+// columns after the record's: each row's are scanned into extra, and
+// then, if not nil, is called for each record kept.
+func readRowsThen(ctx context.Context, q querier, budget *byteBudget, st statement, extra []any, then func()) ([]scannedRecord, error) {
 	rows, err := st.query(ctx, q)
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
-	var out []scannedRecord
+	var (
+		out []scannedRecord
+		sc  scanner = rows
+	)
+	if len(extra) > 0 {
+		sc = withExtra{rows, extra}
+	}
 	for rows.Next() {
-		r, err := scanRecord(rows)
+		r, err := scanRecord(sc)
 		if err != nil {
 			return nil, err
 		}
@@ -69,9 +82,20 @@ func readRowsWithin(ctx context.Context, q querier, budget *byteBudget, st state
 			break
 		}
 		out = append(out, r)
+		if then != nil {
+			then()
+		}
 	}
 	return out, rows.Err()
 }
+
+// withExtra scans a row of the record columns followed by extra ones.
+type withExtra struct {
+	sc    scanner
+	extra []any
+}
+
+func (w withExtra) Scan(dest ...any) error { return w.sc.Scan(append(dest, w.extra...)...) }
 
 // byteBudget bounds the payload and header bytes one claim holds in
 // memory. The first record always fits, so that every claim can make
