@@ -21,6 +21,9 @@ import (
 // the lease (a fresh random token, and the lease's end), then COMMIT, before the caller publishes anything.
 // READ COMMITTED takes no gap locks, so a claim never blocks a writer's
 // Enqueue. Records are returned in due order (p.IDs: in insert order).
+// A claim of due records resumes the scan where the last claim stopped
+// (see lockDue), so that it does not step again over what that claim has
+// just taken.
 // With p.Ordered, only key heads are claimed, as backend.ClaimParams
 // describes; a quarter of the batch is kept for records without a key.
 func (s *channel) Claim(ctx context.Context, p backend.ClaimParams) (backend.Batch, error) {
@@ -105,7 +108,7 @@ func (s *channel) lockClaimable(ctx context.Context, tx *sql.Tx, p backend.Claim
 	case len(p.IDs) > 0:
 		rows, err = readRowsWithin(ctx, tx, budget, claimIDsSQL(s.t, p.IDs, p.Limit))
 	default:
-		rows, err = readRowsWithin(ctx, tx, budget, claimDueSQL(s.t, p.Limit))
+		rows, err = s.lockDue(ctx, tx, budget, p.Limit)
 	}
 	if err != nil {
 		return nil, false, err
@@ -125,6 +128,21 @@ func (s *channel) lockClaimable(ctx context.Context, tx *sql.Tx, p backend.Claim
 // scan of idx_due that stops after limit rows, whatever the backlog.
 func claimDueSQL(t *target, limit int) statement {
 	return t.render("SELECT {cols} FROM {table} WHERE {scope}status = 'pending' AND next_attempt_at <= UTC_TIMESTAMP(6) AND "+unclaimed+" ORDER BY next_attempt_at, {seq} LIMIT ? FOR UPDATE SKIP LOCKED", limit)
+}
+
+// claimDueAfterSQL is claimDueSQL for the records after the position at
+// in idx_due. The two ranges start at at, so that the scan skips every
+// entry before it, those of at's due time included.
+func claimDueAfterSQL(t *target, at duePos, limit int) statement {
+	next := at.next.Format(dbTimeLayout)
+	return t.render("SELECT {cols} FROM {table} WHERE {scope}status = 'pending' AND ((next_attempt_at = ? AND {seq} > ?) OR next_attempt_at > ?) AND next_attempt_at <= UTC_TIMESTAMP(6) AND "+unclaimed+" ORDER BY next_attempt_at, {seq} LIMIT ? FOR UPDATE SKIP LOCKED", next, at.seq, next, limit)
+}
+
+// claimDueBeforeSQL is claimDueSQL for the records up to the position at
+// in idx_due, at included.
+func claimDueBeforeSQL(t *target, at duePos, limit int) statement {
+	next := at.next.Format(dbTimeLayout)
+	return t.render("SELECT {cols} FROM {table} WHERE {scope}status = 'pending' AND (next_attempt_at < ? OR (next_attempt_at = ? AND {seq} <= ?)) AND next_attempt_at <= UTC_TIMESTAMP(6) AND "+unclaimed+" ORDER BY next_attempt_at, {seq} LIMIT ? FOR UPDATE SKIP LOCKED", next, next, at.seq, limit)
 }
 
 // unclaimed is the condition of a record no claim holds: not leased, or

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"regexp"
 	"sync"
+	"time"
 
 	"github.com/outboxrelay/outboxrelay/outbox"
 	"github.com/outboxrelay/outboxrelay/outbox/backend"
@@ -141,6 +142,11 @@ type channel struct {
 	// starts, so that every key gets its turn.
 	cursorMu  sync.Mutex
 	keyCursor string
+	// dueCursor is where the next claim of due records resumes its scan
+	// (see lockDue).
+	dueCursor dueCursor
+	// now, when set, is the clock of dueCursor's age (for tests).
+	now func() time.Time
 }
 
 // readCommitted is the isolation of every transaction of the store:

@@ -1,0 +1,102 @@
+package mysql
+
+import (
+	"context"
+	"database/sql"
+	"time"
+)
+
+// A claim of due records resumes its scan of idx_due where the channel's
+// last claim stopped, instead of starting at the first due entry.
+//
+// Why: a published outcome moves its record in idx_due (status changes),
+// and InnoDB keeps the old entry, delete-marked, until purge removes it.
+// While a backlog drains, purge lags behind, so a scan from the start
+// steps over the entries of every record published since purge last
+// caught up, and over the records other claims hold; a claim of 100
+// records then reads hundreds or thousands of entries. Resuming after the
+// last claimed record skips them.
+//
+// What it could skip, and how that is found: a record that is due but
+// lies before the cursor. That is a record whose lease ran out (a claim
+// does not move it in idx_due), one a claim skipped while another
+// transaction held it (SKIP LOCKED), or one a writer inserted before the
+// cursor's record but committed after the cursor passed it. So:
+//   - a claim that finds fewer records after the cursor than it asked for
+//     scans the part before the cursor in the same transaction, and the
+//     next claim starts from the beginning;
+//   - a claim starts from the beginning when the scan it continues began
+//     more than fullScanEvery ago, so that a backlog that never runs
+//     short delays such a record by at most that long.
+//
+// The cursor is one per channel and process, shared by every claimer of
+// the channel in the process: claimers that take turns also skip what
+// the others have just leased. It is a hint: any position is safe, since
+// what it skips is found as above.
+type duePos struct {
+	next time.Time // next_attempt_at
+	seq  uint64    // {seq}, the tie-breaker
+}
+
+type dueCursor struct {
+	at    duePos
+	since time.Time // when the scan it continues started at the beginning; zero: no cursor
+}
+
+// fullScanEvery is how long a claim may resume a scan before one starts
+// from the beginning again.
+const fullScanEvery = time.Second
+
+// lockDue locks up to limit due pending records in due order, skipping
+// those other claims hold, resuming the channel's last scan when it can.
+func (s *channel) lockDue(ctx context.Context, tx *sql.Tx, budget *byteBudget, limit int) ([]scannedRecord, error) {
+	now := s.clock()
+	s.cursorMu.Lock()
+	cur := s.dueCursor
+	s.cursorMu.Unlock()
+
+	if cur.since.IsZero() || now.Sub(cur.since) >= fullScanEvery {
+		rows, err := readRowsWithin(ctx, tx, budget, claimDueSQL(s.t, limit))
+		if err != nil {
+			return nil, err
+		}
+		s.setDueCursor(rows, limit, now)
+		return rows, nil
+	}
+	rows, err := readRowsWithin(ctx, tx, budget, claimDueAfterSQL(s.t, cur.at, limit))
+	if err != nil {
+		return nil, err
+	}
+	if len(rows) == limit {
+		s.setDueCursor(rows, limit, cur.since)
+		return rows, nil
+	}
+	before, err := readRowsWithin(ctx, tx, budget, claimDueBeforeSQL(s.t, cur.at, limit-len(rows)))
+	if err != nil {
+		return nil, err
+	}
+	s.setDueCursor(nil, limit, time.Time{})
+	return append(before, rows...), nil
+}
+
+// setDueCursor records where a scan that started at since stopped: after
+// the last of rows, when it found all limit records it asked for;
+// otherwise the next claim starts from the beginning.
+func (s *channel) setDueCursor(rows []scannedRecord, limit int, since time.Time) {
+	next := dueCursor{}
+	if len(rows) == limit {
+		last := rows[len(rows)-1]
+		next = dueCursor{at: duePos{next: last.rec.NextAttemptAt, seq: last.seq}, since: since}
+	}
+	s.cursorMu.Lock()
+	s.dueCursor = next
+	s.cursorMu.Unlock()
+}
+
+// clock is the channel's clock for the cursor's age (tests set now).
+func (s *channel) clock() time.Time {
+	if s.now != nil {
+		return s.now()
+	}
+	return time.Now()
+}
