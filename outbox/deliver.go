@@ -133,7 +133,7 @@ func (b *batchRun) publishGroup(ctx context.Context, group []int) {
 		rec := b.records[i]
 		first := b.started.CompareAndSwap(false, true)
 		if held || ctx.Err() != nil || (!first && time.Now().After(b.lastStart)) {
-			b.s.outcomes[i] = backend.Outcome{ID: rec.ID, Kind: backend.OutcomeRelease}
+			b.s.outcomes[i] = backend.Outcome{ID: rec.ID, Seq: rec.Seq, Kind: backend.OutcomeRelease}
 			continue
 		}
 		began := time.Now()
@@ -146,7 +146,7 @@ func (b *batchRun) publishGroup(ctx context.Context, group []int) {
 			continue
 		}
 		b.w.observe(ctx, Event{Kind: EventPublished, Path: b.p, Record: rec, Latency: latency})
-		b.s.outcomes[i] = backend.Outcome{ID: rec.ID, Kind: backend.OutcomePublished}
+		b.s.outcomes[i] = backend.Outcome{ID: rec.ID, Seq: rec.Seq, Kind: backend.OutcomePublished}
 		if b.w.log.Enabled(ctx, slog.LevelDebug) { // spares building the fields of every record
 			b.w.log.DebugContext(ctx, "outbox message published", b.w.recordAttrs(b.p, rec, StatusPublished)...)
 		}
@@ -219,19 +219,19 @@ func (w *Worker) failed(ctx context.Context, p Path, rec Record, err error) back
 	if p == PathAfterCommit {
 		w.log.WarnContext(ctx, "outbox after-commit publish failed; the worker will deliver it",
 			append(w.recordAttrs(p, rec, StatusPending), slog.String("error", text))...)
-		return backend.Outcome{ID: rec.ID, Kind: backend.OutcomeRelease}
+		return backend.Outcome{ID: rec.ID, Seq: rec.Seq, Kind: backend.OutcomeRelease}
 	}
 	rec.Attempts++
 	delay, retry := w.opts.Retry.NextRetry(rec.Attempts, err)
 	if !retry {
 		w.log.ErrorContext(ctx, "outbox message dead: the retry policy gave up",
 			append(w.recordAttrs(p, rec, StatusDead), slog.String("error", text))...)
-		return backend.Outcome{ID: rec.ID, Kind: backend.OutcomeDead, Error: text}
+		return backend.Outcome{ID: rec.ID, Seq: rec.Seq, Kind: backend.OutcomeDead, Error: text}
 	}
 	delay = max(delay, 0)
 	w.log.WarnContext(ctx, "outbox publish failed; will retry",
 		append(w.recordAttrs(p, rec, StatusPending), slog.Duration("retry_in", delay), slog.String("error", text))...)
-	return backend.Outcome{ID: rec.ID, Kind: backend.OutcomeRetry, RetryIn: delay, Error: text}
+	return backend.Outcome{ID: rec.ID, Seq: rec.Seq, Kind: backend.OutcomeRetry, RetryIn: delay, Error: text}
 }
 
 // recordAttrs are the structured log fields of one record (worker and

@@ -219,6 +219,10 @@ func (k OutcomeKind) String() string {
 type Outcome struct {
 	// ID is the message ID.
 	ID string
+	// Seq, when not zero, is the claimed record's Record.Seq: a store may
+	// find the record by it rather than by ID (store/mysql settles by its
+	// primary key then). It must be the Seq the claim returned for ID.
+	Seq int64
 	// Kind is what happened.
 	Kind OutcomeKind
 	// RetryIn is the delay before the next attempt (OutcomeRetry only).

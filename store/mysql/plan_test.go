@@ -76,9 +76,9 @@ func fill(t *testing.T, db *sql.DB, table string, offset, n int, status, next st
 }
 
 // explain returns the single row of EXPLAIN for query, by column name.
-func explain(t *testing.T, db *sql.DB, query string) map[string]string {
+func explain(t *testing.T, db *sql.DB, query string, args ...any) map[string]string {
 	t.Helper()
-	return testutil.Explain(t, db, query)
+	return testutil.Explain(t, db, query, args...)
 }
 
 // countReads runs query in a transaction of its own on one connection and
