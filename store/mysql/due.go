@@ -56,37 +56,50 @@ func (s *channel) lockDue(ctx context.Context, tx *sql.Tx, budget *byteBudget, l
 	s.cursorMu.Unlock()
 
 	if cur.since.IsZero() || now.Sub(cur.since) >= fullScanEvery {
-		rows, err := readRowsWithin(ctx, tx, budget, claimDueSQL(s.t, limit))
+		rows, last, err := readDue(ctx, tx, budget, claimDueSQL(s.t, limit))
 		if err != nil {
 			return nil, err
 		}
-		s.setDueCursor(rows, limit, now)
+		s.setDueCursor(len(rows) == limit, last, now)
 		return rows, nil
 	}
-	rows, err := readRowsWithin(ctx, tx, budget, claimDueAfterSQL(s.t, cur.at, limit))
+	rows, last, err := readDue(ctx, tx, budget, claimDueAfterSQL(s.t, cur.at, limit))
 	if err != nil {
 		return nil, err
 	}
 	if len(rows) == limit {
-		s.setDueCursor(rows, limit, cur.since)
+		s.setDueCursor(true, last, cur.since)
 		return rows, nil
 	}
-	before, err := readRowsWithin(ctx, tx, budget, claimDueBeforeSQL(s.t, cur.at, limit-len(rows)))
+	before, _, err := readDue(ctx, tx, budget, claimDueBeforeSQL(s.t, cur.at, limit-len(rows)))
 	if err != nil {
 		return nil, err
 	}
-	s.setDueCursor(nil, limit, time.Time{})
+	s.setDueCursor(false, duePos{}, time.Time{})
 	return append(before, rows...), nil
 }
 
-// setDueCursor records where a scan that started at since stopped: after
-// the last of rows, when it found all limit records it asked for;
-// otherwise the next claim starts from the beginning.
-func (s *channel) setDueCursor(rows []scannedRecord, limit int, since time.Time) {
+// readDue runs one of the claim statements of due records and returns
+// the records and the place in idx_due of the last one.
+func readDue(ctx context.Context, tx *sql.Tx, budget *byteBudget, st statement) ([]scannedRecord, duePos, error) {
+	var (
+		next dbTime
+		last duePos
+	)
+	rows, err := readRowsThen(ctx, tx, budget, st, []any{&next}, func() { last.next = next.t })
+	if len(rows) > 0 {
+		last.seq = rows[len(rows)-1].seq
+	}
+	return rows, last, err
+}
+
+// setDueCursor records where a scan that started at since stopped: at
+// last, when the scan found all the records it asked for; otherwise the
+// next claim starts from the beginning.
+func (s *channel) setDueCursor(full bool, last duePos, since time.Time) {
 	next := dueCursor{}
-	if len(rows) == limit {
-		last := rows[len(rows)-1]
-		next = dueCursor{at: duePos{next: last.rec.NextAttemptAt, seq: last.seq}, since: since}
+	if full {
+		next = dueCursor{at: last, since: since}
 	}
 	s.cursorMu.Lock()
 	s.dueCursor = next

@@ -134,3 +134,23 @@ func TestResumedClaimPlan(t *testing.T) {
 		require.LessOrEqual(t, read, int64(2*c.rows+10), "%s: the scan read %d entries for %d rows", c.name, read, c.rows)
 	}
 }
+
+// TestResumedClaimStartsAtTheIndexPlace: a claim resumes at the place in
+// idx_due of the last record it took, next_attempt_at itself. A record
+// taken over from an expired lease reports its lease's end as its
+// NextAttemptAt; resuming there would skip the records due in between.
+func TestResumedClaimStartsAtTheIndexPlace(t *testing.T) {
+	_, s := migrated(t, "due_place")
+	ctx := context.Background()
+	require.NoError(t, s.Enqueue(ctx, s.db, nil, outbox.Message{ID: "a1", Type: "T"}, outbox.Message{ID: "a2", Type: "T"}))
+	other, err := New(s.db, Options{Table: s.table}) // another process, whose lease runs out at once
+	require.NoError(t, err)
+	b, err := other.Claim(ctx, backend.ClaimParams{Owner: "gone", Limit: 1, LeaseFor: time.Microsecond})
+	require.NoError(t, err)
+	require.Len(t, b.Records, 1)
+	require.NoError(t, s.Enqueue(ctx, s.db, nil, outbox.Message{ID: "a3", Type: "T"}))
+
+	require.Equal(t, []string{"a1"}, claimIDs(t, s, 1), "a1's lease has run out")
+	require.Equal(t, []string{"a2"}, claimIDs(t, s, 1), "a2 is due before a1's lease ended, and after a1 in idx_due")
+	require.Equal(t, []string{"a3"}, claimIDs(t, s, 1))
+}
