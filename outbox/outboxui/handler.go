@@ -27,6 +27,9 @@ type Handler struct {
 	startOnce sync.Once
 	closeOnce sync.Once
 	sampler   *sampler
+	// shared is the overview's last read, shared by the requests that
+	// poll it (see readAllShared).
+	shared sharedRead
 }
 
 // New returns the dashboard for opts. It fails, naming the field, if an

@@ -66,6 +66,8 @@ type Options struct {
 	// default interval); at most MaxSamples.
 	Samples int
 	// Refresh is how often an open overview polls for fresh figures.
+	// The open overviews share one read of them per Refresh/2, however
+	// many there are (a requeue makes the next one read afresh).
 	// Defaults to DefaultRefresh; at least MinRefresh.
 	Refresh time.Duration
 	// MaxPayloadShown bounds the payload bytes a record page shows; it

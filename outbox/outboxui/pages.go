@@ -96,7 +96,7 @@ type head struct {
 // overviewOf reads the overview.
 func (h *Handler) overviewOf(r *http.Request) overviewData {
 	d := overviewData{At: time.Now()}
-	for _, q := range h.readAll(r.Context()) {
+	for _, q := range h.readAllShared(r.Context()) {
 		c := queueCard{
 			ID: q.Outbox + "/" + q.Consumer, Label: q.label(), Pending: q.Pending, Leased: q.Leased, Dead: q.Dead,
 			OldestMS: q.Oldest.Milliseconds(), Oldest: age(q.Oldest), Err: q.Err,

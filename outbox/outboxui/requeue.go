@@ -115,6 +115,7 @@ func (h *Handler) confirm(w http.ResponseWriter, r *http.Request, queue Queue, d
 // and sends the browser back to the dead letters.
 func (h *Handler) doRequeue(w http.ResponseWriter, r *http.Request, queue Queue, d confirmData, limit int) {
 	ctx := r.Context()
+	defer h.forgetShared() // the overview shows the requeued records at once
 	var done, skipped int
 	switch d.Scope {
 	case scopeFilter:

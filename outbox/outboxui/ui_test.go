@@ -12,6 +12,8 @@ import (
 	"os"
 	"regexp"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -294,12 +296,89 @@ func TestOverview(t *testing.T) {
 	require.Zero(t, audit.Dead)
 
 	f.enqueue(t, outbox.Message{ID: "p-3", Type: "RoomCreated"})
-	require.NoError(t, json.Unmarshal([]byte(c.get("/api/overview").body), &got))
-	for _, q := range got.Queues {
-		if q.ID == "room_outbox/" {
-			require.Equal(t, 3, q.Pending, "the JSON is live")
+	outboxtest.Eventually(t, "the JSON is live (read again once Refresh/2 has passed)", func() bool {
+		require.NoError(t, json.Unmarshal([]byte(c.get("/api/overview").body), &got))
+		for _, q := range got.Queues {
+			if q.ID == "room_outbox/" {
+				return q.Pending == 3
+			}
 		}
+		return false
+	})
+}
+
+// countingOutbox counts the Stats calls of its queues.
+type countingOutbox struct {
+	Outbox
+	stats *atomic.Int64
+}
+
+func (o countingOutbox) Queue(consumer string) (Queue, error) {
+	q, err := o.Outbox.Queue(consumer)
+	return countingQueue{q, o.stats}, err
+}
+
+type countingQueue struct {
+	Queue
+	stats *atomic.Int64
+}
+
+func (q countingQueue) Stats(ctx context.Context) (backend.Stats, error) {
+	q.stats.Add(1)
+	return q.Queue.Stats(ctx)
+}
+
+// TestOverviewReadsAreShared: the overviews open at the same time share
+// one read of the figures, however many poll; a requeue makes the next
+// one read afresh.
+func TestOverviewReadsAreShared(t *testing.T) {
+	f := newFixture(t)
+	var stats atomic.Int64
+	ob := countingOutbox{MySQL(f.store), &stats}
+	// The sampler reads every queue once when it starts, then not for an
+	// hour; a Refresh of an hour keeps the shared read for half of that.
+	c := newClient(t, f, Options{Outboxes: []Outbox{ob}, SampleInterval: time.Hour, Refresh: time.Hour})
+	f.enqueue(t, outbox.Message{ID: "d-1", Type: "T"})
+	settle(t, f.store, dead("d-1", "bad request"))
+
+	const tabs, queues = 8, 2 // the default consumer and audit
+	codes := make([]int, tabs)
+	var wg sync.WaitGroup
+	for i := range codes {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			codes[i] = c.get("/api/overview").code
+		}()
 	}
+	wg.Wait()
+	for _, code := range codes {
+		require.Equal(t, http.StatusOK, code)
+	}
+	require.LessOrEqual(t, stats.Load(), int64(2*queues), "%d overviews read the stats %d times: once for the sampler, once shared", tabs, stats.Load())
+
+	before := stats.Load()
+	var got struct {
+		Queues []queueCard `json:"queues"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(c.get("/api/overview").body), &got))
+	require.Equal(t, before, stats.Load(), "a poll within Refresh/2 reads nothing")
+	deadOf := func(id string) int {
+		for _, q := range got.Queues {
+			if q.ID == id {
+				return q.Dead
+			}
+		}
+		t.Fatalf("no queue %s in the overview", id)
+		return 0
+	}
+	require.Equal(t, 1, deadOf("room_outbox/"))
+
+	form := url.Values{"csrf": {c.csrf("/records?outbox=room_outbox&view=dead")}, "outbox": {"room_outbox"}, "scope": {"one"}, "id": {"d-1"}, "confirm": {"yes"}}
+	require.Equal(t, http.StatusSeeOther, c.post("/requeue", form).code)
+	require.NoError(t, json.Unmarshal([]byte(c.get("/api/overview").body), &got))
+	require.Equal(t, before+queues, stats.Load(), "after a requeue the next overview reads again")
+	require.Zero(t, deadOf("room_outbox/"), "the requeued record shows at once")
 }
 
 // TestThroughput: the sampler's history turns LastSeq and the backlog

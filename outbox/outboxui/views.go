@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/outboxrelay/outboxrelay/outbox"
@@ -89,6 +90,41 @@ func (h *Handler) readQueue(ctx context.Context, ob Outbox, consumer string, hea
 		}
 	}
 	return qv
+}
+
+// sharedRead is the overview's figures as last read, shared by every
+// request within Refresh/2 of that read. Each open overview polls every
+// Refresh; without it, ten open tabs would count every queue's backlog
+// ten times as often, and on a large backlog each count is a range scan.
+type sharedRead struct {
+	mu    sync.Mutex
+	at    time.Time
+	views []queueView // nil: nothing to share
+}
+
+// readAllShared is readAll, or its result of less than Refresh/2 ago.
+// Concurrent callers wait for one read. A read cut short by its caller's
+// context is not shared.
+func (h *Handler) readAllShared(ctx context.Context) []queueView {
+	h.shared.mu.Lock()
+	defer h.shared.mu.Unlock()
+	if h.shared.views != nil && time.Since(h.shared.at) < h.opts.Refresh/2 {
+		return slices.Clone(h.shared.views)
+	}
+	views := h.readAll(ctx)
+	h.shared.views = nil
+	if ctx.Err() == nil {
+		h.shared.at, h.shared.views = time.Now(), views
+	}
+	return slices.Clone(views)
+}
+
+// forgetShared drops the shared figures, so that the next overview reads
+// afresh (after a requeue, say).
+func (h *Handler) forgetShared() {
+	h.shared.mu.Lock()
+	h.shared.views = nil
+	h.shared.mu.Unlock()
 }
 
 // readAll reads every outbox, the worst queue first: those that cannot
