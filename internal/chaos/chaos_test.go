@@ -41,8 +41,12 @@ const (
 	workers  = 3
 	deadline = 15 * time.Minute
 
-	defaultDBStop  = "mariadb-admin --protocol=tcp -h127.0.0.1 -P3306 -uroot shutdown"
-	defaultDBStart = "start-stop-daemon --start --oknodo --background --exec /usr/sbin/mariadbd"
+	defaultDBStop = "mariadb-admin --protocol=tcp -h127.0.0.1 -P3306 -uroot shutdown"
+	// The pid file tells the shared server from any other mariadbd on the
+	// machine (a private one for measurements, say): matched by the
+	// binary alone, start-stop-daemon took another server for this one
+	// and started nothing.
+	defaultDBStart = "start-stop-daemon --start --oknodo --background --pidfile /run/mysqld/mysqld.pid --exec /usr/sbin/mariadbd"
 )
 
 func TestMain(m *testing.M) {
