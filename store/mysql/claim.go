@@ -124,11 +124,10 @@ func (s *channel) lockClaimable(ctx context.Context, tx *sql.Tx, p backend.Claim
 }
 
 // claimDueSQL locks up to limit due pending records in due order,
-// skipping those other claims hold. After the record's columns it selects
-// next_attempt_at itself, the record's place in idx_due (see lockDue). TestClaimPlan keeps its plan: a range
+// skipping those other claims hold. TestClaimPlan keeps its plan: a range
 // scan of idx_due that stops after limit rows, whatever the backlog.
 func claimDueSQL(t *target, limit int) statement {
-	return t.render("SELECT {cols}, next_attempt_at FROM {table} WHERE {scope}status = 'pending' AND next_attempt_at <= UTC_TIMESTAMP(6) AND "+unclaimed+" ORDER BY next_attempt_at, {seq} LIMIT ? FOR UPDATE SKIP LOCKED", limit)
+	return claimDueWhere(t, "", limit)
 }
 
 // claimDueAfterSQL is claimDueSQL for the records after the position at
@@ -136,14 +135,21 @@ func claimDueSQL(t *target, limit int) statement {
 // entry before it, those of at's due time included.
 func claimDueAfterSQL(t *target, at duePos, limit int) statement {
 	next := at.next.Format(dbTimeLayout)
-	return t.render("SELECT {cols}, next_attempt_at FROM {table} WHERE {scope}status = 'pending' AND ((next_attempt_at = ? AND {seq} > ?) OR next_attempt_at > ?) AND next_attempt_at <= UTC_TIMESTAMP(6) AND "+unclaimed+" ORDER BY next_attempt_at, {seq} LIMIT ? FOR UPDATE SKIP LOCKED", next, at.seq, next, limit)
+	return claimDueWhere(t, "((next_attempt_at = ? AND {seq} > ?) OR next_attempt_at > ?) AND ", limit, next, at.seq, next)
 }
 
 // claimDueBeforeSQL is claimDueSQL for the records up to the position at
 // in idx_due, at included.
 func claimDueBeforeSQL(t *target, at duePos, limit int) statement {
 	next := at.next.Format(dbTimeLayout)
-	return t.render("SELECT {cols}, next_attempt_at FROM {table} WHERE {scope}status = 'pending' AND (next_attempt_at < ? OR (next_attempt_at = ? AND {seq} <= ?)) AND next_attempt_at <= UTC_TIMESTAMP(6) AND "+unclaimed+" ORDER BY next_attempt_at, {seq} LIMIT ? FOR UPDATE SKIP LOCKED", next, next, at.seq, limit)
+	return claimDueWhere(t, "(next_attempt_at < ? OR (next_attempt_at = ? AND {seq} <= ?)) AND ", limit, next, next, at.seq)
+}
+
+// claimDueWhere is the claim of due records within the range of idx_due
+// that where (with its args) adds. After the record's columns it selects
+// next_attempt_at itself, the record's place in idx_due (see lockDue).
+func claimDueWhere(t *target, where string, limit int, args ...any) statement {
+	return t.render("SELECT {cols}, next_attempt_at FROM {table} WHERE {scope}status = 'pending' AND "+where+"next_attempt_at <= UTC_TIMESTAMP(6) AND "+unclaimed+" ORDER BY next_attempt_at, {seq} LIMIT ? FOR UPDATE SKIP LOCKED", append(args, limit)...)
 }
 
 // unclaimed is the condition of a record no claim holds: not leased, or

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/outboxrelay/outboxrelay/outbox/backend"
@@ -91,25 +90,24 @@ func settleSQL(t *target, g *outcomeGroup, token string) statement {
 	args := make([]any, 0, len(g.ids)+3)
 	switch g.kind {
 	case backend.OutcomePublished:
-		text = "UPDATE {table} SET status = 'published', last_error = NULL, next_attempt_at = UTC_TIMESTAMP(6) WHERE {scope}lease = ? AND status = 'pending' AND event_id IN ({list})"
+		text = "UPDATE {table} SET status = 'published', last_error = NULL, next_attempt_at = UTC_TIMESTAMP(6) WHERE {scope}lease = ? AND status = 'pending' AND "
 	case backend.OutcomeRetry:
-		text = "UPDATE {table} SET retry_count = retry_count + 1, last_error = ?, next_attempt_at = UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND, lease = '' WHERE {scope}lease = ? AND status = 'pending' AND event_id IN ({list})"
+		text = "UPDATE {table} SET retry_count = retry_count + 1, last_error = ?, next_attempt_at = UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND, lease = '' WHERE {scope}lease = ? AND status = 'pending' AND "
 		args = append(args, g.errText, g.retryIn.Microseconds())
 	case backend.OutcomeDead:
-		text = "UPDATE {table} SET status = 'dead', retry_count = retry_count + 1, last_error = ?, next_attempt_at = UTC_TIMESTAMP(6) WHERE {scope}lease = ? AND status = 'pending' AND event_id IN ({list})"
+		text = "UPDATE {table} SET status = 'dead', retry_count = retry_count + 1, last_error = ?, next_attempt_at = UTC_TIMESTAMP(6) WHERE {scope}lease = ? AND status = 'pending' AND "
 		args = append(args, g.errText)
 	case backend.OutcomeRelease:
-		text = "UPDATE {table} SET next_attempt_at = UTC_TIMESTAMP(6), lease = '' WHERE {scope}lease = ? AND status = 'pending' AND event_id IN ({list})"
+		text = "UPDATE {table} SET next_attempt_at = UTC_TIMESTAMP(6), lease = '' WHERE {scope}lease = ? AND status = 'pending' AND "
 	}
 	args = append(args, token)
 	if g.seqs != nil {
 		// By primary key: cheaper than a lookup in uk_event_id first.
-		text = strings.Replace(text, "event_id IN ({list})", "{seq} IN ({list})", 1)
+		text += "{seq} IN ({list})"
 		args = append(args, anyArgs(g.seqs)...)
 	} else {
-		for _, id := range g.ids {
-			args = append(args, id)
-		}
+		text += "event_id IN ({list})"
+		args = append(args, anyArgs(g.ids)...)
 	}
 	return t.renderList(text, len(g.ids), args...)
 }
