@@ -250,7 +250,10 @@ func testCancel(t *testing.T, h Harness) {
 	rec := outboxtest.NewRecorder()
 	sink := outboxtest.NewFlakySink(rec, 1)
 	sink.HangNext(1)
-	w := newWorker(t, h.Store, sink, outbox.WorkerOptions{BatchSize: 1, PublishTimeout: 300 * time.Millisecond})
+	// c-0's retry is an hour away, so that the claim below sees only the
+	// records never attempted (with fastRetry c-0 was due again 20 ms
+	// after its outcome, and a slow run claimed it too).
+	w := newWorker(t, h.Store, sink, outbox.WorkerOptions{BatchSize: 1, PublishTimeout: 300 * time.Millisecond, Retry: outbox.FixedInterval{Interval: time.Hour}})
 
 	stop := runWorker(t, w)
 	outboxtest.Eventually(t, "the first publish is in flight", func() bool { return sink.Calls() == 1 })
