@@ -26,8 +26,11 @@ func TestPurgePlanIsARange(t *testing.T) {
 				if j > i {
 					q += ", "
 				}
+				// Ten seconds apart, so that the purges below have seconds
+				// to spare on a slow machine (a second apart, a purge
+				// that came 0.5 s late took one record too many).
 				q += "(?, ?, UTC_TIMESTAMP(6) - INTERVAL ? SECOND)"
-				args = append(args, consumer, fmt.Sprintf("evt-%05d", j), j)
+				args = append(args, consumer, fmt.Sprintf("evt-%05d", j), 10*j)
 			}
 			_, err := d.DB.ExecContext(ctx, q, args...)
 			require.NoError(t, err)
@@ -36,14 +39,14 @@ func TestPurgePlanIsARange(t *testing.T) {
 	_, err := d.DB.ExecContext(ctx, "ANALYZE TABLE inbox")
 	require.NoError(t, err)
 	plan := testutil.Explain(t, d.DB, "DELETE FROM inbox WHERE consumer = ? AND processed_at < UTC_TIMESTAMP(6) - INTERVAL ? MICROSECOND ORDER BY processed_at LIMIT ?",
-		"activity", time.Hour.Microseconds(), 100)
+		"activity", (6 * time.Hour).Microseconds(), 100)
 	require.Equal(t, "idx_processed", plan["key"], "plan: %v", plan)
 	require.Equal(t, "range", plan["type"], "plan: %v", plan)
-	n, err := ib.Purge(ctx, time.Hour, 100)
+	n, err := ib.Purge(ctx, 6*time.Hour, 100)
 	require.NoError(t, err)
-	// Records 3601s old and older, of 2000 written 0 to 1999s ago: none.
+	// Records 21600s old and older, of 2000 written 0 to 19990s ago: none.
 	require.Zero(t, n)
-	n, err = ib.Purge(ctx, 1499*time.Second+500*time.Millisecond, 100)
+	n, err = ib.Purge(ctx, 14995*time.Second, 100)
 	require.NoError(t, err)
-	require.Equal(t, 500, n, "1500s to 1999s old, in batches of 100")
+	require.Equal(t, 500, n, "15000s to 19990s old, in batches of 100")
 }
