@@ -19,11 +19,11 @@
 // A claim is one short READ COMMITTED transaction: it selects due pending
 // rows in due order with FOR UPDATE SKIP LOCKED (concurrent claimers skip
 // each other's rows instead of waiting), stamps them with a random lease
-// token and moves next_attempt_at to the end of the lease, and commits
-// before anything is published. The index (status, next_attempt_at, id)
-// makes this a range scan that stops after the batch, whatever the size of
-// the backlog or of the published history. Settles are fenced by the lease
-// token.
+// (lease_id) and the lease's end (lease_until), which rewrites sixteen
+// bytes of each row in place and no index, and commits before anything is
+// published. The index (status, next_attempt_at, id) makes this a range
+// scan that stops after the batch, whatever the size of the backlog or of
+// the published history. Settles are fenced by the lease.
 //
 // # Limits and clocks
 //

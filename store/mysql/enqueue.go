@@ -102,15 +102,15 @@ func (s *Store) insert(ctx context.Context, tx backend.Execer, headStart time.Du
 // the database clock.
 func insertSQL(t *target, headStart time.Duration, rows []insertRow) statement {
 	due := any(headStart.Microseconds())
-	lease := ""
+	lease := int64(0)
 	if headStart > 0 {
-		lease = headStartToken
+		lease = headStartID
 	}
 	args := make([]any, 0, 8*len(rows))
 	for _, r := range rows {
 		args = append(args, r.id, r.key, r.typ, r.payload, r.headers, r.occurredAt, due, lease)
 	}
-	return t.renderRows("INSERT INTO {outbox} (event_id, event_key, event_type, payload, headers, occurred_at, created_at, next_attempt_at, lease) VALUES (?, ?, ?, ?, ?, ?, UTC_TIMESTAMP(6), UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND, ?)", len(rows), args...)
+	return t.renderRows("INSERT INTO {outbox} (event_id, event_key, event_type, payload, headers, occurred_at, created_at, next_attempt_at, lease_id) VALUES (?, ?, ?, ?, ?, ?, UTC_TIMESTAMP(6), UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND, ?)", len(rows), args...)
 }
 
 // insertRow is one validated message, encoded for the INSERT.

@@ -178,7 +178,7 @@ func freshSQL(t *target, minStart uint64, limit int) statement {
 // has not touched yet keeps its head start (a future due time that is
 // neither a retry nor a lease). A row that exists already stays as it is.
 func handOverSQL(t *target, ids []uint64) statement {
-	return t.renderList("INSERT INTO {consumption} (consumer, msg_id, event_id, event_key, event_type, created_at, next_attempt_at) SELECT k.name, o.id, o.event_id, o.event_key, o.event_type, o.created_at, CASE WHEN o.status = 'pending' AND o.retry_count = 0 AND (o.lease = '' OR o.lease LIKE 'h%') AND o.next_attempt_at > UTC_TIMESTAMP(6) THEN o.next_attempt_at ELSE UTC_TIMESTAMP(6) END FROM {outbox} o JOIN {consumers} k ON k.removing = 0 AND k.start_seq <= o.id AND (k.backfill_cursor IS NULL OR o.id <= k.backfill_cursor) WHERE o.id IN ({list}) ON DUPLICATE KEY UPDATE msg_id = msg_id", len(ids), anyArgs(ids)...)
+	return t.renderList("INSERT INTO {consumption} (consumer, msg_id, event_id, event_key, event_type, created_at, next_attempt_at) SELECT k.name, o.id, o.event_id, o.event_key, o.event_type, o.created_at, CASE WHEN o.status = 'pending' AND o.retry_count = 0 AND o.lease_id <= 0 AND o.next_attempt_at > UTC_TIMESTAMP(6) THEN o.next_attempt_at ELSE UTC_TIMESTAMP(6) END FROM {outbox} o JOIN {consumers} k ON k.removing = 0 AND k.start_seq <= o.id AND (k.backfill_cursor IS NULL OR o.id <= k.backfill_cursor) WHERE o.id IN ({list}) ON DUPLICATE KEY UPDATE msg_id = msg_id", len(ids), anyArgs(ids)...)
 }
 
 // lockFlagsSQL locks the messages whose fanout flag can be set without

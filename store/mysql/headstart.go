@@ -61,5 +61,5 @@ func headStartSQL(t *target, ids []string, minLeft time.Duration) statement {
 	for _, id := range ids {
 		args = append(args, id)
 	}
-	return t.renderList("SELECT {cols}, TIMESTAMPDIFF(MICROSECOND, UTC_TIMESTAMP(6), next_attempt_at) FROM {outbox} WHERE event_id IN ({list}) AND status = 'pending' AND lease = ? AND next_attempt_at > UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND ORDER BY id", len(ids), append(args, headStartToken, minLeft.Microseconds())...)
+	return t.renderList("SELECT {cols}, TIMESTAMPDIFF(MICROSECOND, UTC_TIMESTAMP(6), next_attempt_at) FROM {outbox} WHERE event_id IN ({list}) AND status = 'pending' AND lease_id = ? AND next_attempt_at > UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND ORDER BY id", len(ids), append(args, headStartID, minLeft.Microseconds())...)
 }

@@ -79,8 +79,8 @@ func TestPublishNowUsesTheWritersLease(t *testing.T) {
 	ctx := context.Background()
 	s := newStore(t, d.DB)
 	execAll(t, d.DB, []string{
-		"CREATE TABLE writes (event_id VARCHAR(255) NOT NULL, lease CHAR(32) NOT NULL, status VARCHAR(16) NOT NULL)",
-		"CREATE TRIGGER count_writes AFTER UPDATE ON " + testTable + " FOR EACH ROW INSERT INTO writes VALUES (NEW.event_id, NEW.lease, NEW.status)",
+		"CREATE TABLE writes (event_id VARCHAR(255) NOT NULL, lease BIGINT NOT NULL, status VARCHAR(16) NOT NULL)",
+		"CREATE TRIGGER count_writes AFTER UPDATE ON " + testTable + " FOR EACH ROW INSERT INTO writes VALUES (NEW.event_id, NEW.lease_id, NEW.status)",
 	})
 	rec := outboxtest.NewRecorder()
 	sink := outboxtest.NewFlakySink(rec, 1)

@@ -248,7 +248,7 @@ func requeueSQL(t *target, due time.Time, seqs []uint64) statement {
 	for _, seq := range seqs {
 		args = append(args, seq)
 	}
-	return t.renderList("UPDATE {table} SET status = 'pending', retry_count = 0, next_attempt_at = COALESCE(GREATEST(UTC_TIMESTAMP(6), CAST(? AS DATETIME(6))), UTC_TIMESTAMP(6)), lease = '' WHERE {scope}status = 'dead' AND {seq} IN ({list})", len(seqs), args...)
+	return t.renderList("UPDATE {table} SET status = 'pending', retry_count = 0, next_attempt_at = COALESCE(GREATEST(UTC_TIMESTAMP(6), CAST(? AS DATETIME(6))), UTC_TIMESTAMP(6)), lease_id = 0 WHERE {scope}status = 'dead' AND {seq} IN ({list})", len(seqs), args...)
 }
 
 // countDeadSQL counts the records that match the conditions where.

@@ -6,6 +6,7 @@ import (
 	"database/sql/driver"
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 	"time"
 )
@@ -26,13 +27,13 @@ const (
 var requiredColumns = map[string]map[string]string{
 	"": {
 		"id": "", "event_id": "", "event_key": "varbinary", "event_type": "", "payload": "", "headers": "",
-		"occurred_at": "", "status": "char", "retry_count": "", "last_error": "", "created_at": "", "next_attempt_at": "",
-		"lease": "char", "lease_until": "datetime", "fanout": "",
+		"occurred_at": "", "status": "enum", "retry_count": "", "last_error": "", "created_at": "", "next_attempt_at": "",
+		"lease_id": "bigint", "lease_until": "datetime", "fanout": "",
 	},
 	consumersSuffix: {"name": "", "start_seq": "", "backfill_cursor": "", "created_at": "", "removing": "", "add_token": ""},
 	consumptionSuffix: {
-		"consumer": "", "msg_id": "", "event_id": "", "event_key": "varbinary", "event_type": "", "status": "char", "retry_count": "",
-		"last_error": "", "created_at": "", "next_attempt_at": "", "lease": "char", "lease_until": "datetime",
+		"consumer": "", "msg_id": "", "event_id": "", "event_key": "varbinary", "event_type": "", "status": "enum", "retry_count": "",
+		"last_error": "", "created_at": "", "next_attempt_at": "", "lease_id": "bigint", "lease_until": "datetime",
 	},
 }
 
@@ -92,7 +93,9 @@ func (s *Store) Migrate(ctx context.Context) error {
 // metadata lock, and asks for the cheapest algorithm: ALGORITHM=INSTANT
 // to add a column, INPLACE with LOCK=NONE to add an index (falling back
 // when the server refuses). Changing event_key's type (the upgrade to
-// version 4) copies the table and blocks writes to it meanwhile.
+// version 4) and status's (to versions 5 and 6; from version 4, once)
+// copies the table and blocks writes to it meanwhile. Upgrades run one
+// version at a time, and keep the leases records hold.
 //
 // A table of the same name that the store did not make fails with an
 // error naming what it lacks.
@@ -118,39 +121,88 @@ func (s *Store) MigrateWith(ctx context.Context, opts MigrateOptions) error {
 	return s.migrate(ctx, conn)
 }
 
-// migrate runs the plan for the tables, on conn.
+// migrate runs the plan for the tables, on conn: the upgrade steps one
+// version at a time, reading the tables again after each version (a
+// version's steps may build on the previous one's: see pending), then
+// the CREATE statements or the record of the version.
 func (s *Store) migrate(ctx context.Context, conn *sql.Conn) error {
-	sc, err := s.readSchema(ctx, conn)
-	if err != nil {
-		return s.wrap("migrate", err)
+	reached := 0
+	for {
+		sc, err := s.readSchema(ctx, conn)
+		if err != nil {
+			return s.wrap("migrate", err)
+		}
+		if sc.exists("") {
+			if missing := sc.missing(true); len(missing) > 0 {
+				return s.notOurs("migrate", missing)
+			}
+		}
+		plan := sc.plan(s.table)
+		i := slices.IndexFunc(plan, func(p planned) bool { return p.step != nil })
+		if i < 0 {
+			return s.finish(ctx, conn, plan)
+		}
+		v := plan[i].version
+		if v <= reached {
+			return fmt.Errorf("mysql store: migrate to schema version %d: the tables still need %s after the version's steps ran", v, plan[i].describe(sc, s.table))
+		}
+		for _, p := range plan[i:] {
+			if p.step == nil || p.version != v {
+				break
+			}
+			if err := s.runStep(ctx, conn, sc, p); err != nil {
+				return err
+			}
+		}
+		reached = v
 	}
-	if sc.exists("") {
-		if missing := sc.missing(true); len(missing) > 0 {
-			return s.notOurs("migrate", missing)
+}
+
+// runStep runs one upgrade step.
+func (s *Store) runStep(ctx context.Context, conn *sql.Conn, sc schema, p planned) error {
+	ddl := p.ddl
+	err := execDDL(ctx, conn, ddl)
+	// Another instance may have run the same step (with a version of the
+	// store that does not take the migration lock).
+	if err == nil || classify(err) == classDuplicateIndex || classify(err) == classDuplicateColumn {
+		return nil
+	}
+	return s.wrap(fmt.Sprintf("migrate to schema version %d: %s (%s)", p.version, p.describe(sc, s.table), ddl), err)
+}
+
+// lastTypeChange is u, or, when u changes a column's type, the last
+// upgrade's change of that column's type.
+func lastTypeChange(u step) step {
+	if u.typ != "" {
+		for _, later := range upgrades {
+			if later.version > u.version && later.suffix == u.suffix && later.what == u.what {
+				u = later
+			}
 		}
 	}
-	plan := sc.plan(s.table)
-	ranDDL := false
+	return u
+}
+
+// finish runs what is left of the plan once no upgrade step is: the
+// CREATE statements and the record of the version, then checks the
+// tables.
+func (s *Store) finish(ctx context.Context, conn *sql.Conn, plan []planned) error {
 	for _, p := range plan {
-		if p.record && !ranDDL {
-			// Only the record is missing (tables made before it existed):
-			// a user without CREATE rights has what it needs anyway.
+		if p.record {
+			// Only the record is missing (tables made before it existed, or
+			// made by a migration tool): a user without CREATE rights has
+			// what it needs anyway.
 			if _, err := conn.ExecContext(ctx, p.ddl); err != nil && !isAccessDenied(err) {
 				return s.wrap("migrate: record the schema version", err)
 			}
 			continue
 		}
-		ranDDL = true
 		if err := execDDL(ctx, conn, p.ddl); err != nil {
-			// Another instance may have run the same step (with a version
-			// of the store that does not take the migration lock).
-			if p.step != nil && (classify(err) == classDuplicateIndex || classify(err) == classDuplicateColumn) {
-				continue
-			}
-			return s.wrap(fmt.Sprintf("migrate to schema version %d: %s (%s)", p.version, p.describe(sc, s.table), p.ddl), err)
+			return s.wrap(fmt.Sprintf("migrate to schema version %d: create the tables (%s)", p.version, p.ddl), err)
 		}
 	}
-	if sc, err = s.readSchema(ctx, conn); err != nil {
+	sc, err := s.readSchema(ctx, conn)
+	if err != nil {
 		return s.wrap("migrate", err)
 	}
 	if missing := sc.missing(false); len(missing) > 0 {
@@ -186,8 +238,21 @@ func (sc schema) plan(table string) []planned {
 			out = append(out, planned{ddl: names.Replace(st), version: SchemaVersion})
 		}
 	}
+	retyped := map[step]bool{}
 	for _, u := range sc.pending() {
 		u := u
+		if u.typ != "" {
+			// A change of a column's type runs the last pending version's
+			// change of that column instead, and that one is then done: a
+			// table from before both is copied once, not once per version
+			// (the steps between them do not depend on the type).
+			last := lastTypeChange(u)
+			if retyped[last] {
+				continue
+			}
+			retyped[last] = true
+			u.ddl, u.typ = last.ddl, last.typ
+		}
 		out = append(out, planned{ddl: names.Replace(u.ddl), version: u.version, step: &u})
 	}
 	if sc.recorded < SchemaVersion {

@@ -21,11 +21,13 @@ import (
 //	   in the fixed-width NOT NULL column lease (lease_token stays, NULL),
 //	   no lease_owner, and no published_at (a published record's
 //	   next_attempt_at is when it was published)
+//	6  narrower state columns: status an ENUM, the lease token a BIGINT
+//	   in lease_id (lease is gone)
 //
 // Migrate upgrades a table from any of them; the table <table>_schema_version
 // records the version reached (a table made before the record existed is
 // recognised by its columns and indexes).
-const SchemaVersion = 5
+const SchemaVersion = 6
 
 // The DDL of the schema, as SQL files: create.sql makes the current version
 // from nothing, upgrade_N.sql goes from version N-1 to N, and record.sql
@@ -45,6 +47,22 @@ type step struct {
 	suffix  string // the table: "" for the outbox table, or a companion's suffix
 	what    string // "column x", "index x", "type of x", "copy of x", "no column x" or "table"
 	ddl     string // with {outbox}, {consumers} or {consumption}
+	typ     string // for "type of x": the data type it gives x, lower case ("char")
+}
+
+// modifiedType is the data type an "ALTER TABLE … MODIFY x TYPE…"
+// statement gives x, lower case, without its length or values.
+func modifiedType(ddl string) string {
+	_, after, ok := strings.Cut(ddl, " MODIFY ")
+	if !ok {
+		return ""
+	}
+	fields := strings.Fields(after)
+	if len(fields) < 2 {
+		return ""
+	}
+	typ, _, _ := strings.Cut(fields[1], "(")
+	return strings.ToLower(typ)
 }
 
 // The parsed SQL files.
@@ -65,7 +83,13 @@ func init() {
 			if !ok || what == "" {
 				panic(fmt.Sprintf("mysql store: upgrade_%d.sql: bad step line %q", v, stepLine))
 			}
-			steps = append(steps, step{version: v, suffix: suffix, what: what, ddl: ddl})
+			u := step{version: v, suffix: suffix, what: what, ddl: ddl}
+			if strings.HasPrefix(what, "type of ") {
+				if u.typ = modifiedType(ddl); u.typ == "" {
+					panic(fmt.Sprintf("mysql store: upgrade_%d.sql: step %q is not a MODIFY", v, stepLine))
+				}
+			}
+			steps = append(steps, u)
 		})
 		if len(steps) == 0 {
 			panic(fmt.Sprintf("mysql store: upgrade_%d.sql has no steps", v))

@@ -23,7 +23,7 @@ import (
 // version1 is the outbox table as the first version of the store made
 // it (commit 94186a2): no idx_key, no fanout, no companion tables.
 // version2 added idx_key (commit 4070e8a); version 3 is previousRelease,
-// version 4 is version4.
+// version 4 is version4, version 5 version5.
 const version1 = `CREATE TABLE room_outbox (
   id BIGINT UNSIGNED NOT NULL AUTO_INCREMENT,
   event_id VARCHAR(255) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NOT NULL,
@@ -42,7 +42,7 @@ const version1 = `CREATE TABLE room_outbox (
   PRIMARY KEY (id), UNIQUE KEY uk_event_id (event_id), KEY idx_due (status, next_attempt_at, id)
 ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin`
 
-// oldSchema returns the DDL of schema version v (1 to 4), without data.
+// oldSchema returns the DDL of schema version v (1 to 5), without data.
 func oldSchema(v int) []string {
 	switch v {
 	case 1:
@@ -54,6 +54,8 @@ func oldSchema(v int) []string {
 		return previousRelease[:3]
 	case 4:
 		return version4
+	case 5:
+		return version5
 	}
 	panic(v)
 }
@@ -62,11 +64,15 @@ func oldSchema(v int) []string {
 // and a dead record (and, from version 3, a consumer with a pending,
 // published and dead consumption row).
 func oldRows(v int) []string {
+	published, publishedAt := ", published_at", ", NULL"
+	if v >= 5 { // the publication time is next_attempt_at
+		published, publishedAt = "", ""
+	}
 	out := []string{
-		"INSERT INTO room_outbox (event_id, event_key, event_type, payload, headers, status, retry_count, last_error, created_at, next_attempt_at, published_at) VALUES" +
-			" ('pend', 'room-\té', 'T', x'00ff', '{\"a\":\"b\"}', 'pending', 1, 'boom', UTC_TIMESTAMP(6) - INTERVAL 1 MINUTE, UTC_TIMESTAMP(6) - INTERVAL 1 SECOND, NULL)," +
-			" ('pub', 'k', 'T', 'p', NULL, 'published', 0, NULL, UTC_TIMESTAMP(6) - INTERVAL 1 MINUTE, UTC_TIMESTAMP(6), UTC_TIMESTAMP(6))," +
-			" ('dead', 'k', 'T', 'p', NULL, 'dead', 5, 'gave up', UTC_TIMESTAMP(6) - INTERVAL 1 MINUTE, UTC_TIMESTAMP(6), NULL)",
+		"INSERT INTO room_outbox (event_id, event_key, event_type, payload, headers, status, retry_count, last_error, created_at, next_attempt_at" + published + ") VALUES" +
+			" ('pend', 'room-\té', 'T', x'00ff', '{\"a\":\"b\"}', 'pending', 1, 'boom', UTC_TIMESTAMP(6) - INTERVAL 1 MINUTE, UTC_TIMESTAMP(6) - INTERVAL 1 SECOND" + publishedAt + ")," +
+			" ('pub', 'k', 'T', 'p', NULL, 'published', 0, NULL, UTC_TIMESTAMP(6) - INTERVAL 1 MINUTE, UTC_TIMESTAMP(6)" + strings.ReplaceAll(publishedAt, "NULL", "UTC_TIMESTAMP(6)") + ")," +
+			" ('dead', 'k', 'T', 'p', NULL, 'dead', 5, 'gave up', UTC_TIMESTAMP(6) - INTERVAL 1 MINUTE, UTC_TIMESTAMP(6)" + publishedAt + ")",
 	}
 	if v >= 3 {
 		out = append(out,

@@ -45,13 +45,18 @@ func (s *channel) applySettle(token string, outcomes []backend.Outcome, exec fun
 	if err != nil {
 		return backend.SettleResult{}, err
 	}
+	lease, ok := leaseID(token)
+	if !ok {
+		// Not a token the store makes: it holds no lease.
+		return backend.SettleResult{Stale: len(outcomes)}, nil
+	}
 	var (
 		res    backend.SettleResult
 		errs   []error
 		failed int
 	)
 	for _, g := range groups {
-		n, err := exec(settleSQL(s.t, g, leaseKey(token)))
+		n, err := exec(settleSQL(s.t, g, lease))
 		if err != nil {
 			failed += len(g.ids)
 			errs = append(errs, fmt.Errorf("%d %s outcome(s) not recorded: %w", len(g.ids), g.kind, err))
@@ -78,29 +83,29 @@ type outcomeGroup struct {
 	seqs []uint64
 }
 
-// settleSQL writes the outcomes of a group, fenced by the lease token:
-// a record that is not a pending record leased under token is left
-// alone. Every outcome ends the lease: a retry or a release clears the
-// token; a published or dead record is no longer pending, and keeps the
-// token, so that the row is rewritten in place (status, next_attempt_at
+// settleSQL writes the outcomes of a group, fenced by the lease (the
+// token's leaseID): a record that is not a pending record leased under
+// it is left alone. Every outcome ends the lease: a retry or a release
+// clears lease_id; a published or dead record is no longer pending, and
+// keeps it, so that the row is rewritten in place (status, next_attempt_at
 // and retry_count are fixed-width; next_attempt_at is when a published
 // record was published). (groupOutcomes lets only the four kinds through.)
-func settleSQL(t *target, g *outcomeGroup, token string) statement {
+func settleSQL(t *target, g *outcomeGroup, lease int64) statement {
 	var text string
 	args := make([]any, 0, len(g.ids)+3)
 	switch g.kind {
 	case backend.OutcomePublished:
-		text = "UPDATE {table} SET status = 'published', last_error = NULL, next_attempt_at = UTC_TIMESTAMP(6) WHERE {scope}lease = ? AND status = 'pending' AND "
+		text = "UPDATE {table} SET status = 'published', last_error = NULL, next_attempt_at = UTC_TIMESTAMP(6) WHERE {scope}lease_id = ? AND status = 'pending' AND "
 	case backend.OutcomeRetry:
-		text = "UPDATE {table} SET retry_count = retry_count + 1, last_error = ?, next_attempt_at = UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND, lease = '' WHERE {scope}lease = ? AND status = 'pending' AND "
+		text = "UPDATE {table} SET retry_count = retry_count + 1, last_error = ?, next_attempt_at = UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND, lease_id = 0 WHERE {scope}lease_id = ? AND status = 'pending' AND "
 		args = append(args, g.errText, g.retryIn.Microseconds())
 	case backend.OutcomeDead:
-		text = "UPDATE {table} SET status = 'dead', retry_count = retry_count + 1, last_error = ?, next_attempt_at = UTC_TIMESTAMP(6) WHERE {scope}lease = ? AND status = 'pending' AND "
+		text = "UPDATE {table} SET status = 'dead', retry_count = retry_count + 1, last_error = ?, next_attempt_at = UTC_TIMESTAMP(6) WHERE {scope}lease_id = ? AND status = 'pending' AND "
 		args = append(args, g.errText)
 	case backend.OutcomeRelease:
-		text = "UPDATE {table} SET next_attempt_at = UTC_TIMESTAMP(6), lease = '' WHERE {scope}lease = ? AND status = 'pending' AND "
+		text = "UPDATE {table} SET next_attempt_at = UTC_TIMESTAMP(6), lease_id = 0 WHERE {scope}lease_id = ? AND status = 'pending' AND "
 	}
-	args = append(args, token)
+	args = append(args, lease)
 	if g.seqs != nil {
 		// By primary key: cheaper than a lookup in uk_event_id first.
 		text += "{seq} IN ({list})"

@@ -36,7 +36,7 @@ func TestSettlePlan(t *testing.T) {
 		groups, err := groupOutcomes(c.outcomes)
 		require.NoError(t, err)
 		require.Len(t, groups, 1)
-		st := settleSQL(s.t, groups[0], "0123456789abcdef")
+		st := settleSQL(s.t, groups[0], 0x0123456789abcdef)
 		plan := explain(t, d.DB, st.text, st.args...)
 		t.Logf("%s: %v", c.key, plan)
 		require.Equal(t, c.key, plan["key"])

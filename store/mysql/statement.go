@@ -44,7 +44,7 @@ const recordColumns = "id, event_id, event_key, event_type, payload, headers, oc
 // nextAttemptAt is when a record is next due for a worker: for a
 // pending record a claim holds, when that lease ends (a claim writes
 // lease_until, not next_attempt_at).
-const nextAttemptAt = "IF(status = 'pending' AND lease <> '' AND lease_until > next_attempt_at, lease_until, next_attempt_at)"
+const nextAttemptAt = "IF(status = 'pending' AND lease_id <> 0 AND lease_until > next_attempt_at, lease_until, next_attempt_at)"
 
 // publishedAt is when a record was published: next_attempt_at, which
 // the published outcome sets, so that it rewrites fixed-width columns

@@ -116,27 +116,58 @@ func (sc schema) needs(u step) bool {
 		return ok && slices.ContainsFunc(upgrades, func(d step) bool {
 			return d.version == u.version && d.suffix == u.suffix && strings.HasPrefix(d.what, "no ") && sc.needs(d)
 		})
-	default: // "type of x"
-		col := strings.TrimPrefix(name, "of ")
-		have, ok := ts.columns[col]
-		return ok && have != requiredColumns[u.suffix][col]
+	default: // "type of x": needed while x has a type from before u's version
+		have, ok := ts.columns[strings.TrimPrefix(name, "of ")]
+		return ok && !slices.ContainsFunc(upgrades, func(later step) bool {
+			return later.version >= u.version && later.suffix == u.suffix && later.what == u.what && later.typ == have
+		})
 	}
 }
 
-// pending lists the upgrade steps the tables need, in order: those they
-// lack, and every step on a companion table that is yet to be created
-// (it is created as it was at the version that added it).
+// version is the schema version the tables' columns and indexes match:
+// the version before the first one with a step they need, not counting
+// the addition of a column that a later version drops (tables of that
+// later version lack it too). Every version adds a column, an index or
+// a type that it keeps, so that tables of an earlier version need a step
+// of each later version.
+func (sc schema) version() int {
+	for _, u := range upgrades {
+		if sc.needs(u) && !droppedLater(u) {
+			return u.version - 1
+		}
+	}
+	return SchemaVersion
+}
+
+// droppedLater reports an addition of a column that a later version
+// drops.
+func droppedLater(u step) bool {
+	col, ok := strings.CutPrefix(u.what, "column ")
+	return ok && slices.ContainsFunc(upgrades, func(d step) bool {
+		return d.version > u.version && d.suffix == u.suffix && d.what == "no column "+col
+	})
+}
+
+// pending lists the upgrade steps the tables need, in order: those of
+// the first version they have not reached that they lack (with every step
+// on a companion table that version creates: it is created as it was at
+// that version), then every step of the later versions. Only the first
+// version's can be told from the tables as they are: a later version's
+// steps build on the earlier ones' (a column added by one is copied and
+// dropped by the next), so Migrate runs one version at a time and reads
+// the tables again after each.
 func (sc schema) pending() []step {
 	if !sc.exists("") {
 		return nil // the CREATE statements make the current version
 	}
+	next := sc.version() + 1
 	created := map[string]bool{}
 	var out []step
 	for _, u := range upgrades {
-		if u.what == "table" && sc.needs(u) {
+		if u.what == "table" && u.version == next && sc.needs(u) {
 			created[u.suffix] = true
 		}
-		if created[u.suffix] || sc.needs(u) {
+		if u.version > next || u.version == next && (created[u.suffix] || sc.needs(u)) {
 			out = append(out, u)
 		}
 	}
@@ -158,8 +189,8 @@ func (sc schema) describe(u step, table string) string {
 		what = "the copy of the values of " + col
 	}
 	if col, ok := strings.CutPrefix(what, "type of "); ok {
-		if have, ok := sc.tables[u.suffix].columns[col]; ok {
-			what = fmt.Sprintf("%s (%s, not %s)", what, have, requiredColumns[u.suffix][col])
+		if have, ok := sc.tables[u.suffix].columns[col]; ok && have != u.typ {
+			what = fmt.Sprintf("%s (%s, not %s)", what, have, u.typ)
 		}
 	}
 	if u.suffix != "" {

@@ -1,4 +1,4 @@
--- outboxrelay schema version 5: a fresh install.
+-- outboxrelay schema version 6: a fresh install.
 --
 -- {outbox} is the outbox table, {consumers} and {consumption} its
 -- companion tables for named consumers (<table>_consumers and
@@ -20,19 +20,23 @@
 --   over due pending records in due order that stops after the batch.
 --   idx_key (status, event_key, id) finds each key's oldest pending record
 --   with a loose index scan, for ordered claims.
---   lease holds the token of a record's current (or last) lease, ''
---   when none: it fences settles, so that only the holder of the current
---   lease of a pending record can record an outcome. lease_until is when
---   a claim's lease ends (a claim writes it, not next_attempt_at, so that
---   it does not move the record in idx_due); a writer's lease (a head
---   start, a token starting with 'h') ends at next_attempt_at. lease_token held it
---   before version 5; it is kept, always NULL, so that queries written
---   for version 4 still run.
---   status, lease, lease_until, next_attempt_at and retry_count are fixed-width and
---   NOT NULL, so that a claim and a published outcome rewrite the row in
---   place: InnoDB then logs only the bytes that changed, not the whole
---   row with its payload. A published record's publication time is its
---   next_attempt_at (there is no published_at column from version 5 on).
+--   lease_id identifies a record's current (or last) lease, 0 when
+--   none: it fences settles, so that only the holder of the current
+--   lease of a pending record can record an outcome. A worker's lease
+--   is positive; a writer's lease (a head start) is negative. lease_until
+--   is when a claim's lease ends (a claim writes it, not next_attempt_at,
+--   so that it does not move the record in idx_due); a head start ends
+--   at next_attempt_at. lease_token held a lease before version 5 (lease,
+--   16 hex digits, in version 5); it is kept, always NULL, so that queries
+--   written for version 4 still run.
+--   status, lease_id, lease_until, next_attempt_at and retry_count are
+--   fixed-width and NOT NULL, so that a claim and a published outcome
+--   rewrite the row in place: InnoDB then logs only the bytes that
+--   changed, not the whole row with its payload. status is an ENUM (one
+--   byte, in the row and in idx_due and idx_key) and lease_id a BIGINT
+--   (eight bytes), the narrowest that hold them. A published record's
+--   publication time is its next_attempt_at (there is no published_at
+--   column from version 5 on).
 --   fanout is 1 once the message has been handed over to the named
 --   consumers; idx_fanout finds the ones still to hand over.
 -- All times are UTC on the database clock (UTC_TIMESTAMP).
@@ -44,13 +48,13 @@ CREATE TABLE IF NOT EXISTS {outbox} (
   payload         LONGBLOB NOT NULL,
   headers         TEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NULL,
   occurred_at     DATETIME(6) NULL,
-  status          CHAR(9) CHARACTER SET ascii COLLATE ascii_bin NOT NULL DEFAULT 'pending',
+  status          ENUM('pending', 'published', 'dead') CHARACTER SET ascii COLLATE ascii_bin NOT NULL DEFAULT 'pending',
   retry_count     INT UNSIGNED NOT NULL DEFAULT 0,
   last_error      VARCHAR(512) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NULL,
   created_at      DATETIME(6) NOT NULL,
   next_attempt_at DATETIME(6) NOT NULL,
   fanout          TINYINT UNSIGNED NOT NULL DEFAULT 0,
-  lease           CHAR(16) CHARACTER SET ascii COLLATE ascii_bin NOT NULL DEFAULT '',
+  lease_id        BIGINT NOT NULL DEFAULT 0,
   lease_until     DATETIME(6) NOT NULL DEFAULT '1970-01-01 00:00:01',
   lease_token     CHAR(32) CHARACTER SET ascii COLLATE ascii_bin NULL,
   PRIMARY KEY (id),
@@ -87,12 +91,12 @@ CREATE TABLE IF NOT EXISTS {consumption} (
   event_id        VARCHAR(255) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NOT NULL,
   event_key       VARBINARY(1020) NOT NULL DEFAULT '',
   event_type      VARCHAR(255) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NOT NULL,
-  status          CHAR(9) CHARACTER SET ascii COLLATE ascii_bin NOT NULL DEFAULT 'pending',
+  status          ENUM('pending', 'published', 'dead') CHARACTER SET ascii COLLATE ascii_bin NOT NULL DEFAULT 'pending',
   retry_count     INT UNSIGNED NOT NULL DEFAULT 0,
   last_error      VARCHAR(512) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NULL,
   created_at      DATETIME(6) NOT NULL,
   next_attempt_at DATETIME(6) NOT NULL,
-  lease           CHAR(16) CHARACTER SET ascii COLLATE ascii_bin NOT NULL DEFAULT '',
+  lease_id        BIGINT NOT NULL DEFAULT 0,
   lease_until     DATETIME(6) NOT NULL DEFAULT '1970-01-01 00:00:01',
   lease_token     CHAR(32) CHARACTER SET ascii COLLATE ascii_bin NULL,
   PRIMARY KEY (consumer, msg_id),
