@@ -140,7 +140,7 @@ func (s *Store) migrate(ctx context.Context, conn *sql.Conn) error {
 		plan := sc.plan(s.table)
 		i := slices.IndexFunc(plan, func(p planned) bool { return p.step != nil })
 		if i < 0 {
-			return s.finish(ctx, conn, plan)
+			return s.finish(ctx, conn, plan, reached > 0)
 		}
 		v := plan[i].version
 		if v <= reached {
@@ -185,20 +185,24 @@ func lastTypeChange(u step) step {
 
 // finish runs what is left of the plan once no upgrade step is: the
 // CREATE statements and the record of the version, then checks the
-// tables.
-func (s *Store) finish(ctx context.Context, conn *sql.Conn, plan []planned) error {
+// tables. ranDDL says whether upgrade steps ran before.
+func (s *Store) finish(ctx context.Context, conn *sql.Conn, plan []planned, ranDDL bool) error {
 	for _, p := range plan {
-		if p.record {
-			// Only the record is missing (tables made before it existed, or
-			// made by a migration tool): a user without CREATE rights has
-			// what it needs anyway.
+		if p.record && !ranDDL {
+			// Only the record is missing (tables made before it existed):
+			// a user without CREATE rights has what it needs anyway.
 			if _, err := conn.ExecContext(ctx, p.ddl); err != nil && !isAccessDenied(err) {
 				return s.wrap("migrate: record the schema version", err)
 			}
 			continue
 		}
+		ranDDL = true
 		if err := execDDL(ctx, conn, p.ddl); err != nil {
-			return s.wrap(fmt.Sprintf("migrate to schema version %d: create the tables (%s)", p.version, p.ddl), err)
+			what := "create the tables"
+			if p.record {
+				what = "record the schema version"
+			}
+			return s.wrap(fmt.Sprintf("migrate to schema version %d: %s (%s)", p.version, what, p.ddl), err)
 		}
 	}
 	sc, err := s.readSchema(ctx, conn)

@@ -3,6 +3,7 @@ package mysql_test
 import (
 	"context"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -161,4 +162,65 @@ func TestMigrateFromVersion5KeepsLeases(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, backend.SettleResult{Applied: 1}, res, "the head start too")
 	}
+}
+
+// TestMigrateResumesAnInterruptedUpgradeToVersion6: an upgrade from
+// version 5 that stopped after lease_id was added and filled, before
+// lease was dropped and status retyped (a killed process), is still a
+// version 5 table, says what it lacks, and Migrate finishes it with the
+// leases kept.
+func TestMigrateResumesAnInterruptedUpgradeToVersion6(t *testing.T) {
+	d := testutil.NewDatabase(t)
+	ctx := context.Background()
+	const token = "f123456789abcdef"
+	execAll(t, d.DB, version5)
+	execAll(t, d.DB, []string{
+		"INSERT INTO room_outbox (event_id, event_type, payload, created_at, next_attempt_at, lease, lease_until) VALUES" +
+			" ('leased', 'T', 'p', UTC_TIMESTAMP(6), UTC_TIMESTAMP(6), '" + token + "', UTC_TIMESTAMP(6) + INTERVAL 1 HOUR)," +
+			" ('free', 'T', 'p', UTC_TIMESTAMP(6), UTC_TIMESTAMP(6), '', '1970-01-01 00:00:01')",
+	})
+	upgrade, err := mysql.SchemaSQL(testTable, 5, 6)
+	require.NoError(t, err)
+	var ran int
+	for _, st := range strings.Split(upgrade, ";\n") {
+		if ran == 2 {
+			break
+		}
+		if st = strings.TrimSpace(stripComments(st)); st != "" {
+			execAll(t, d.DB, []string{st})
+			ran++
+		}
+	}
+	require.Equal(t, []string{"leased|" + leaseIDOf(t, token), "free|0"},
+		rowStrings(t, d.DB, "SELECT CONCAT_WS('|', event_id, lease_id) FROM room_outbox ORDER BY id"), "the first two statements: lease_id added and filled")
+
+	s, err := mysql.New(d.DB, mysql.Options{Table: testTable})
+	require.NoError(t, err)
+	st, err := s.SchemaStatus(ctx)
+	require.NoError(t, err)
+	require.Equal(t, 5, st.Version)
+	err = s.Verify(ctx)
+	require.ErrorContains(t, err, "part way through the upgrade to schema version 6")
+	require.ErrorContains(t, err, "column lease_id is there")
+	require.ErrorContains(t, err, "the removal of column lease")
+
+	require.NoError(t, s.Migrate(ctx))
+	require.NoError(t, s.Verify(ctx))
+	b, err := s.Claim(ctx, backend.ClaimParams{Owner: "new", Limit: 10, LeaseFor: time.Minute})
+	require.NoError(t, err)
+	require.Equal(t, []string{"free"}, recordIDs(b.Records), "the lease held before the upgrade still holds")
+	res, err := s.Settle(ctx, token, []backend.Outcome{{ID: "leased", Kind: backend.OutcomePublished}})
+	require.NoError(t, err)
+	require.Equal(t, backend.SettleResult{Applied: 1}, res)
+}
+
+// stripComments drops the "--" comment lines of SQL text.
+func stripComments(sqlText string) string {
+	var out []string
+	for _, line := range strings.Split(sqlText, "\n") {
+		if !strings.HasPrefix(strings.TrimSpace(line), "--") {
+			out = append(out, line)
+		}
+	}
+	return strings.Join(out, "\n")
 }
