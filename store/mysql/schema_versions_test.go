@@ -277,7 +277,7 @@ func limitedUser(t *testing.T, d *testutil.Database) *sql.DB {
 // outboxctl schema with it), applied by hand, gives the tables Migrate
 // gives: on an empty database, and from version 1.
 func TestSchemaSQLMakesWhatMigrateMakes(t *testing.T) {
-	for _, from := range []int{0, 1} {
+	for _, from := range []int{0, 1, 4, 5} {
 		t.Run(fmt.Sprintf("from %d", from), func(t *testing.T) {
 			byHand, byMigrate := testutil.NewDatabase(t), testutil.NewDatabase(t)
 			if from > 0 {
