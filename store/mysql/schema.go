@@ -134,7 +134,7 @@ func (s *Store) migrate(ctx context.Context, conn *sql.Conn) error {
 		}
 		if sc.exists("") {
 			if missing := sc.missing(true); len(missing) > 0 {
-				return s.notOurs("migrate", missing)
+				return s.notOurs("migrate", sc, missing)
 			}
 		}
 		plan := sc.plan(s.table)
@@ -210,7 +210,7 @@ func (s *Store) finish(ctx context.Context, conn *sql.Conn, plan []planned, ranD
 		return s.wrap("migrate", err)
 	}
 	if missing := sc.missing(false); len(missing) > 0 {
-		return s.notOurs("migrate", missing)
+		return s.notOurs("migrate", sc, missing)
 	}
 	return nil
 }

@@ -22,7 +22,7 @@ import (
 //	   no lease_owner, and no published_at (a published record's
 //	   next_attempt_at is when it was published)
 //	6  narrower state columns: status an ENUM, the lease token a BIGINT
-//	   in lease_id (lease is gone)
+//	   in lease_id (lease stays, no longer written)
 //
 // Migrate upgrades a table from any of them; the table <table>_schema_version
 // records the version reached (a table made before the record existed is

@@ -25,13 +25,13 @@ func (s *Store) Verify(ctx context.Context) error {
 		return fmt.Errorf("mysql store: table %q does not exist in this database (run Store.Migrate, or apply the SQL of: outboxctl schema --table %s)", s.table, s.table)
 	}
 	if missing := sc.missing(true); len(missing) > 0 {
-		return s.notOurs("verify", missing)
+		return s.notOurs("verify", sc, missing)
 	}
 	if pending := sc.pending(); len(pending) > 0 {
 		return fmt.Errorf("mysql store: verify: %s", sc.lacks(s.table, pending))
 	}
 	if missing := sc.missing(false); len(missing) > 0 {
-		return s.notOurs("verify", missing)
+		return s.notOurs("verify", sc, missing)
 	}
 	return nil
 }
@@ -66,7 +66,7 @@ func (s *Store) SchemaStatus(ctx context.Context) (SchemaStatus, error) {
 	}
 	if sc.exists("") {
 		if missing := sc.missing(true); len(missing) > 0 {
-			return st, s.notOurs("schema status", missing)
+			return st, s.notOurs("schema status", sc, missing)
 		}
 	}
 	for _, p := range sc.plan(s.table) {
@@ -111,10 +111,10 @@ func (sc schema) needs(u step) bool {
 	case "no": // "no column x": a column the store no longer has
 		_, ok := ts.columns[strings.TrimPrefix(name, "column ")]
 		return ok
-	case "copy": // "copy of x": x's values, kept elsewhere before the same version drops a column
+	case "copy": // "copy of x": x's values, copied to a column the same version adds, or kept elsewhere before it drops a column
 		_, ok := ts.columns[strings.TrimPrefix(name, "of ")]
 		return ok && slices.ContainsFunc(upgrades, func(d step) bool {
-			return d.version == u.version && d.suffix == u.suffix && strings.HasPrefix(d.what, "no ") && sc.needs(d)
+			return d.version == u.version && d.suffix == u.suffix && (strings.HasPrefix(d.what, "no ") || strings.HasPrefix(d.what, "column ")) && sc.needs(d)
 		})
 	default: // "type of x": needed while x has a type from before u's version
 		have, ok := ts.columns[strings.TrimPrefix(name, "of ")]
@@ -159,6 +159,12 @@ func droppedLater(u step) bool {
 func (sc schema) pending() []step {
 	if !sc.exists("") {
 		return nil // the CREATE statements make the current version
+	}
+	if sc.recorded > SchemaVersion {
+		// A newer build upgraded the tables: an older one never changes
+		// them back (it would, say, give a column the type of its own
+		// version). They do or do not have what this build needs.
+		return nil
 	}
 	next := sc.version() + 1
 	created := map[string]bool{}
@@ -354,7 +360,12 @@ func indexesSQL(t *target, table string) statement {
 }
 
 // notOurs reports a table of the same name made by something else, at
-// start-up rather than on the first claim.
-func (s *Store) notOurs(op string, missing []string) error {
+// start-up rather than on the first claim, or a table a newer build
+// upgraded that no longer has what this build needs.
+func (s *Store) notOurs(op string, sc schema, missing []string) error {
+	if sc.recorded > SchemaVersion {
+		return fmt.Errorf("mysql store: %s: table %q is at schema version %d, newer than this build's %d, and lacks %s, which this build needs: run a build of the store that knows version %d",
+			op, s.table, sc.recorded, SchemaVersion, strings.Join(missing, ", "), sc.recorded)
+	}
 	return fmt.Errorf("mysql store: %s: table %q exists but lacks %s; it was not made by this store", op, s.table, strings.Join(missing, ", "))
 }

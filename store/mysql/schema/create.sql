@@ -26,9 +26,11 @@
 --   is positive; a writer's lease (a head start) is negative. lease_until
 --   is when a claim's lease ends (a claim writes it, not next_attempt_at,
 --   so that it does not move the record in idx_due); a head start ends
---   at next_attempt_at. lease_token held a lease before version 5 (lease,
---   16 hex digits, in version 5); it is kept, always NULL, so that queries
---   written for version 4 still run.
+--   at next_attempt_at. lease_token held a lease before version 5 and lease
+--   (16 hex digits) in version 5; both are kept, no longer written:
+--   lease_token always NULL, so that queries written for version 4 still
+--   run, and lease so that a store of version 5 still running during a
+--   rolling deploy can still enqueue.
 --   status, lease_id, lease_until, next_attempt_at and retry_count are
 --   fixed-width and NOT NULL, so that a claim and a published outcome
 --   rewrite the row in place: InnoDB then logs only the bytes that
@@ -57,6 +59,7 @@ CREATE TABLE IF NOT EXISTS {outbox} (
   lease_id        BIGINT NOT NULL DEFAULT 0,
   lease_until     DATETIME(6) NOT NULL DEFAULT '1970-01-01 00:00:01',
   lease_token     CHAR(32) CHARACTER SET ascii COLLATE ascii_bin NULL,
+  lease           CHAR(16) CHARACTER SET ascii COLLATE ascii_bin NOT NULL DEFAULT '',
   PRIMARY KEY (id),
   UNIQUE KEY uk_event_id (event_id),
   KEY idx_due (status, next_attempt_at, id),
@@ -99,6 +102,7 @@ CREATE TABLE IF NOT EXISTS {consumption} (
   lease_id        BIGINT NOT NULL DEFAULT 0,
   lease_until     DATETIME(6) NOT NULL DEFAULT '1970-01-01 00:00:01',
   lease_token     CHAR(32) CHARACTER SET ascii COLLATE ascii_bin NULL,
+  lease           CHAR(16) CHARACTER SET ascii COLLATE ascii_bin NOT NULL DEFAULT '',
   PRIMARY KEY (consumer, msg_id),
   UNIQUE KEY uk_event_id (consumer, event_id),
   KEY idx_due (consumer, status, next_attempt_at, msg_id),

@@ -8,6 +8,11 @@
 -- lowest set, so that it is positive and never 0), and a writer's lease
 -- (a head start: 'h' and 15 hex digits) as a negative number; the store
 -- maps a token to the same number when it settles.
+-- The lease column stays, no longer written or read, so that a store of
+-- version 5 still running during a rolling deploy can still enqueue (its
+-- INSERT names the column); its claims are not fenced against version
+-- 6's meanwhile (a record either claims may be delivered twice, none is
+-- lost). A later version drops it.
 -- Changing status's type rebuilds the table (a copy, which blocks writes
 -- to it while it runs): on a large table, run it in a quiet hour, or
 -- apply the same change with an online schema tool (gh-ost,
@@ -19,9 +24,6 @@ ALTER TABLE {outbox} ADD COLUMN lease_id BIGINT NOT NULL DEFAULT 0, ALGORITHM=IN
 -- step: outbox copy of lease
 UPDATE {outbox} SET lease_id = COALESCE(IF(lease LIKE 'h%', -1 - CAST(CONV(SUBSTRING(lease, 2), 16, 10) AS SIGNED), (CAST(CONV(lease, 16, 10) AS UNSIGNED) & 9223372036854775807) | 1), 1) WHERE lease <> '' AND lease_id = 0;
 
--- step: outbox no column lease
-ALTER TABLE {outbox} DROP COLUMN lease, ALGORITHM=INSTANT;
-
 -- step: outbox type of status
 ALTER TABLE {outbox} MODIFY status ENUM('pending', 'published', 'dead') CHARACTER SET ascii COLLATE ascii_bin NOT NULL DEFAULT 'pending', ALGORITHM=COPY, LOCK=SHARED;
 
@@ -30,9 +32,6 @@ ALTER TABLE {consumption} ADD COLUMN lease_id BIGINT NOT NULL DEFAULT 0, ALGORIT
 
 -- step: consumption copy of lease
 UPDATE {consumption} SET lease_id = COALESCE(IF(lease LIKE 'h%', -1 - CAST(CONV(SUBSTRING(lease, 2), 16, 10) AS SIGNED), (CAST(CONV(lease, 16, 10) AS UNSIGNED) & 9223372036854775807) | 1), 1) WHERE lease <> '' AND lease_id = 0;
-
--- step: consumption no column lease
-ALTER TABLE {consumption} DROP COLUMN lease, ALGORITHM=INSTANT;
 
 -- step: consumption type of status
 ALTER TABLE {consumption} MODIFY status ENUM('pending', 'published', 'dead') CHARACTER SET ascii COLLATE ascii_bin NOT NULL DEFAULT 'pending', ALGORITHM=COPY, LOCK=SHARED;
