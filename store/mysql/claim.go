@@ -66,11 +66,10 @@ func (s *channel) claim(ctx context.Context, st *backend.Settlement, p backend.C
 // claimTx is one try of claim.
 func (s *channel) claimTx(ctx context.Context, st *backend.Settlement, p backend.ClaimParams) (backend.SettleResult, backend.Batch, error) {
 	var settled backend.SettleResult
-	token, err := newLeaseToken()
+	token, lease, err := newLeaseToken()
 	if err != nil {
 		return settled, backend.Batch{}, fmt.Errorf("mysql store: claim: lease token: %w", err)
 	}
-	lease, _ := leaseID(token) // a token newLeaseToken makes always has one
 	tx, err := s.db.BeginTx(ctx, readCommitted)
 	if err != nil {
 		return settled, backend.Batch{}, s.wrap("claim", err)
@@ -183,7 +182,7 @@ func claimIDsSQL(t *target, ids []string, limit int) statement {
 // headStartID, is negative and queries can tell a head start from a
 // worker's lease.
 var headStartToken, headStartID = func() (string, int64) {
-	t, err := newLeaseToken()
+	t, _, err := newLeaseToken()
 	if err != nil {
 		panic("mysql store: no randomness for the head start token: " + err.Error())
 	}
@@ -254,15 +253,16 @@ func validateClaim(p backend.ClaimParams) error {
 	return errors.Join(errs...)
 }
 
-// newLeaseToken returns a random lease token: leaseTokenLength hex
-// digits, 63 random bits with the lowest set (see leaseID). A lease's
+// newLeaseToken returns a random lease token, leaseTokenLength hex
+// digits, and its leaseID: 63 random bits with the lowest set. A lease's
 // token only has to differ from the other leases of the same record.
-func newLeaseToken() (string, error) {
+func newLeaseToken() (string, int64, error) {
 	var b [8]byte
 	if _, err := rand.Read(b[:]); err != nil {
-		return "", err
+		return "", 0, err
 	}
-	return fmt.Sprintf("%016x", binary.BigEndian.Uint64(b[:])&math.MaxInt64|1), nil
+	id := int64(binary.BigEndian.Uint64(b[:])&math.MaxInt64 | 1)
+	return fmt.Sprintf("%016x", id), id, nil
 }
 
 // leaseTokenLength is the length of a lease token.

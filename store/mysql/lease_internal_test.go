@@ -49,10 +49,11 @@ func TestLeaseIDMatchesTheUpgrade(t *testing.T) {
 		require.False(t, ok, "%q", bad)
 	}
 	for range 100 {
-		token, err := newLeaseToken()
+		token, made, err := newLeaseToken()
 		require.NoError(t, err)
 		id, ok := leaseID(token)
 		require.True(t, ok, token)
+		require.Equal(t, made, id, token)
 		require.Positive(t, id, token)
 		require.Len(t, token, leaseTokenLength)
 	}

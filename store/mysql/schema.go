@@ -160,14 +160,13 @@ func (s *Store) migrate(ctx context.Context, conn *sql.Conn) error {
 
 // runStep runs one upgrade step.
 func (s *Store) runStep(ctx context.Context, conn *sql.Conn, sc schema, p planned) error {
-	ddl := p.ddl
-	err := execDDL(ctx, conn, ddl)
+	err := execDDL(ctx, conn, p.ddl)
 	// Another instance may have run the same step (with a version of the
 	// store that does not take the migration lock).
 	if err == nil || classify(err) == classDuplicateIndex || classify(err) == classDuplicateColumn {
 		return nil
 	}
-	return s.wrap(fmt.Sprintf("migrate to schema version %d: %s (%s)", p.version, p.describe(sc, s.table), ddl), err)
+	return s.wrap(fmt.Sprintf("migrate to schema version %d: %s (%s)", p.version, p.describe(sc, s.table), p.ddl), err)
 }
 
 // lastTypeChange is u, or, when u changes a column's type, the last

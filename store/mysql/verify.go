@@ -125,27 +125,18 @@ func (sc schema) needs(u step) bool {
 }
 
 // version is the schema version the tables' columns and indexes match:
-// the version before the first one with a step they need, not counting
-// the addition of a column that a later version drops (tables of that
-// later version lack it too). Every version adds a column, an index or
-// a type that it keeps, so that tables of an earlier version need a step
-// of each later version.
+// the version before the first one with a step they need. Every version
+// adds a column, an index or a type that it keeps, so that tables of an
+// earlier version need a step of each later version. (A version that
+// drops a column an earlier one added must make this skip that
+// addition: tables of the later version lack the column too.)
 func (sc schema) version() int {
 	for _, u := range upgrades {
-		if sc.needs(u) && !droppedLater(u) {
+		if sc.needs(u) {
 			return u.version - 1
 		}
 	}
 	return SchemaVersion
-}
-
-// droppedLater reports an addition of a column that a later version
-// drops.
-func droppedLater(u step) bool {
-	col, ok := strings.CutPrefix(u.what, "column ")
-	return ok && slices.ContainsFunc(upgrades, func(d step) bool {
-		return d.version > u.version && d.suffix == u.suffix && d.what == "no column "+col
-	})
 }
 
 // pending lists the upgrade steps the tables need, in order: those of
