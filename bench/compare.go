@@ -44,6 +44,11 @@ type drainStats struct {
 // the deltas are the drain's own.
 type counters struct {
 	redo, updates, rowsUpdated, selects, commits float64
+	// rowsRead is what the storage engine was asked for, row by row:
+	// index lookups and steps along an index or a table (the
+	// Handler_read_* counters). A claim that steps over rows it does not
+	// take reads more than it returns.
+	rowsRead float64
 }
 
 var counterNames = map[string]func(*counters) *float64{
@@ -52,11 +57,22 @@ var counterNames = map[string]func(*counters) *float64{
 	"Handler_update":        func(c *counters) *float64 { return &c.rowsUpdated },
 	"Com_select":            func(c *counters) *float64 { return &c.selects },
 	"Com_commit":            func(c *counters) *float64 { return &c.commits },
+	"Handler_read_key":      func(c *counters) *float64 { return &c.rowsRead },
+	"Handler_read_next":     func(c *counters) *float64 { return &c.rowsRead },
+	"Handler_read_prev":     func(c *counters) *float64 { return &c.rowsRead },
+	"Handler_read_first":    func(c *counters) *float64 { return &c.rowsRead },
+	"Handler_read_last":     func(c *counters) *float64 { return &c.rowsRead },
+	"Handler_read_rnd":      func(c *counters) *float64 { return &c.rowsRead },
+	"Handler_read_rnd_next": func(c *counters) *float64 { return &c.rowsRead },
 }
 
 func (b *bench) readCounters(ctx context.Context) (counters, error) {
 	var c counters
-	rows, err := b.admin.QueryContext(ctx, "SHOW GLOBAL STATUS WHERE Variable_name IN ('Innodb_os_log_written', 'Com_update', 'Handler_update', 'Com_select', 'Com_commit')")
+	names := make([]string, 0, len(counterNames))
+	for name := range counterNames {
+		names = append(names, "'"+name+"'")
+	}
+	rows, err := b.admin.QueryContext(ctx, "SHOW GLOBAL STATUS WHERE Variable_name IN ("+strings.Join(names, ", ")+")")
 	if err != nil {
 		return c, err
 	}
@@ -68,14 +84,14 @@ func (b *bench) readCounters(ctx context.Context) (counters, error) {
 			return c, err
 		}
 		if f, ok := counterNames[name]; ok {
-			*f(&c) = v
+			*f(&c) += v // the Handler_read_* counters add up to one figure
 		}
 	}
 	return c, rows.Err()
 }
 
 func (c counters) minus(o counters) counters {
-	return counters{c.redo - o.redo, c.updates - o.updates, c.rowsUpdated - o.rowsUpdated, c.selects - o.selects, c.commits - o.commits}
+	return counters{c.redo - o.redo, c.updates - o.updates, c.rowsUpdated - o.rowsUpdated, c.selects - o.selects, c.commits - o.commits, c.rowsRead - o.rowsRead}
 }
 
 // measured runs drain between two readings of the counters.
@@ -306,7 +322,7 @@ func (b *bench) watermillDrain(ctx context.Context, n int, c compareConfig) (dra
 // compare runs the three drains for each configuration, in alternating
 // rounds (the order rotating from round to round), and reports medians.
 func (b *bench) compare(ctx context.Context, sz sizes) ([]row, error) {
-	configs := []compareConfig{{1, 100, 512}, {1, 100, 256}, {4, 200, 512}, {4, 200, 256}}
+	configs := sz.compareConfigs
 	contenders := []struct {
 		name  string
 		drain func(context.Context, int, compareConfig) (drainStats, error)
@@ -364,8 +380,8 @@ func (s drainStats) perEvent(v float64) float64 { return v / float64(s.events) }
 // perBatch is what the server counted per batch of size events.
 func (s drainStats) perBatch(size int) string {
 	per := func(v float64) float64 { return v * float64(size) / float64(s.events) }
-	return fmt.Sprintf("%.1f UPDATE, %.1f SELECT, %.1f COMMIT, %.0f rows updated, %.1f KB redo",
-		per(s.counter.updates), per(s.counter.selects), per(s.counter.commits), per(s.counter.rowsUpdated), per(s.counter.redo)/1024)
+	return fmt.Sprintf("%.1f UPDATE, %.1f SELECT, %.1f COMMIT, %.0f rows read, %.0f rows updated, %.1f KB redo",
+		per(s.counter.updates), per(s.counter.selects), per(s.counter.commits), per(s.counter.rowsRead), per(s.counter.rowsUpdated), per(s.counter.redo)/1024)
 }
 
 // numbers is a derived table of the integers 0 … n-1, named nums, column n:

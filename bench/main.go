@@ -17,6 +17,7 @@ import (
 	"os"
 	"runtime"
 	"runtime/pprof"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -33,25 +34,30 @@ const (
 
 // sizes scales the runs; -quick shrinks them for a smoke test.
 type sizes struct {
-	relayEvents   func(batch int) int
-	ceilingEvents int
-	peerEvents    int
-	published     int // history rows for the backlog scenario
-	backlog       int
-	slowEvents    int
-	latencyRate   int // events per second
-	latencyFor    time.Duration
-	enqueueTxs    int
-	compareEvents int // per drain of the compare scenario
-	compareRounds int
+	relayEvents    func(batch int) int
+	ceilingEvents  int
+	peerEvents     int
+	published      int // history rows for the backlog scenario
+	backlog        int
+	slowEvents     int
+	latencyRate    int // events per second
+	latencyFor     time.Duration
+	enqueueTxs     int
+	compareEvents  int // per drain of the compare scenario
+	compareRounds  int
+	compareConfigs []compareConfig
 }
+
+// compareConfigs are the configurations of the compare scenario that
+// issue 17 names: 1 and 4 workers, 256 B and 512 B payloads.
+var compareConfigs = []compareConfig{{1, 100, 512}, {1, 100, 256}, {4, 200, 512}, {4, 200, 256}}
 
 var full = sizes{
 	relayEvents:   func(batch int) int { return min(max(batch*300, 3000), 60000) },
 	ceilingEvents: 60000, peerEvents: 20000,
 	published: 1_000_000, backlog: 100_000,
 	slowEvents: 1200, latencyRate: 1000, latencyFor: 5 * time.Second, enqueueTxs: 3000,
-	compareEvents: 30000, compareRounds: 5,
+	compareEvents: 30000, compareRounds: 5, compareConfigs: compareConfigs,
 }
 
 var quick = sizes{
@@ -59,7 +65,7 @@ var quick = sizes{
 	ceilingEvents: 2000, peerEvents: 1000,
 	published: 20_000, backlog: 5_000,
 	slowEvents: 100, latencyRate: 200, latencyFor: time.Second, enqueueTxs: 200,
-	compareEvents: 600, compareRounds: 1,
+	compareEvents: 600, compareRounds: 1, compareConfigs: compareConfigs,
 }
 
 // row is one line of the report.
@@ -72,6 +78,8 @@ func main() {
 	q := flag.Bool("quick", false, "small sizes: a smoke test, not a measurement")
 	only := flag.String("only", "", "run only the scenarios whose names contain this (compare, relay, consumers, peer, backlog, slow, latency, enqueue); the peer needs relay")
 	cpuprofile := flag.String("cpuprofile", "", "write the bench process's CPU profile to this file")
+	configs := flag.String("compare", "", "the compare scenario's configurations, as WORKERSxBATCHxPAYLOAD separated by commas (default: the four of issue 17, "+formatConfigs(compareConfigs)+")")
+	rounds := flag.Int("rounds", 0, "the compare scenario's alternating rounds (default: 5, 1 with -quick)")
 	flag.Parse()
 	if *cpuprofile != "" {
 		f, err := os.Create(*cpuprofile)
@@ -86,6 +94,19 @@ func main() {
 	sz := full
 	if *q {
 		sz = quick
+	}
+	if *configs != "" {
+		c, err := parseConfigs(*configs)
+		if err != nil {
+			log.Fatalf("-compare: %v", err)
+		}
+		sz.compareConfigs = c
+	}
+	switch {
+	case *rounds < 0:
+		log.Fatalf("-rounds: %d is negative", *rounds)
+	case *rounds > 0:
+		sz.compareRounds = *rounds
 	}
 	ctx := context.Background()
 	b, err := open(ctx, *dsn)
@@ -234,3 +255,33 @@ func pct(a, b float64) string {
 func evRate(v float64) string { return fmt.Sprintf("%.0f ev/s", v) }
 
 func oneLine(s string) string { return strings.ReplaceAll(s, "\n", " ") }
+
+// parseConfigs reads the -compare flag: WORKERSxBATCHxPAYLOAD, separated
+// by commas, each number positive.
+func parseConfigs(s string) ([]compareConfig, error) {
+	var out []compareConfig
+	for _, part := range strings.Split(s, ",") {
+		fields := strings.Split(strings.TrimSpace(part), "x")
+		if len(fields) != 3 {
+			return nil, fmt.Errorf("%q is not WORKERSxBATCHxPAYLOAD (such as 4x200x512)", part)
+		}
+		var n [3]int
+		for i, f := range fields {
+			v, err := strconv.Atoi(f)
+			if err != nil || v <= 0 {
+				return nil, fmt.Errorf("%q: %q is not a positive number", part, f)
+			}
+			n[i] = v
+		}
+		out = append(out, compareConfig{workers: n[0], batch: n[1], payload: n[2]})
+	}
+	return out, nil
+}
+
+func formatConfigs(cs []compareConfig) string {
+	parts := make([]string, len(cs))
+	for i, c := range cs {
+		parts[i] = fmt.Sprintf("%dx%dx%d", c.workers, c.batch, c.payload)
+	}
+	return strings.Join(parts, ",")
+}
