@@ -66,7 +66,7 @@ func (s *channel) claim(ctx context.Context, st *backend.Settlement, p backend.C
 // claimTx is one try of claim.
 func (s *channel) claimTx(ctx context.Context, st *backend.Settlement, p backend.ClaimParams) (backend.SettleResult, backend.Batch, error) {
 	var settled backend.SettleResult
-	token, lease, err := newLeaseToken()
+	token, lease, err := newLeaseToken(p.Ordered)
 	if err != nil {
 		return settled, backend.Batch{}, fmt.Errorf("mysql store: claim: lease token: %w", err)
 	}
@@ -101,14 +101,17 @@ func (s *channel) claimTx(ctx context.Context, st *backend.Settlement, p backend
 
 // lockClaimable locks the records p asks for, reads their payloads within
 // the claim's byte budget, and drops the records of messages purged since
-// they were handed over to a named consumer (changed reports that it did).
+// they were handed over to a named consumer. changed reports that it
+// wrote something (dropped such records, or marked key states done: see
+// lockHeads), so that the transaction is committed even with no record
+// claimed.
 func (s *channel) lockClaimable(ctx context.Context, tx *sql.Tx, p backend.ClaimParams) (rows []scannedRecord, changed bool, err error) {
 	budget := newBudget(s.maxClaimBytes)
 	switch {
 	case p.Ordered && len(p.IDs) > 0:
 		rows, err = s.lockOrderedIDs(ctx, tx, budget, p)
 	case p.Ordered:
-		rows, err = s.lockOrdered(ctx, tx, budget, p.Limit)
+		rows, changed, err = s.lockOrdered(ctx, tx, budget, p.Limit)
 	case len(p.IDs) > 0:
 		rows, err = readRowsWithin(ctx, tx, budget, claimIDsSQL(s.t, p.IDs, p.Limit))
 	default:
@@ -119,7 +122,7 @@ func (s *channel) lockClaimable(ctx context.Context, tx *sql.Tx, p backend.Claim
 	}
 	rows, orphans, err := s.fill(ctx, tx, budget, rows)
 	if err != nil || len(orphans) == 0 {
-		return rows, false, err
+		return rows, changed, err
 	}
 	if _, err := dropOrphansSQL(s.t, orphans).exec(ctx, tx); err != nil {
 		return nil, false, fmt.Errorf("drop records of purged messages: %w", err)
@@ -182,7 +185,7 @@ func claimIDsSQL(t *target, ids []string, limit int) statement {
 // headStartID, is negative and queries can tell a head start from a
 // worker's lease.
 var headStartToken, headStartID = func() (string, int64) {
-	t, _, err := newLeaseToken()
+	t, _, err := newLeaseToken(false)
 	if err != nil {
 		panic("mysql store: no randomness for the head start token: " + err.Error())
 	}
@@ -254,16 +257,28 @@ func validateClaim(p backend.ClaimParams) error {
 }
 
 // newLeaseToken returns a random lease token, leaseTokenLength hex
-// digits, and its leaseID: 63 random bits with the lowest set. A lease's
-// token only has to differ from the other leases of the same record.
-func newLeaseToken() (string, int64, error) {
+// digits, and its leaseID: 62 random bits, the lowest set and the next
+// one (orderedLease) set for an ordered claim's lease and clear for any
+// other. A lease's token only has to differ from the other leases of the
+// same record.
+func newLeaseToken(ordered bool) (string, int64, error) {
 	var b [8]byte
 	if _, err := rand.Read(b[:]); err != nil {
 		return "", 0, err
 	}
-	id := int64(binary.BigEndian.Uint64(b[:])&math.MaxInt64 | 1)
+	id := int64(binary.BigEndian.Uint64(b[:])&math.MaxInt64&^orderedLease | 1)
+	if ordered {
+		id |= orderedLease
+	}
 	return fmt.Sprintf("%016x", id), id, nil
 }
+
+// orderedLease is the bit of a worker's lease_id that marks an ordered
+// claim's lease: its published and dead outcomes mark the records' key
+// state done (see settleSQL). Leases taken before schema version 7 have
+// it at random; it only decides who marks a record's key state done, the
+// outcome or the next ordered claim.
+const orderedLease = 2
 
 // leaseTokenLength is the length of a lease token.
 const leaseTokenLength = 16

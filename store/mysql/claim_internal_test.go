@@ -35,7 +35,7 @@ func TestClaimHeadsRechecksTheHead(t *testing.T) {
 	heads, err := s.headWindow(ctx, tx, "", 10)
 	require.NoError(t, err)
 	require.Len(t, heads, 1, "k2 is K's head while k1 is dead")
-	_, err = d.DB.ExecContext(ctx, "UPDATE outbox SET status = 'pending', next_attempt_at = UTC_TIMESTAMP(6) WHERE event_id = 'k1'")
+	_, err = d.DB.ExecContext(ctx, "UPDATE outbox SET status = 'pending', key_state = 'pending', next_attempt_at = UTC_TIMESTAMP(6) WHERE event_id = 'k1'")
 	require.NoError(t, err)
 	rows, err := readRows(ctx, tx, claimHeadsSQL(s.t, heads[:1], 10))
 	require.NoError(t, err)

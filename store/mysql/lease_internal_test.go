@@ -48,14 +48,16 @@ func TestLeaseIDMatchesTheUpgrade(t *testing.T) {
 		_, ok := leaseID(bad)
 		require.False(t, ok, "%q", bad)
 	}
-	for range 100 {
-		token, made, err := newLeaseToken()
+	for i := range 200 {
+		ordered := i%2 == 0
+		token, made, err := newLeaseToken(ordered)
 		require.NoError(t, err)
 		id, ok := leaseID(token)
 		require.True(t, ok, token)
 		require.Equal(t, made, id, token)
 		require.Positive(t, id, token)
 		require.Len(t, token, leaseTokenLength)
+		require.Equal(t, ordered, id&orderedLease != 0, "%s: an ordered claim's lease is marked, no other", token)
 	}
 	require.Negative(t, headStartID)
 	id, ok := leaseID(headStartToken)
@@ -77,7 +79,7 @@ func TestTypeChangesRunOnce(t *testing.T) {
 		}
 	}
 	require.Equal(t, 5, first.version)
-	require.Equal(t, SchemaVersion, last.version)
+	require.Equal(t, 6, last.version)
 	require.Equal(t, "char", first.typ)
 	require.Equal(t, "enum", last.typ)
 	require.Equal(t, last, lastTypeChange(first))

@@ -96,7 +96,8 @@ func (m *matchConds) match(typ, key, errorContains string, olderThan time.Durati
 		m.add("event_type = ?", typ)
 	}
 	if key != "" {
-		m.add("event_key = ?", key)
+		// {anykeystate} lets the outbox table's idx_head serve it.
+		m.add("{anykeystate}event_key = ?", key)
 	}
 	if olderThan > 0 {
 		m.add("created_at <= UTC_TIMESTAMP(6) - INTERVAL ? MICROSECOND", olderThan.Microseconds())
@@ -124,7 +125,7 @@ func listSQL(t *target, f ListFilter) statement {
 	if f.Status != "" {
 		text = "SELECT {cols} FROM {table} WHERE {scope}{seq} > ?{filter} ORDER BY {seq} + 0 LIMIT ?"
 	}
-	return t.render(text, append(args, f.Limit)...).withFilter(where)
+	return t.render(text, append(args, f.Limit)...).withFilter(t.sql(where))
 }
 
 // LastSeq returns the Seq of the last message written to the table (0 for

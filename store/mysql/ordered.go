@@ -4,6 +4,8 @@ import (
 	"context"
 	"database/sql"
 	"slices"
+	"strings"
+	"time"
 
 	"github.com/outboxrelay/outboxrelay/outbox/backend"
 )
@@ -26,24 +28,29 @@ const (
 
 // lockOrdered claims unkeyed records (unordered; a quarter of the batch is
 // kept for them so that busy keys cannot starve them) and key heads.
-func (s *channel) lockOrdered(ctx context.Context, tx *sql.Tx, budget *byteBudget, limit int) ([]scannedRecord, error) {
+// marked reports that it marked key states done on the way.
+func (s *channel) lockOrdered(ctx context.Context, tx *sql.Tx, budget *byteBudget, limit int) (out []scannedRecord, marked bool, err error) {
+	if marked, err = s.sweepUnkeyed(ctx, tx); err != nil {
+		return nil, false, err
+	}
 	unkeyed, err := readRowsWithin(ctx, tx, budget, claimUnkeyedSQL(s.t, 0, max(1, limit/4)))
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
-	heads, err := s.lockHeads(ctx, tx, budget, limit-len(unkeyed))
+	heads, markedHeads, err := s.lockHeads(ctx, tx, budget, limit-len(unkeyed))
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
-	out := append(unkeyed, heads...)
+	marked = marked || markedHeads
+	out = append(unkeyed, heads...)
 	if room := limit - len(out); room > 0 && len(unkeyed) == max(1, limit/4) && !budget.full {
 		more, err := readRowsWithin(ctx, tx, budget, claimUnkeyedSQL(s.t, unkeyed[len(unkeyed)-1].seq, room))
 		if err != nil {
-			return nil, err
+			return nil, false, err
 		}
 		out = append(out, more...)
 	}
-	return out, nil
+	return out, marked, nil
 }
 
 // lockHeads claims up to want due key heads, walking the keys in order
@@ -51,28 +58,47 @@ func (s *channel) lockOrdered(ctx context.Context, tx *sql.Tx, budget *byteBudge
 // a due head gets its turn before any key gets a second one. SKIP LOCKED
 // does not skip this transaction's own locks, so the walk never offers a
 // key to the locking select twice (see keyWalk).
-func (s *channel) lockHeads(ctx context.Context, tx *sql.Tx, budget *byteBudget, want int) ([]scannedRecord, error) {
+//
+// A head that is stale (no longer pending: see create.sql) makes it mark
+// its key's stale records done and read the window again; marked reports
+// that it did.
+func (s *channel) lockHeads(ctx context.Context, tx *sql.Tx, budget *byteBudget, want int) (out []scannedRecord, marked bool, err error) {
 	if want <= 0 || budget.full {
-		return nil, nil
+		return nil, false, nil
 	}
 	window := max(headWindowFactor*want, minHeadWindow)
 	s.cursorMu.Lock()
 	walk := keyWalk{start: s.keyCursor, at: s.keyCursor}
 	s.cursorMu.Unlock()
-	var out []scannedRecord
 	for i := 0; i < maxHeadWindows && !walk.done; i++ {
 		heads, err := s.headWindow(ctx, tx, walk.at, window)
 		if err != nil {
-			return nil, err
+			return nil, false, err
+		}
+		if stale := staleKeys(heads); len(stale) > 0 {
+			// Records no longer pending that still count for their
+			// keys: mark them, and read the window again, so that those
+			// keys' heads are the pending ones.
+			n, err := s.markKeysDone(ctx, tx, stale)
+			if err != nil {
+				return nil, false, err
+			}
+			marked = marked || n > 0
+			if heads, err = s.headWindow(ctx, tx, walk.at, window); err != nil {
+				return nil, false, err
+			}
 		}
 		heads = walk.visit(heads, window)
+		// A key whose head is still stale (more stale records than one
+		// pass marks) waits for the next claim.
+		heads = slices.DeleteFunc(heads, func(h keyHead) bool { return h.stale })
 		if len(heads) == 0 {
 			continue
 		}
 		// Due heads in key order: the walk goes on after the last one taken.
 		rows, err := readRowsWithin(ctx, tx, budget, claimHeadsSQL(s.t, heads, want-len(out)))
 		if err != nil {
-			return nil, err
+			return nil, false, err
 		}
 		out = append(out, rows...)
 		if len(out) == want || budget.full {
@@ -88,7 +114,7 @@ func (s *channel) lockHeads(ctx context.Context, tx *sql.Tx, budget *byteBudget,
 	s.cursorMu.Lock()
 	s.keyCursor = walk.at
 	s.cursorMu.Unlock()
-	return out, nil
+	return out, marked, nil
 }
 
 // keyWalk is one claim's walk over the keys, in windows of key heads. It
@@ -126,6 +152,9 @@ func (w *keyWalk) visit(heads []keyHead, window int) []keyHead {
 type keyHead struct {
 	key string
 	id  uint64
+	// stale: the record is no longer pending, but still counts for its
+	// key (its key state is not marked done yet).
+	stale bool
 }
 
 // headWindow returns the heads of up to window keys after cursor, in key
@@ -139,12 +168,79 @@ func (s *channel) headWindow(ctx context.Context, tx *sql.Tx, cursor string, win
 	var heads []keyHead
 	for rows.Next() {
 		var h keyHead
-		if err := rows.Scan(&h.key, &h.id); err != nil {
+		if err := rows.Scan(&h.key, &h.id, &h.stale); err != nil {
 			return nil, err
 		}
 		heads = append(heads, h)
 	}
 	return heads, rows.Err()
+}
+
+// staleKeys are the keys of the stale heads among heads.
+func staleKeys(heads []keyHead) []string {
+	var keys []string
+	for _, h := range heads {
+		if h.stale {
+			keys = append(keys, h.key)
+		}
+	}
+	return keys
+}
+
+// Marking records' key state done (outbox table only: in a consumption
+// table, ordered claims go by status, which is never stale).
+const (
+	// staleRun is how many of a key's first records that still count for
+	// it one pass reads, and marks done those no longer pending.
+	staleRun = 256
+	// staleKeysPerPass bounds the keys one pass reads, so that a pass
+	// reads at most staleKeysPerPass × staleRun rows.
+	staleKeysPerPass = 32
+	// sweepEvery is how often a channel's ordered claims sweep the front
+	// of the unkeyed records that still count (see sweepUnkeyed).
+	sweepEvery = time.Second
+)
+
+// markKeysDone marks done the key state of the records of keys that are
+// no longer pending, among each key's first staleRun records that still
+// count for it (and for at most staleKeysPerPass keys): a key whose
+// records an unordered claim published (a consumer of the table without
+// ordering, a writer's head start, a store of schema version 6) gets its
+// pending head back in one pass, however many there were, up to
+// staleRun.
+func (s *channel) markKeysDone(ctx context.Context, tx *sql.Tx, keys []string) (marked int64, err error) {
+	if s.t.consumer != "" || len(keys) == 0 {
+		return 0, nil
+	}
+	keys = keys[:min(len(keys), staleKeysPerPass)]
+	seqs, err := column[uint64](ctx, tx, staleRecordsSQL(s.t, keys, staleRun))
+	if err != nil || len(seqs) == 0 {
+		return 0, err
+	}
+	return markDoneSQL(s.t, seqs).exec(ctx, tx)
+}
+
+// sweepUnkeyed marks done the key state of the unkeyed records no longer
+// pending among the first staleRun unkeyed records that still count, at
+// most once per sweepEvery per channel: the unkeyed claim steps over them
+// otherwise, and nothing else would ever mark them (they are nobody's key
+// head).
+func (s *channel) sweepUnkeyed(ctx context.Context, tx *sql.Tx) (marked bool, err error) {
+	if s.t.consumer != "" {
+		return false, nil
+	}
+	now := s.clock()
+	s.cursorMu.Lock()
+	due := s.lastSweep.IsZero() || now.Sub(s.lastSweep) >= sweepEvery
+	if due {
+		s.lastSweep = now
+	}
+	s.cursorMu.Unlock()
+	if !due {
+		return false, nil
+	}
+	n, err := s.markKeysDone(ctx, tx, []string{""})
+	return n > 0, err
 }
 
 // lockOrderedIDs is the after-commit claim in ordering mode: of each key,
@@ -174,10 +270,35 @@ func (s *channel) lockOrderedIDs(ctx context.Context, tx *sql.Tx, budget *byteBu
 }
 
 // keyHeadsSQL reads the heads of up to limit keys after the key after, in
-// key order, by a loose index scan of idx_key: one read per key, however
-// many records each holds (TestKeyHeadsPlan).
+// key order, by a loose index scan of idx_head (idx_key in a consumption
+// table): one read per key, however many records each holds
+// (TestKeyHeadsPlan). Each head comes with whether it is stale (no
+// longer pending), read by primary key.
 func keyHeadsSQL(t *target, after string, limit int) statement {
-	return t.render("SELECT event_key, MIN({seq}) FROM {table} WHERE {scope}status = 'pending' AND event_key > ? GROUP BY {scopecols}status, event_key ORDER BY {scopecols}status, event_key LIMIT ?", after, limit)
+	return t.render("SELECT h.event_key, h.seq, o.status <> 'pending' FROM ("+keyHeadsScan+") h JOIN {table} o ON {scope}o.{seq} = h.seq ORDER BY h.event_key", after, limit)
+}
+
+// keyHeadsScan is the loose index scan of keyHeadsSQL.
+const keyHeadsScan = "SELECT event_key, MIN({seq}) AS seq FROM {table} WHERE {scope}{keystate} = 'pending' AND event_key > ? GROUP BY {scopecols}{keystate}, event_key ORDER BY {scopecols}{keystate}, event_key LIMIT ?"
+
+// staleRecordsSQL lists the records no longer pending among the first
+// limit records of each key that still count for it (key_state
+// 'pending'). A plain read: markDoneSQL checks again.
+func staleRecordsSQL(t *target, keys []string, limit int) statement {
+	parts := make([]string, len(keys))
+	args := make([]any, 0, 2*len(keys))
+	for i, k := range keys {
+		parts[i] = "(SELECT id, status FROM {table} WHERE key_state = 'pending' AND event_key = ? ORDER BY id LIMIT ?)"
+		args = append(args, k, limit)
+	}
+	return t.render("SELECT id FROM ("+strings.Join(parts, " UNION ALL ")+") r WHERE status <> 'pending'", args...)
+}
+
+// markDoneSQL marks done the key state of the records seqs names that are
+// no longer pending. (A record is pending only with key_state 'pending':
+// a requeue sets both in one statement.)
+func markDoneSQL(t *target, seqs []uint64) statement {
+	return t.renderList("UPDATE {table} SET key_state = 'done' WHERE id IN ({list}) AND status <> 'pending' AND key_state = 'pending'", len(seqs), anyArgs(seqs)...)
 }
 
 // claimHeadsSQL locks the due heads among heads, in key order, skipping
@@ -191,17 +312,17 @@ func claimHeadsSQL(t *target, heads []keyHead, limit int) statement {
 	for _, h := range heads {
 		args = append(args, h.id)
 	}
-	return t.renderList("SELECT {cols} FROM {table} h WHERE {scope}{seq} IN ({list}) AND status = 'pending' AND next_attempt_at <= UTC_TIMESTAMP(6) AND "+unclaimed+" AND h.{seq} = (SELECT x.{seq} FROM {table} x WHERE {scope}x.status = 'pending' AND x.event_key = h.event_key ORDER BY x.{seq} LIMIT 1) ORDER BY event_key LIMIT ? FOR UPDATE SKIP LOCKED", len(heads), append(args, limit)...)
+	return t.renderList("SELECT {cols} FROM {table} h WHERE {scope}{seq} IN ({list}) AND status = 'pending' AND next_attempt_at <= UTC_TIMESTAMP(6) AND "+unclaimed+" AND h.{seq} = (SELECT x.{seq} FROM {table} x WHERE {scope}x.{keystate} = 'pending' AND x.status = 'pending' AND x.event_key = h.event_key ORDER BY x.{seq} LIMIT 1) ORDER BY event_key LIMIT ? FOR UPDATE SKIP LOCKED", len(heads), append(args, limit)...)
 }
 
 // claimUnkeyedSQL locks up to limit due pending records without a key
 // after sequence number after, skipping those other claims hold.
 func claimUnkeyedSQL(t *target, after uint64, limit int) statement {
-	return t.render("SELECT {cols} FROM {table} WHERE {scope}status = 'pending' AND event_key = '' AND {seq} > ? AND next_attempt_at <= UTC_TIMESTAMP(6) AND "+unclaimed+" ORDER BY {seq} LIMIT ? FOR UPDATE SKIP LOCKED", after, limit)
+	return t.render("SELECT {cols} FROM {table} WHERE {scope}{keystate} = 'pending' AND status = 'pending' AND event_key = '' AND {seq} > ? AND next_attempt_at <= UTC_TIMESTAMP(6) AND "+unclaimed+" ORDER BY {seq} LIMIT ? FOR UPDATE SKIP LOCKED", after, limit)
 }
 
 // oldestPendingSQL lists the sequence numbers of a key's limit oldest
 // pending records.
 func oldestPendingSQL(t *target, key string, limit int) statement {
-	return t.render("SELECT {seq} FROM {table} WHERE {scope}status = 'pending' AND event_key = ? ORDER BY {seq} LIMIT ?", key, limit)
+	return t.render("SELECT {seq} FROM {table} WHERE {scope}{keystate} = 'pending' AND status = 'pending' AND event_key = ? ORDER BY {seq} LIMIT ?", key, limit)
 }

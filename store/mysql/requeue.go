@@ -227,17 +227,18 @@ func (s *channel) CountDead(ctx context.Context, f DeadFilter) (int, error) {
 // where, oldest first, waiting for claims and settles that hold them.
 func lockDeadSQL(t *target, where string, args []any, limit int) statement {
 	args = append(args[:len(args):len(args)], limit)
-	return t.render("SELECT {seq}, event_key FROM {table} WHERE {scope}{filter} ORDER BY {seq} LIMIT ? FOR UPDATE", args...).withFilter(where)
+	return t.render("SELECT {seq}, event_key FROM {table} WHERE {scope}{filter} ORDER BY {seq} LIMIT ? FOR UPDATE", args...).withFilter(t.sql(where))
 }
 
 // keyLeasesSQL locks the pending records of keys and reads, for each,
 // when its claim's lease ends and whether that lease is live.
 func keyLeasesSQL(t *target, keys []string) statement {
-	return t.renderList("SELECT event_key, lease_until, "+workerLeased+" AND lease_until > UTC_TIMESTAMP(6) FROM {table} WHERE {scope}status = 'pending' AND event_key IN ({list}) FOR UPDATE", len(keys), anyArgs(keys)...)
+	return t.renderList("SELECT event_key, lease_until, "+workerLeased+" AND lease_until > UTC_TIMESTAMP(6) FROM {table} WHERE {scope}{keystate} = 'pending' AND status = 'pending' AND event_key IN ({list}) FOR UPDATE", len(keys), anyArgs(keys)...)
 }
 
 // requeueSQL gives dead letters a fresh start, due at the later of now
-// and due (zero: now).
+// and due (zero: now). In the outbox table a pending record counts for
+// its key ({requeuekey} sets key_state too).
 func requeueSQL(t *target, due time.Time, seqs []uint64) statement {
 	args := make([]any, 0, len(seqs)+1)
 	if due.IsZero() {
@@ -248,10 +249,10 @@ func requeueSQL(t *target, due time.Time, seqs []uint64) statement {
 	for _, seq := range seqs {
 		args = append(args, seq)
 	}
-	return t.renderList("UPDATE {table} SET status = 'pending', retry_count = 0, next_attempt_at = COALESCE(GREATEST(UTC_TIMESTAMP(6), CAST(? AS DATETIME(6))), UTC_TIMESTAMP(6)), lease_id = 0 WHERE {scope}status = 'dead' AND {seq} IN ({list})", len(seqs), args...)
+	return t.renderList("UPDATE {table} SET status = 'pending'{requeuekey}, retry_count = 0, next_attempt_at = COALESCE(GREATEST(UTC_TIMESTAMP(6), CAST(? AS DATETIME(6))), UTC_TIMESTAMP(6)), lease_id = 0 WHERE {scope}status = 'dead' AND {seq} IN ({list})", len(seqs), args...)
 }
 
 // countDeadSQL counts the records that match the conditions where.
 func countDeadSQL(t *target, where string, args []any) statement {
-	return t.render("SELECT COUNT(*) FROM {table} WHERE {scope}{filter}", args...).withFilter(where)
+	return t.render("SELECT COUNT(*) FROM {table} WHERE {scope}{filter}", args...).withFilter(t.sql(where))
 }

@@ -118,10 +118,11 @@ func TestMigrateUpgradesAnOlderTable(t *testing.T) {
 	ctx := context.Background()
 	s := newStore(t, d.DB)
 	require.NoError(t, s.Enqueue(ctx, d.DB, nil, outbox.Message{ID: "kept", Type: "T"}))
-	// The first released schema had no idx_key, and no fanout column
-	// (with idx_fanout) or consumer tables before named consumers came.
+	// The first released schema had no index of ordered claims, and no
+	// fanout column (with idx_fanout) or consumer tables before named
+	// consumers came.
 	for _, ddl := range []string{
-		"ALTER TABLE " + testTable + " DROP INDEX idx_key, DROP INDEX idx_fanout, DROP COLUMN fanout",
+		"ALTER TABLE " + testTable + " DROP INDEX idx_head, DROP COLUMN key_state, DROP INDEX idx_fanout, DROP COLUMN fanout",
 		"DROP TABLE " + testTable + "_consumers, " + testTable + "_consumption",
 	} {
 		_, err := d.DB.ExecContext(ctx, ddl)
@@ -130,7 +131,7 @@ func TestMigrateUpgradesAnOlderTable(t *testing.T) {
 	require.ErrorContains(t, s.Verify(ctx), "column fanout")
 	require.NoError(t, s.Migrate(ctx))
 	require.NoError(t, s.Verify(ctx))
-	for _, index := range []string{"idx_key", "idx_fanout"} {
+	for _, index := range []string{"idx_head", "idx_fanout"} {
 		var n int
 		require.NoError(t, d.DB.QueryRow("SELECT COUNT(*) FROM information_schema.STATISTICS WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = ? AND INDEX_NAME = ?", testTable, index).Scan(&n))
 		require.Positive(t, n, index)

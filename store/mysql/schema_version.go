@@ -23,11 +23,14 @@ import (
 //	   next_attempt_at is when it was published)
 //	6  narrower state columns: status an ENUM, the lease token a BIGINT
 //	   in lease_id (lease stays, no longer written)
+//	7  idx_head (key_state, event_key, id) instead of idx_key: an
+//	   outcome no longer moves the record in an index of ordered claims
+//	   (key_state, which only ordered claims write)
 //
 // Migrate upgrades a table from any of them; the table <table>_schema_version
 // records the version reached (a table made before the record existed is
 // recognised by its columns and indexes).
-const SchemaVersion = 6
+const SchemaVersion = 7
 
 // The DDL of the schema, as SQL files: create.sql makes the current version
 // from nothing, upgrade_N.sql goes from version N-1 to N, and record.sql

@@ -22,6 +22,17 @@ import (
 //	{scopecols}   "" or "consumer, ": the index prefix that {scope} fixes,
 //	              kept in a GROUP BY so that it stays a loose index scan
 //	{seq}         the message's sequence column there: id or msg_id
+//	{keystate}    the column ordered claims find key heads by, first in
+//	              the index they scan: key_state (idx_head) in the outbox
+//	              table, status (idx_key) in the consumption table. Both
+//	              are 'pending' for every pending record; key_state may
+//	              also be 'pending' for a record no longer pending (see
+//	              create.sql), so queries on it check status as well
+//	{anykeystate} "key_state IN ('pending', 'done') AND " in the outbox
+//	              table, "" in the consumption table: before a condition on
+//	              event_key, so that idx_head can serve it
+//	{requeuekey}  ", key_state = 'pending'" in the outbox table, "" in the
+//	              consumption table: what a requeue sets besides status
 //	{cols}        the columns scanRecord reads, from {table}
 //	{outbox}      the outbox table, and its companions {consumers} (the
 //	              registry) and {consumption} (the named consumers' state)
@@ -88,11 +99,12 @@ func newTarget(table, consumer string, purgeDead bool) *target {
 		"{consumption}", consumption,
 		"{finished}", finished,
 	}
-	own := []string{"{table}", outbox, "{scope}", "", "{scopecols}", "", "{seq}", "id", "{cols}", recordColumns}
+	own := []string{"{table}", outbox, "{scope}", "", "{scopecols}", "", "{seq}", "id", "{cols}", recordColumns, "{keystate}", "key_state",
+		"{anykeystate}", "key_state IN ('pending', 'done') AND ", "{requeuekey}", ", key_state = 'pending'"}
 	if consumer != "" {
 		own = []string{
 			"{table}", consumption, "{scope}", "consumer = '" + consumer + "' AND ", "{scopecols}", "consumer, ",
-			"{seq}", "msg_id", "{cols}", consumptionColumns,
+			"{seq}", "msg_id", "{cols}", consumptionColumns, "{keystate}", "status", "{anykeystate}", "", "{requeuekey}", "",
 		}
 	}
 	return &target{

@@ -142,6 +142,9 @@ type channel struct {
 	// starts, so that every key gets its turn.
 	cursorMu  sync.Mutex
 	keyCursor string
+	// lastSweep is when the channel's ordered claims last swept the
+	// unkeyed records (see sweepUnkeyed).
+	lastSweep time.Time
 	// dueCursor is where the next claim of due records resumes its scan
 	// (see lockDue).
 	dueCursor dueCursor

@@ -3,6 +3,7 @@ package mysql_test
 import (
 	"context"
 	"database/sql"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -110,7 +111,7 @@ func TestMigrateFromVersion4KeepsLeases(t *testing.T) {
 		require.Contains(t, ddl, "MODIFY status ENUM(", "to the current type")
 	}
 	err = s.Verify(ctx)
-	require.ErrorContains(t, err, "at schema version 4 and this store needs version 6")
+	require.ErrorContains(t, err, fmt.Sprintf("at schema version 4 and this store needs version %d", mysql.SchemaVersion))
 	require.ErrorContains(t, err, "type of status (varchar, not char)")
 	require.ErrorContains(t, err, "the removal of column lease_owner")
 	require.ErrorContains(t, err, "the copy of the values of lease_token of the companion table consumption")

@@ -104,17 +104,20 @@ func (sc schema) needs(u step) bool {
 	kind, name, _ := strings.Cut(u.what, " ")
 	switch kind {
 	case "index":
-		return !ts.indexes[name]
+		return !ts.indexes[name] && !sc.droppedLater(u)
 	case "column":
 		_, ok := ts.columns[name]
 		return !ok
-	case "no": // "no column x": a column the store no longer has
+	case "no": // "no column x" or "no index x": one the store no longer has
+		if idx, ok := strings.CutPrefix(name, "index "); ok {
+			return ts.indexes[idx]
+		}
 		_, ok := ts.columns[strings.TrimPrefix(name, "column ")]
 		return ok
 	case "copy": // "copy of x": x's values, copied to a column the same version adds, or kept elsewhere before it drops a column
 		_, ok := ts.columns[strings.TrimPrefix(name, "of ")]
 		return ok && slices.ContainsFunc(upgrades, func(d step) bool {
-			return d.version == u.version && d.suffix == u.suffix && (strings.HasPrefix(d.what, "no ") || strings.HasPrefix(d.what, "column ")) && sc.needs(d)
+			return d.version == u.version && d.suffix == u.suffix && (strings.HasPrefix(d.what, "no column ") || strings.HasPrefix(d.what, "column ")) && sc.needs(d)
 		})
 	default: // "type of x": needed while x has a type from before u's version
 		have, ok := ts.columns[strings.TrimPrefix(name, "of ")]
@@ -124,12 +127,28 @@ func (sc schema) needs(u step) bool {
 	}
 }
 
+// droppedLater reports whether u adds an index that a later version
+// drops, and the tables have what that version adds: they lack the index
+// because they are past it (version 7 replaced idx_key, which version 2
+// added, with idx_head).
+func (sc schema) droppedLater(u step) bool {
+	for _, d := range upgrades {
+		if d.version > u.version && d.suffix == u.suffix && d.what == "no "+u.what {
+			return !slices.ContainsFunc(upgrades, func(a step) bool {
+				return a.version == d.version && a.suffix == d.suffix && (strings.HasPrefix(a.what, "column ") || strings.HasPrefix(a.what, "index ")) && sc.needs(a)
+			})
+		}
+	}
+	return false
+}
+
 // version is the schema version the tables' columns and indexes match:
 // the version before the first one with a step they need. Every version
 // adds a column, an index or a type that it keeps, so that tables of an
-// earlier version need a step of each later version. (A version that
-// drops a column an earlier one added must make this skip that
-// addition: tables of the later version lack the column too.)
+// earlier version need a step of each later version. (An index that a
+// later version drops is needed only by tables that have not reached
+// that version: see droppedLater. A version that drops a column an
+// earlier one added would need the same.)
 func (sc schema) version() int {
 	for _, u := range upgrades {
 		if sc.needs(u) {
@@ -181,6 +200,9 @@ func (sc schema) describe(u step, table string) string {
 	}
 	if col, ok := strings.CutPrefix(what, "no column "); ok {
 		what = "the removal of column " + col
+	}
+	if idx, ok := strings.CutPrefix(what, "no index "); ok {
+		what = "the removal of index " + idx
 	}
 	if col, ok := strings.CutPrefix(what, "copy of "); ok {
 		what = "the copy of the values of " + col
