@@ -59,9 +59,10 @@ func (s *channel) lockOrdered(ctx context.Context, tx *sql.Tx, budget *byteBudge
 // does not skip this transaction's own locks, so the walk never offers a
 // key to the locking select twice (see keyWalk).
 //
-// A head that is stale (no longer pending: see create.sql) makes it mark
-// its key's stale records done and read the window again; marked reports
-// that it did.
+// A head it passes over because it is stale (no longer pending, its key
+// state not marked done: see create.sql) makes it mark its key's stale
+// records done and claim the key's pending head (see reclaimStale);
+// marked reports that it marked records.
 func (s *channel) lockHeads(ctx context.Context, tx *sql.Tx, budget *byteBudget, want int) (out []scannedRecord, marked bool, err error) {
 	if want <= 0 || budget.full {
 		return nil, false, nil
@@ -70,43 +71,43 @@ func (s *channel) lockHeads(ctx context.Context, tx *sql.Tx, budget *byteBudget,
 	s.cursorMu.Lock()
 	walk := keyWalk{start: s.keyCursor, at: s.keyCursor}
 	s.cursorMu.Unlock()
+	lastTaken := "" // the last key taken, in the walk's order
 	for i := 0; i < maxHeadWindows && !walk.done; i++ {
 		heads, err := s.headWindow(ctx, tx, walk.at, window)
 		if err != nil {
 			return nil, false, err
 		}
-		if stale := staleKeys(heads); len(stale) > 0 {
-			// Records no longer pending that still count for their
-			// keys: mark them, and read the window again, so that those
-			// keys' heads are the pending ones.
-			n, err := s.markKeysDone(ctx, tx, stale)
-			if err != nil {
-				return nil, false, err
-			}
-			marked = marked || n > 0
-			if heads, err = s.headWindow(ctx, tx, walk.at, window); err != nil {
-				return nil, false, err
-			}
-		}
 		heads = walk.visit(heads, window)
-		// A key whose head is still stale (more stale records than one
-		// pass marks) waits for the next claim.
-		heads = slices.DeleteFunc(heads, func(h keyHead) bool { return h.stale })
 		if len(heads) == 0 {
 			continue
 		}
 		// Due heads in key order: the walk goes on after the last one taken.
-		rows, err := readRowsWithin(ctx, tx, budget, claimHeadsSQL(s.t, heads, want-len(out)))
+		asked := want - len(out)
+		rows, err := readRowsWithin(ctx, tx, budget, claimHeadsSQL(s.t, heads, asked))
 		if err != nil {
 			return nil, false, err
 		}
 		out = append(out, rows...)
+		// Heads passed over may be stale (see create.sql): if so, mark
+		// their keys' stale records and claim the pending heads behind.
+		more, n, err := s.reclaimStale(ctx, tx, budget, skippedHeads(heads, rows, asked), want-len(out))
+		if err != nil {
+			return nil, false, err
+		}
+		out, marked = append(out, more...), marked || n > 0
+		if taken := append(rows, more...); len(taken) > 0 {
+			// One window's keys are one lap's: the greatest is the last.
+			lastTaken = taken[0].rec.Key
+			for _, r := range taken {
+				lastTaken = max(lastTaken, r.rec.Key)
+			}
+		}
 		if len(out) == want || budget.full {
 			// The next claim goes on after the last head taken (or,
 			// with none taken, where this one began).
 			walk.at = walk.start
 			if len(out) > 0 {
-				walk.at = out[len(out)-1].rec.Key
+				walk.at = lastTaken
 			}
 			break
 		}
@@ -152,9 +153,6 @@ func (w *keyWalk) visit(heads []keyHead, window int) []keyHead {
 type keyHead struct {
 	key string
 	id  uint64
-	// stale: the record is no longer pending, but still counts for its
-	// key (its key state is not marked done yet).
-	stale bool
 }
 
 // headWindow returns the heads of up to window keys after cursor, in key
@@ -168,7 +166,7 @@ func (s *channel) headWindow(ctx context.Context, tx *sql.Tx, cursor string, win
 	var heads []keyHead
 	for rows.Next() {
 		var h keyHead
-		if err := rows.Scan(&h.key, &h.id, &h.stale); err != nil {
+		if err := rows.Scan(&h.key, &h.id); err != nil {
 			return nil, err
 		}
 		heads = append(heads, h)
@@ -176,15 +174,72 @@ func (s *channel) headWindow(ctx context.Context, tx *sql.Tx, cursor string, win
 	return heads, rows.Err()
 }
 
-// staleKeys are the keys of the stale heads among heads.
-func staleKeys(heads []keyHead) []string {
-	var keys []string
+// skippedHeads are the heads a claim of asked heads read and did not
+// take: before the last one it took, or all it did not take when it took
+// fewer than it asked for (claimHeadsSQL reads them in key order).
+func skippedHeads(heads []keyHead, taken []scannedRecord, asked int) []keyHead {
+	took := map[uint64]bool{}
+	for _, r := range taken {
+		took[r.seq] = true
+	}
+	var out []keyHead
 	for _, h := range heads {
-		if h.stale {
-			keys = append(keys, h.key)
+		if len(taken) == asked && h.key > taken[len(taken)-1].rec.Key {
+			break
+		}
+		if !took[h.id] {
+			out = append(out, h)
 		}
 	}
-	return keys
+	return out
+}
+
+// reclaimStale finds the stale heads among skipped (records no longer
+// pending whose key state is not marked done yet: published by an
+// unordered claim), marks their keys' stale records done, and claims up
+// to room of the pending heads behind them. marked is how many records
+// it marked. Only the outbox table has key states: in a consumption
+// table a head is never stale.
+func (s *channel) reclaimStale(ctx context.Context, tx *sql.Tx, budget *byteBudget, skipped []keyHead, room int) (rows []scannedRecord, marked int64, err error) {
+	if s.t.consumer != "" || len(skipped) == 0 {
+		return nil, 0, nil
+	}
+	ids := make([]uint64, len(skipped))
+	for i, h := range skipped {
+		ids[i] = h.id
+	}
+	keys, err := column[string](ctx, tx, staleHeadsSQL(s.t, ids))
+	if err != nil || len(keys) == 0 {
+		return nil, 0, err
+	}
+	keys = keys[:min(len(keys), staleKeysPerPass)]
+	if marked, err = s.markKeysDone(ctx, tx, keys); err != nil || room <= 0 || budget.full {
+		return nil, marked, err
+	}
+	heads, err := s.headsOf(ctx, tx, keys)
+	if err != nil || len(heads) == 0 {
+		return nil, marked, err
+	}
+	rows, err = readRowsWithin(ctx, tx, budget, claimHeadsSQL(s.t, heads, room))
+	return rows, marked, err
+}
+
+// headsOf returns the heads of keys, in key order.
+func (s *channel) headsOf(ctx context.Context, tx *sql.Tx, keys []string) ([]keyHead, error) {
+	rows, err := headsOfSQL(s.t, keys).query(ctx, tx)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var heads []keyHead
+	for rows.Next() {
+		var h keyHead
+		if err := rows.Scan(&h.key, &h.id); err != nil {
+			return nil, err
+		}
+		heads = append(heads, h)
+	}
+	return heads, rows.Err()
 }
 
 // Marking records' key state done (outbox table only: in a consumption
@@ -206,8 +261,7 @@ const (
 // count for it (and for at most staleKeysPerPass keys): a key whose
 // records an unordered claim published (a consumer of the table without
 // ordering, a writer's head start, a store of schema version 6) gets its
-// pending head back in one pass, however many there were, up to
-// staleRun.
+// pending head back in one pass, if there were at most staleRun.
 func (s *channel) markKeysDone(ctx context.Context, tx *sql.Tx, keys []string) (marked int64, err error) {
 	if s.t.consumer != "" || len(keys) == 0 {
 		return 0, nil
@@ -272,14 +326,23 @@ func (s *channel) lockOrderedIDs(ctx context.Context, tx *sql.Tx, budget *byteBu
 // keyHeadsSQL reads the heads of up to limit keys after the key after, in
 // key order, by a loose index scan of idx_head (idx_key in a consumption
 // table): one read per key, however many records each holds
-// (TestKeyHeadsPlan). Each head comes with whether it is stale (no
-// longer pending), read by primary key.
+// (TestKeyHeadsPlan). A head read from idx_head may be stale (see
+// reclaimStale).
 func keyHeadsSQL(t *target, after string, limit int) statement {
-	return t.render("SELECT h.event_key, h.seq, o.status <> 'pending' FROM ("+keyHeadsScan+") h JOIN {table} o ON {scope}o.{seq} = h.seq ORDER BY h.event_key", after, limit)
+	return t.render("SELECT event_key, MIN({seq}) FROM {table} WHERE {scope}{keystate} = 'pending' AND event_key > ? GROUP BY {scopecols}{keystate}, event_key ORDER BY {scopecols}{keystate}, event_key LIMIT ?", after, limit)
 }
 
-// keyHeadsScan is the loose index scan of keyHeadsSQL.
-const keyHeadsScan = "SELECT event_key, MIN({seq}) AS seq FROM {table} WHERE {scope}{keystate} = 'pending' AND event_key > ? GROUP BY {scopecols}{keystate}, event_key ORDER BY {scopecols}{keystate}, event_key LIMIT ?"
+// headsOfSQL reads the heads of keys from idx_head, in key order (outbox
+// table only).
+func headsOfSQL(t *target, keys []string) statement {
+	return t.renderList("SELECT event_key, MIN(id) FROM {table} WHERE key_state = 'pending' AND event_key IN ({list}) GROUP BY key_state, event_key ORDER BY key_state, event_key", len(keys), anyArgs(keys)...)
+}
+
+// staleHeadsSQL lists the keys of the records ids names that are no
+// longer pending (outbox table only; a plain read, by primary key).
+func staleHeadsSQL(t *target, ids []uint64) statement {
+	return t.renderList("SELECT event_key FROM {table} WHERE id IN ({list}) AND status <> 'pending'", len(ids), anyArgs(ids)...)
+}
 
 // staleRecordsSQL lists the records no longer pending among the first
 // limit records of each key that still count for it (key_state
@@ -306,13 +369,15 @@ func markDoneSQL(t *target, seqs []uint64) statement {
 // locked: a requeue may have made an older record of the key pending since
 // the heads were read. (The check reads the key's first pending record in
 // index order, LIMIT 1, where a NOT EXISTS of an older one would read the
-// whole key.)
+// whole key. It reads idx_head only, not status: a head was the key's
+// first entry of key state 'pending' when read, and no older record can
+// become one but by a requeue, which makes it pending.)
 func claimHeadsSQL(t *target, heads []keyHead, limit int) statement {
 	args := make([]any, 0, len(heads)+1)
 	for _, h := range heads {
 		args = append(args, h.id)
 	}
-	return t.renderList("SELECT {cols} FROM {table} h WHERE {scope}{seq} IN ({list}) AND status = 'pending' AND next_attempt_at <= UTC_TIMESTAMP(6) AND "+unclaimed+" AND h.{seq} = (SELECT x.{seq} FROM {table} x WHERE {scope}x.{keystate} = 'pending' AND x.status = 'pending' AND x.event_key = h.event_key ORDER BY x.{seq} LIMIT 1) ORDER BY event_key LIMIT ? FOR UPDATE SKIP LOCKED", len(heads), append(args, limit)...)
+	return t.renderList("SELECT {cols} FROM {table} h WHERE {scope}{seq} IN ({list}) AND status = 'pending' AND next_attempt_at <= UTC_TIMESTAMP(6) AND "+unclaimed+" AND h.{seq} = (SELECT x.{seq} FROM {table} x WHERE {scope}x.{keystate} = 'pending' AND x.event_key = h.event_key ORDER BY x.{seq} LIMIT 1) ORDER BY event_key LIMIT ? FOR UPDATE SKIP LOCKED", len(heads), append(args, limit)...)
 }
 
 // claimUnkeyedSQL locks up to limit due pending records without a key

@@ -130,8 +130,7 @@ func TestKeyHeadsPlan(t *testing.T) {
 	_, err := d.DB.ExecContext(ctx, "ANALYZE TABLE "+s.table)
 	require.NoError(t, err)
 
-	query := strings.NewReplacer("event_key > ?", "event_key > ''", "LIMIT ?", "LIMIT 100").Replace(s.t.sql(keyHeadsScan))
-	require.Contains(t, keyHeadsSQL(s.t, "", 100).text, s.t.sql(keyHeadsScan))
+	query := strings.NewReplacer("event_key > ?", "event_key > ''", "LIMIT ?", "LIMIT 100").Replace(keyHeadsSQL(s.t, "", 100).text)
 	plan := explain(t, d.DB, query)
 	t.Logf("key heads plan: %v", plan)
 	require.Equal(t, "idx_head", plan["key"])

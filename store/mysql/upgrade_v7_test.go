@@ -270,3 +270,30 @@ func TestManyStaleRecordsOfOneKey(t *testing.T) {
 	require.NoError(t, d.DB.QueryRow("SELECT COUNT(*) FROM "+testTable+" WHERE key_state = 'pending' AND status <> 'pending'").Scan(&pendingStates))
 	require.Zero(t, pendingStates, "all marked on the way")
 }
+
+// TestOrderedClaimsGoRoundTheKeys: each ordered claim goes on after the
+// last key the one before took, also when that claim went round past the
+// last key to the first: every key gets its turn before any gets another.
+func TestOrderedClaimsGoRoundTheKeys(t *testing.T) {
+	d := testutil.NewDatabase(t)
+	ctx := context.Background()
+	s := newStore(t, d.DB)
+	var msgs []outbox.Message
+	for _, round := range []string{"a", "b", "c"} {
+		for k := range 6 {
+			msgs = append(msgs, outbox.Message{ID: fmt.Sprintf("k%d%s", k, round), Key: fmt.Sprintf("k%d", k), Type: "T"})
+		}
+	}
+	require.NoError(t, s.Enqueue(ctx, d.DB, nil, msgs...))
+	p := backend.ClaimParams{Owner: "t", Limit: 4, LeaseFor: time.Minute, Ordered: true}
+	for i, want := range [][]string{
+		{"k0a", "k1a", "k2a", "k3a"},
+		{"k4a", "k5a", "k0b", "k1b"}, // round past k5 to the first key
+		{"k2b", "k3b", "k4b", "k5b"}, // on after k1, the last key taken
+	} {
+		b, err := s.Claim(ctx, p)
+		require.NoError(t, err)
+		require.ElementsMatch(t, want, recordIDs(b.Records), "claim %d", i+1)
+		publish(t, s, b)
+	}
+}
