@@ -154,3 +154,52 @@ func TestResumedClaimStartsAtTheIndexPlace(t *testing.T) {
 	require.Equal(t, []string{"a2"}, claimIDs(t, s, 1), "a2 is due before a1's lease ended, and after a1 in idx_due")
 	require.Equal(t, []string{"a3"}, claimIDs(t, s, 1))
 }
+
+// TestStaleHeadsAreLookedForOnceASecondWhileThereAreNone: after an
+// ordered claim that looked for stale heads among those it passed over and
+// found none, the channel's claims look again only sweepEvery later
+// (what they pass over is mostly held by other claims); after one that
+// found some, at every claim.
+func TestStaleHeadsAreLookedForOnceASecondWhileThereAreNone(t *testing.T) {
+	d, s := migrated(t, "stale_check")
+	ctx := context.Background()
+	var (
+		mu  sync.Mutex
+		now = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	)
+	s.now = func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	advance := func(d time.Duration) { mu.Lock(); now = now.Add(d); mu.Unlock() }
+	claim := func(p backend.ClaimParams) (backend.Batch, []string) {
+		t.Helper()
+		b, err := s.Claim(ctx, p)
+		require.NoError(t, err)
+		var ids []string
+		for _, r := range b.Records {
+			ids = append(ids, r.ID)
+		}
+		return b, ids
+	}
+	publish := func(b backend.Batch, id string) {
+		t.Helper()
+		res, err := s.Settle(ctx, b.Token, []backend.Outcome{{ID: id, Kind: backend.OutcomePublished}})
+		require.NoError(t, err)
+		require.Equal(t, 1, res.Applied)
+	}
+	ordered := backend.ClaimParams{Owner: "t", Limit: 4, LeaseFor: time.Minute, Ordered: true}
+	require.NoError(t, s.Enqueue(ctx, d.DB, nil, outbox.Message{ID: "a1", Key: "A", Type: "T"}, outbox.Message{ID: "a2", Key: "A", Type: "T"},
+		outbox.Message{ID: "b1", Key: "B", Type: "T"}, outbox.Message{ID: "b2", Key: "B", Type: "T"}))
+	unordered, ids := claim(backend.ClaimParams{Owner: "t", Limit: 1, LeaseFor: time.Minute, IDs: []string{"b1"}})
+	require.Equal(t, []string{"b1"}, ids)
+
+	// b1 is passed over, held by the unordered claim: nothing stale.
+	first, ids := claim(ordered)
+	require.Equal(t, []string{"a1"}, ids)
+	publish(first, "a1")
+	publish(unordered, "b1") // b1 is now a stale head of B
+
+	_, ids = claim(ordered)
+	require.Equal(t, []string{"a2"}, ids, "within sweepEvery of a look that found nothing: B waits")
+	advance(sweepEvery)
+	_, ids = claim(ordered)
+	require.Equal(t, []string{"b2"}, ids, "sweepEvery later: b1 is found stale, B's pending head claimed")
+}

@@ -200,8 +200,13 @@ func skippedHeads(heads []keyHead, taken []scannedRecord, asked int) []keyHead {
 // to room of the pending heads behind them. marked is how many records
 // it marked. Only the outbox table has key states: in a consumption
 // table a head is never stale.
+//
+// Heads are passed over mostly because other claims hold them, and stale
+// heads come only from outcomes of unordered claims on the same table, so
+// after a check that found none the channel checks again only after
+// sweepEvery; after one that found some, at every claim.
 func (s *channel) reclaimStale(ctx context.Context, tx *sql.Tx, budget *byteBudget, skipped []keyHead, room int) (rows []scannedRecord, marked int64, err error) {
-	if s.t.consumer != "" || len(skipped) == 0 {
+	if s.t.consumer != "" || len(skipped) == 0 || !s.staleCheckDue() {
 		return nil, 0, nil
 	}
 	ids := make([]uint64, len(skipped))
@@ -209,8 +214,12 @@ func (s *channel) reclaimStale(ctx context.Context, tx *sql.Tx, budget *byteBudg
 		ids[i] = h.id
 	}
 	keys, err := column[string](ctx, tx, staleHeadsSQL(s.t, ids))
-	if err != nil || len(keys) == 0 {
+	if err != nil {
 		return nil, 0, err
+	}
+	s.noteStaleCheck(len(keys) > 0)
+	if len(keys) == 0 {
+		return nil, 0, nil
 	}
 	keys = keys[:min(len(keys), staleKeysPerPass)]
 	if marked, err = s.markKeysDone(ctx, tx, keys); err != nil || room <= 0 || budget.full {
@@ -222,6 +231,24 @@ func (s *channel) reclaimStale(ctx context.Context, tx *sql.Tx, budget *byteBudg
 	}
 	rows, err = readRowsWithin(ctx, tx, budget, claimHeadsSQL(s.t, heads, room))
 	return rows, marked, err
+}
+
+// staleCheckDue reports whether a claim looks for stale heads now (see
+// reclaimStale).
+func (s *channel) staleCheckDue() bool {
+	s.cursorMu.Lock()
+	defer s.cursorMu.Unlock()
+	return s.quietSince.IsZero() || s.clock().Sub(s.quietSince) >= sweepEvery
+}
+
+// noteStaleCheck records what a look for stale heads found.
+func (s *channel) noteStaleCheck(found bool) {
+	s.cursorMu.Lock()
+	defer s.cursorMu.Unlock()
+	s.quietSince = time.Time{}
+	if !found {
+		s.quietSince = s.clock()
+	}
 }
 
 // headsOf returns the heads of keys, in key order.
@@ -252,7 +279,8 @@ const (
 	// reads at most staleKeysPerPass × staleRun rows.
 	staleKeysPerPass = 32
 	// sweepEvery is how often a channel's ordered claims sweep the front
-	// of the unkeyed records that still count (see sweepUnkeyed).
+	// of the unkeyed records that still count (see sweepUnkeyed), and look
+	// for stale heads while they find none (see reclaimStale).
 	sweepEvery = time.Second
 )
 

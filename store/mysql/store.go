@@ -143,8 +143,10 @@ type channel struct {
 	cursorMu  sync.Mutex
 	keyCursor string
 	// lastSweep is when the channel's ordered claims last swept the
-	// unkeyed records (see sweepUnkeyed).
-	lastSweep time.Time
+	// unkeyed records (see sweepUnkeyed); quietSince when they last
+	// looked for stale heads and found none (zero: look at every claim;
+	// see reclaimStale).
+	lastSweep, quietSince time.Time
 	// dueCursor is where the next claim of due records resumes its scan
 	// (see lockDue).
 	dueCursor dueCursor
