@@ -158,7 +158,12 @@ type keyHead struct {
 // headWindow returns the heads of up to window keys after cursor, in key
 // order.
 func (s *channel) headWindow(ctx context.Context, tx *sql.Tx, cursor string, window int) ([]keyHead, error) {
-	rows, err := keyHeadsSQL(s.t, cursor, window).query(ctx, tx)
+	return readHeads(ctx, tx, keyHeadsSQL(s.t, cursor, window))
+}
+
+// readHeads runs a statement that selects key heads (key, seq).
+func readHeads(ctx context.Context, tx *sql.Tx, st statement) ([]keyHead, error) {
+	rows, err := st.query(ctx, tx)
 	if err != nil {
 		return nil, err
 	}
@@ -225,7 +230,7 @@ func (s *channel) reclaimStale(ctx context.Context, tx *sql.Tx, budget *byteBudg
 	if marked, err = s.markKeysDone(ctx, tx, keys); err != nil || room <= 0 || budget.full {
 		return nil, marked, err
 	}
-	heads, err := s.headsOf(ctx, tx, keys)
+	heads, err := readHeads(ctx, tx, headsOfSQL(s.t, keys))
 	if err != nil || len(heads) == 0 {
 		return nil, marked, err
 	}
@@ -251,24 +256,6 @@ func (s *channel) noteStaleCheck(found bool) {
 	}
 }
 
-// headsOf returns the heads of keys, in key order.
-func (s *channel) headsOf(ctx context.Context, tx *sql.Tx, keys []string) ([]keyHead, error) {
-	rows, err := headsOfSQL(s.t, keys).query(ctx, tx)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var heads []keyHead
-	for rows.Next() {
-		var h keyHead
-		if err := rows.Scan(&h.key, &h.id); err != nil {
-			return nil, err
-		}
-		heads = append(heads, h)
-	}
-	return heads, rows.Err()
-}
-
 // Marking records' key state done (outbox table only: in a consumption
 // table, ordered claims go by status, which is never stale).
 const (
@@ -284,9 +271,10 @@ const (
 	sweepEvery = time.Second
 )
 
-// markKeysDone marks done the key state of the records of keys that are
-// no longer pending, among each key's first staleRun records that still
-// count for it (and for at most staleKeysPerPass keys): a key whose
+// markKeysDone marks done the key state of the records of keys (at most
+// staleKeysPerPass of them: the caller bounds them) that are no longer
+// pending, among each key's first staleRun records that still count for
+// it: a key whose
 // records an unordered claim published (a consumer of the table without
 // ordering, a writer's head start, a store of schema version 6) gets its
 // pending head back in one pass, if there were at most staleRun.
@@ -294,7 +282,6 @@ func (s *channel) markKeysDone(ctx context.Context, tx *sql.Tx, keys []string) (
 	if s.t.consumer != "" || len(keys) == 0 {
 		return 0, nil
 	}
-	keys = keys[:min(len(keys), staleKeysPerPass)]
 	seqs, err := column[uint64](ctx, tx, staleRecordsSQL(s.t, keys, staleRun))
 	if err != nil || len(seqs) == 0 {
 		return 0, err
