@@ -30,6 +30,9 @@ import (
 // compareConfig is one configuration of the comparison.
 type compareConfig struct {
 	workers, batch, payload int
+	// ordered drains the relay with WorkerOptions.Ordering (the backlog
+	// has 200 keys); the ceiling and Watermill have no ordering.
+	ordered bool
 }
 
 // drainStats is one drain: its rate and what the server counted meanwhile.
@@ -129,7 +132,7 @@ func (b *bench) relayDrain(ctx context.Context, n int, c compareConfig) (drainSt
 		return drainStats{}, err
 	}
 	return b.measured(ctx, n, func() (time.Duration, error) {
-		return b.drain(ctx, n, c.workers, &countingSink{}, outbox.WorkerOptions{BatchSize: c.batch, PollInterval: 10 * time.Millisecond})
+		return b.drain(ctx, n, c.workers, &countingSink{}, outbox.WorkerOptions{BatchSize: c.batch, PollInterval: 10 * time.Millisecond, Ordering: c.ordered})
 	})
 }
 
@@ -343,6 +346,9 @@ func (b *bench) compare(ctx context.Context, sz sizes) ([]row, error) {
 		}
 		relay, wm, ceiling := medianStats(results[0]), medianStats(results[1]), medianStats(results[2])
 		what := fmt.Sprintf("%d worker(s), batch %d, %d B payload, %d events, median of %d", c.workers, c.batch, c.payload, n, sz.compareRounds)
+		if c.ordered {
+			what += ", relay with Ordering (200 keys)"
+		}
 		target := ""
 		if c.workers == 1 {
 			target = "relay ≥ 0.75 of the ceiling"

@@ -17,6 +17,7 @@ import (
 	"os"
 	"runtime"
 	"runtime/pprof"
+	"slices"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -50,7 +51,7 @@ type sizes struct {
 
 // compareConfigs are the configurations of the compare scenario that
 // issue 17 names: 1 and 4 workers, 256 B and 512 B payloads.
-var compareConfigs = []compareConfig{{1, 100, 512}, {1, 100, 256}, {4, 200, 512}, {4, 200, 256}}
+var compareConfigs = []compareConfig{{workers: 1, batch: 100, payload: 512}, {workers: 1, batch: 100, payload: 256}, {workers: 4, batch: 200, payload: 512}, {workers: 4, batch: 200, payload: 256}}
 
 var full = sizes{
 	relayEvents:   func(batch int) int { return min(max(batch*300, 3000), 60000) },
@@ -80,6 +81,7 @@ func main() {
 	cpuprofile := flag.String("cpuprofile", "", "write the bench process's CPU profile to this file")
 	configs := flag.String("compare", "", "the compare scenario's configurations, as WORKERSxBATCHxPAYLOAD separated by commas (default: the four of issue 17, "+formatConfigs(compareConfigs)+")")
 	rounds := flag.Int("rounds", 0, "the compare scenario's alternating rounds (default: 5, 1 with -quick)")
+	ordered := flag.Bool("ordered", false, "the compare scenario drains the relay with WorkerOptions.Ordering (the ceiling and Watermill have none)")
 	flag.Parse()
 	if *cpuprofile != "" {
 		f, err := os.Create(*cpuprofile)
@@ -101,6 +103,13 @@ func main() {
 			log.Fatalf("-compare: %v", err)
 		}
 		sz.compareConfigs = c
+	}
+	if *ordered {
+		cs := slices.Clone(sz.compareConfigs)
+		for i := range cs {
+			cs[i].ordered = true
+		}
+		sz.compareConfigs = cs
 	}
 	switch {
 	case *rounds < 0:
