@@ -224,3 +224,50 @@ func TestWorkerSurvivesKilledConnections(t *testing.T) {
 	require.NoError(t, <-done)
 	t.Logf("killed %d connections; %d deliveries of %d events (%d duplicates)", kills, rec.Len(), n, rec.Len()-n)
 }
+
+// TestEnqueueMixedBatch: one Enqueue call writes its messages in one
+// statement that names headers and occurred_at only when some message
+// sets them; the others get the column's default. Each message must read
+// back as it was given, whatever its neighbours in the call set, and a
+// head start still holds its message back.
+func TestEnqueueMixedBatch(t *testing.T) {
+	d := testutil.NewDatabase(t)
+	ctx := context.Background()
+	s := newStore(t, d.DB)
+	created := time.Date(2026, 5, 6, 7, 8, 9, 123456000, time.UTC)
+	msgs := []outbox.Message{
+		{ID: "plain", Type: "T", Payload: []byte("p")},
+		{ID: "headers", Key: "k", Type: "T", Payload: []byte("h"), Headers: map[string]string{"a": "b"}},
+		{ID: "created", Type: "T", Payload: []byte("c"), CreatedAt: created},
+		{ID: "both", Key: "k", Type: "T", Payload: []byte("b"), Headers: map[string]string{"c": "d"}, CreatedAt: created},
+	}
+	require.NoError(t, s.Enqueue(ctx, d.DB, nil, msgs...))
+	require.NoError(t, s.Enqueue(ctx, d.DB, nil, outbox.Message{ID: "alone", Type: "T", Payload: []byte("a")}))
+	require.NoError(t, s.Enqueue(ctx, d.DB, &backend.EnqueueOptions{HeadStart: time.Hour},
+		outbox.Message{ID: "held", Type: "T", Payload: []byte("x"), Headers: map[string]string{"e": "f"}, CreatedAt: created}))
+
+	for _, m := range append(msgs, outbox.Message{ID: "alone", Type: "T", Payload: []byte("a")}) {
+		r, err := s.Get(ctx, m.ID)
+		require.NoError(t, err)
+		require.Equal(t, m.Payload, r.Payload, m.ID)
+		require.Equal(t, m.Key, r.Key, m.ID)
+		require.Equal(t, m.Headers, r.Headers, m.ID)
+		if m.CreatedAt.IsZero() {
+			require.WithinDuration(t, time.Now(), r.CreatedAt, time.Hour, "%s: the insert time, on the database clock", m.ID)
+		} else {
+			require.True(t, created.Equal(r.CreatedAt), "%s: got %v", m.ID, r.CreatedAt)
+		}
+	}
+	held, err := s.Get(ctx, "held")
+	require.NoError(t, err)
+	require.Equal(t, map[string]string{"e": "f"}, held.Headers)
+	require.True(t, created.Equal(held.CreatedAt))
+
+	b, err := s.Claim(ctx, backend.ClaimParams{Owner: "t", Limit: 10, LeaseFor: time.Minute})
+	require.NoError(t, err)
+	var claimed []string
+	for _, r := range b.Records {
+		claimed = append(claimed, r.ID)
+	}
+	require.Equal(t, []string{"plain", "headers", "created", "both", "alone"}, claimed, "the head start holds its message back")
+}
