@@ -66,7 +66,7 @@ func (s *channel) claim(ctx context.Context, st *backend.Settlement, p backend.C
 // claimTx is one try of claim.
 func (s *channel) claimTx(ctx context.Context, st *backend.Settlement, p backend.ClaimParams) (backend.SettleResult, backend.Batch, error) {
 	var settled backend.SettleResult
-	token, lease, err := newLeaseToken(p.Ordered)
+	token, lease, err := newLeaseToken()
 	if err != nil {
 		return settled, backend.Batch{}, fmt.Errorf("mysql store: claim: lease token: %w", err)
 	}
@@ -102,16 +102,15 @@ func (s *channel) claimTx(ctx context.Context, st *backend.Settlement, p backend
 // lockClaimable locks the records p asks for, reads their payloads within
 // the claim's byte budget, and drops the records of messages purged since
 // they were handed over to a named consumer. changed reports that it
-// wrote something (dropped such records, or marked key states done: see
-// lockHeads), so that the transaction is committed even with no record
-// claimed.
+// wrote something (dropped such records), so that the transaction is
+// committed even with no record claimed.
 func (s *channel) lockClaimable(ctx context.Context, tx *sql.Tx, p backend.ClaimParams) (rows []scannedRecord, changed bool, err error) {
 	budget := newBudget(s.maxClaimBytes)
 	switch {
 	case p.Ordered && len(p.IDs) > 0:
 		rows, err = s.lockOrderedIDs(ctx, tx, budget, p)
 	case p.Ordered:
-		rows, changed, err = s.lockOrdered(ctx, tx, budget, p.Limit)
+		rows, err = s.lockOrdered(ctx, tx, budget, p.Limit)
 	case len(p.IDs) > 0:
 		rows, err = readRowsWithin(ctx, tx, budget, claimIDsSQL(s.t, p.IDs, p.Limit))
 	default:
@@ -122,7 +121,7 @@ func (s *channel) lockClaimable(ctx context.Context, tx *sql.Tx, p backend.Claim
 	}
 	rows, orphans, err := s.fill(ctx, tx, budget, rows)
 	if err != nil || len(orphans) == 0 {
-		return rows, changed, err
+		return rows, false, err
 	}
 	if _, err := dropOrphansSQL(s.t, orphans).exec(ctx, tx); err != nil {
 		return nil, false, fmt.Errorf("drop records of purged messages: %w", err)
@@ -159,11 +158,30 @@ func claimDueWhere(t *target, where string, limit int, args ...any) statement {
 	return t.render("SELECT {cols}, next_attempt_at FROM {table} WHERE {scope}status = 'pending' AND "+where+"next_attempt_at <= UTC_TIMESTAMP(6) AND "+unclaimed+" ORDER BY next_attempt_at, {seq} LIMIT ? FOR UPDATE SKIP LOCKED", append(args, limit)...)
 }
 
-// unclaimed is the condition of a record no claim holds: not leased, or
-// its lease is over. (A claim's lease does not move the record in
-// idx_due, so a claim steps over the records other claims hold.) A
-// writer's head start is not a claim: it keeps its record from being due.
-const unclaimed = "(lease_id = 0 OR lease_until <= UTC_TIMESTAMP(6))"
+// unclaimed is the condition of a record no claim holds: not leased by
+// a worker, or its lease is over. (A claim's lease does not move the
+// record in idx_due, so a claim steps over the records other claims
+// hold.) A writer's head start is not a claim: it keeps its record from
+// being due. Nor is a requeued record's wait for its key (see
+// orderedUnclaimed): without ordering it is due at once.
+const unclaimed = "(lease_id <= 0 OR lease_until <= UTC_TIMESTAMP(6))"
+
+// orderedUnclaimed is unclaimed for an ordered claim of key heads (whose
+// table is h): a requeued dead letter that waits for the record of its
+// key in flight (lease_id requeueWaitID, see Requeue) is claimed once no
+// record of its key is leased any more, or when that lease would have
+// ended. Only such records run the check, which reads the key's pending
+// records.
+const orderedUnclaimed = "(lease_id = 0 OR lease_until <= UTC_TIMESTAMP(6) OR (lease_id = " + requeueWaitSQL + " AND NOT EXISTS (SELECT 1 FROM {table} y WHERE {scope}y.status = 'pending' AND y.event_key = h.event_key AND y." + workerLeased + " AND y.lease_until > UTC_TIMESTAMP(6))))"
+
+// requeueWaitID is the lease_id of a requeued dead letter whose key had a
+// record in flight when it was requeued: not a lease anyone holds or
+// settles (no token maps to it: a head start's lease_id is at least
+// -2^60), but a mark that ordered claims check (orderedUnclaimed).
+const (
+	requeueWaitID  = math.MinInt64
+	requeueWaitSQL = "-9223372036854775808"
+)
 
 // claimIDsSQL locks the named pending records that no other process
 // holds (not leased, leased by this process's head start, or whose lease
@@ -185,7 +203,7 @@ func claimIDsSQL(t *target, ids []string, limit int) statement {
 // headStartID, is negative and queries can tell a head start from a
 // worker's lease.
 var headStartToken, headStartID = func() (string, int64) {
-	t, _, err := newLeaseToken(false)
+	t, _, err := newLeaseToken()
 	if err != nil {
 		panic("mysql store: no randomness for the head start token: " + err.Error())
 	}
@@ -257,28 +275,16 @@ func validateClaim(p backend.ClaimParams) error {
 }
 
 // newLeaseToken returns a random lease token, leaseTokenLength hex
-// digits, and its leaseID: 62 random bits, the lowest set and the next
-// one (orderedLease) set for an ordered claim's lease and clear for any
-// other. A lease's token only has to differ from the other leases of the
-// same record.
-func newLeaseToken(ordered bool) (string, int64, error) {
+// digits, and its leaseID: 63 random bits, the lowest set. A lease's
+// token only has to differ from the other leases of the same record.
+func newLeaseToken() (string, int64, error) {
 	var b [8]byte
 	if _, err := rand.Read(b[:]); err != nil {
 		return "", 0, err
 	}
-	id := int64(binary.BigEndian.Uint64(b[:])&math.MaxInt64&^orderedLease | 1)
-	if ordered {
-		id |= orderedLease
-	}
+	id := int64(binary.BigEndian.Uint64(b[:])&math.MaxInt64 | 1)
 	return fmt.Sprintf("%016x", id), id, nil
 }
-
-// orderedLease is the bit of a worker's lease_id that marks an ordered
-// claim's lease: its published and dead outcomes mark the records' key
-// state done (see settleSQL). Leases taken before schema version 7 have
-// it at random; it only decides who marks a record's key state done, the
-// outcome or the next ordered claim.
-const orderedLease = 2
 
 // leaseTokenLength is the length of a lease token.
 const leaseTokenLength = 16

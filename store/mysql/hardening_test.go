@@ -234,42 +234,70 @@ func TestPurgeDoesNotPassOverALockedRecord(t *testing.T) {
 	require.ErrorIs(t, err, outbox.ErrNotFound, "the oldest record goes first, locked or not")
 }
 
-// TestRequeueNeverPutsTwoRecordsOfAKeyInFlight: in ordering mode a dead
-// head that is requeued while a later record of its key is leased waits
-// for that lease, by Requeue and by RequeueDead.
-func TestRequeueNeverPutsTwoRecordsOfAKeyInFlight(t *testing.T) {
-	for _, bulk := range []bool{false, true} {
-		t.Run(fmt.Sprintf("bulk=%v", bulk), func(t *testing.T) {
-			d := testutil.NewDatabase(t)
-			ctx := context.Background()
-			s := newStore(t, d.DB)
-			require.NoError(t, s.Enqueue(ctx, d.DB, nil, outbox.Message{ID: "k1", Key: "K", Type: "T"}, outbox.Message{ID: "k2", Key: "K", Type: "T"}))
-			claimOrdered := func() backend.Batch {
-				b, err := s.Claim(ctx, backend.ClaimParams{Owner: "t", Limit: 10, LeaseFor: time.Minute, Ordered: true})
-				require.NoError(t, err)
-				return b
-			}
-			b := claimOrdered()
-			_, err := s.Settle(ctx, b.Token, []backend.Outcome{{ID: "k1", Kind: backend.OutcomeDead, Error: "x"}})
-			require.NoError(t, err)
-			inFlight := claimOrdered()
-			require.Equal(t, "k2", inFlight.Records[0].ID)
+// requeueChannel is what TestRequeuedRecordWaitsOnlyForItsKeyInFlight
+// needs of the default consumer's Store and of a ConsumerStore.
+type requeueChannel interface {
+	backend.Store
+	Requeue(ctx context.Context, id string) error
+	RequeueDead(ctx context.Context, f mysql.DeadFilter, opts mysql.RequeueOptions) (int, error)
+}
 
-			if bulk {
-				n, err := s.RequeueDead(ctx, mysql.DeadFilter{Key: "K"}, mysql.RequeueOptions{})
-				require.NoError(t, err)
-				require.Equal(t, 1, n)
-			} else {
-				require.NoError(t, s.Requeue(ctx, "k1"))
+// TestRequeuedRecordWaitsOnlyForItsKeyInFlight (issue 28, defect 4): a
+// dead letter requeued while a later record of its key is in flight is
+// due at once for claims without ordering; ordered claims never put two
+// records of a key in flight, and take it as soon as the record in flight
+// is settled, not when that record's lease would have ended. In the
+// default consumer and in a named one, requeued alone or by filter.
+func TestRequeuedRecordWaitsOnlyForItsKeyInFlight(t *testing.T) {
+	for _, named := range []bool{false, true} {
+		for _, bulk := range []bool{false, true} {
+			for _, orderedClaims := range []bool{false, true} {
+				t.Run(fmt.Sprintf("named=%v/bulk=%v/ordered=%v", named, bulk, orderedClaims), func(t *testing.T) {
+					d := testutil.NewDatabase(t)
+					ctx := context.Background()
+					s := newStore(t, d.DB)
+					var ch requeueChannel = s
+					if named {
+						require.NoError(t, s.AddConsumer(ctx, "activity", mysql.StartBeginning))
+						ch = consumer(t, s, "activity")
+					}
+					require.NoError(t, s.Enqueue(ctx, d.DB, nil, outbox.Message{ID: "k1", Key: "K", Type: "T"}, outbox.Message{ID: "k2", Key: "K", Type: "T"}))
+					claim := func(ordered bool) backend.Batch {
+						t.Helper()
+						b, err := ch.Claim(ctx, backend.ClaimParams{Owner: "t", Limit: 10, LeaseFor: time.Hour, Ordered: ordered})
+						require.NoError(t, err)
+						return b
+					}
+					b := claim(true)
+					require.Equal(t, []string{"k1"}, recordIDs(b.Records))
+					_, err := ch.Settle(ctx, b.Token, []backend.Outcome{{ID: "k1", Kind: backend.OutcomeDead, Error: "x"}})
+					require.NoError(t, err)
+					inFlight := claim(true)
+					require.Equal(t, []string{"k2"}, recordIDs(inFlight.Records))
+
+					if bulk {
+						n, err := ch.RequeueDead(ctx, mysql.DeadFilter{Key: "K"}, mysql.RequeueOptions{})
+						require.NoError(t, err)
+						require.Equal(t, 1, n)
+					} else {
+						require.NoError(t, ch.Requeue(ctx, "k1"))
+					}
+					k1, err := ch.Get(ctx, "k1")
+					require.NoError(t, err)
+					require.Equal(t, outbox.StatusPending, k1.Status)
+					require.WithinDuration(t, time.Now(), k1.NextAttemptAt, time.Minute, "due now, not when k2's hour-long lease ends")
+					if !orderedClaims {
+						require.Equal(t, []string{"k1"}, recordIDs(claim(false).Records), "without ordering: due at once")
+						return
+					}
+					require.Zero(t, claim(true).Len(), "k2 is in flight: k1 must wait")
+					res, err := ch.Settle(ctx, inFlight.Token, []backend.Outcome{{ID: "k2", Kind: backend.OutcomeRetry, Error: "later"}})
+					require.NoError(t, err)
+					require.Equal(t, 1, res.Applied)
+					require.Equal(t, []string{"k1"}, recordIDs(claim(true).Records), "k2 settled: k1, K's head again, is claimed at once")
+				})
 			}
-			require.Zero(t, claimOrdered().Len(), "k2 is in flight: k1 must wait")
-			k1, err := s.Get(ctx, "k1")
-			require.NoError(t, err)
-			require.Equal(t, outbox.StatusPending, k1.Status)
-			k2, err := s.Get(ctx, "k2")
-			require.NoError(t, err)
-			require.Equal(t, k2.NextAttemptAt, k1.NextAttemptAt, "due when k2's lease ends")
-		})
+		}
 	}
 }
 

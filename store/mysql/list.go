@@ -96,8 +96,8 @@ func (m *matchConds) match(typ, key, errorContains string, olderThan time.Durati
 		m.add("event_type = ?", typ)
 	}
 	if key != "" {
-		// {anykeystate} lets the outbox table's idx_head serve it.
-		m.add("{anykeystate}event_key = ?", key)
+		// Every status, so that idx_status_key (idx_key) serves it.
+		m.add("status IN ('pending', 'published', 'dead') AND event_key = ?", key)
 	}
 	if olderThan > 0 {
 		m.add("created_at <= UTC_TIMESTAMP(6) - INTERVAL ? MICROSECOND", olderThan.Microseconds())

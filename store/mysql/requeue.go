@@ -22,11 +22,14 @@ var ErrNotDead = errors.New("mysql store: record is not dead")
 // outbox.ErrNotFound if there is no such record, and ErrNotDead if it is
 // not dead (nothing is changed).
 //
-// In ordering mode a requeued record is its key's oldest pending record
-// again, so later messages of the key wait until it is delivered; the
-// ones delivered while it was dead went before it. So that no two records
-// of a key are ever in flight at once, a record whose key has another
-// record leased at that moment becomes due only when that lease ends.
+// A requeued record is due at once for workers without Ordering. In
+// ordering mode it is its key's oldest pending record again, so later
+// messages of the key wait until it is delivered; the ones delivered
+// while it was dead went before it. So that no two records of a key are
+// ever in flight at once, ordered claims take it only once no record of
+// its key is in flight any more: as soon as the one in flight at the
+// requeue is settled (published, failed or released), or when its lease
+// would have ended.
 func (s *channel) Requeue(ctx context.Context, id string) error {
 	n, err := s.requeue(ctx, "status = 'dead' AND event_id = ?", []any{id}, 1)
 	if err != nil {
@@ -46,7 +49,9 @@ func (s *channel) Requeue(ctx context.Context, id string) error {
 // in one short transaction, and returns how many. It locks the dead
 // letters, then every pending record of their keys (waiting for claims in
 // progress, and keeping new ones off until it commits), and makes each
-// due when the last live lease of its key ends, or now.
+// due now; a record whose key has a record in flight waits for it, for
+// ordered claims (see Requeue), until the last live lease of its key
+// would end.
 func (s *channel) requeue(ctx context.Context, where string, args []any, limit int) (int, error) {
 	var done int
 	err := retryTransient(ctx, func() error {
@@ -64,12 +69,12 @@ func (s *channel) requeue(ctx context.Context, where string, args []any, limit i
 		if err != nil {
 			return err
 		}
-		byDue := map[time.Time][]uint64{}
+		byWait := map[time.Time][]uint64{}
 		for _, d := range dead {
-			byDue[leaseEnds[d.key]] = append(byDue[leaseEnds[d.key]], d.seq)
+			byWait[leaseEnds[d.key]] = append(byWait[leaseEnds[d.key]], d.seq)
 		}
-		for due, seqs := range byDue {
-			n, err := requeueSQL(s.t, due, seqs).exec(ctx, tx)
+		for wait, seqs := range byWait {
+			n, err := requeueSQL(s.t, wait, seqs).exec(ctx, tx)
 			if err != nil {
 				return err
 			}
@@ -233,23 +238,24 @@ func lockDeadSQL(t *target, where string, args []any, limit int) statement {
 // keyLeasesSQL locks the pending records of keys and reads, for each,
 // when its claim's lease ends and whether that lease is live.
 func keyLeasesSQL(t *target, keys []string) statement {
-	return t.renderList("SELECT event_key, lease_until, "+workerLeased+" AND lease_until > UTC_TIMESTAMP(6) FROM {table} WHERE {scope}{keystate} = 'pending' AND status = 'pending' AND event_key IN ({list}) FOR UPDATE", len(keys), anyArgs(keys)...)
+	return t.renderList("SELECT event_key, lease_until, "+workerLeased+" AND lease_until > UTC_TIMESTAMP(6) FROM {table} WHERE {scope}status = 'pending' AND event_key IN ({list}) FOR UPDATE", len(keys), anyArgs(keys)...)
 }
 
-// requeueSQL gives dead letters a fresh start, due at the later of now
-// and due (zero: now). In the outbox table a pending record counts for
-// its key ({requeuekey} sets key_state too).
-func requeueSQL(t *target, due time.Time, seqs []uint64) statement {
-	args := make([]any, 0, len(seqs)+1)
-	if due.IsZero() {
-		args = append(args, nil)
+// requeueSQL gives dead letters a fresh start, due now. With a wait (the
+// end of the last live lease of their key), they wait for the record in
+// flight, for ordered claims, until then at the latest (requeueWaitID:
+// see orderedUnclaimed); with none, they hold no lease.
+func requeueSQL(t *target, wait time.Time, seqs []uint64) statement {
+	args := make([]any, 0, len(seqs)+2)
+	if wait.IsZero() {
+		args = append(args, 0, formatTime(time.Unix(1, 0)))
 	} else {
-		args = append(args, formatTime(due))
+		args = append(args, int64(requeueWaitID), formatTime(wait))
 	}
 	for _, seq := range seqs {
 		args = append(args, seq)
 	}
-	return t.renderList("UPDATE {table} SET status = 'pending'{requeuekey}, retry_count = 0, next_attempt_at = COALESCE(GREATEST(UTC_TIMESTAMP(6), CAST(? AS DATETIME(6))), UTC_TIMESTAMP(6)), lease_id = 0 WHERE {scope}status = 'dead' AND {seq} IN ({list})", len(seqs), args...)
+	return t.renderList("UPDATE {table} SET status = 'pending', retry_count = 0, next_attempt_at = UTC_TIMESTAMP(6), lease_id = ?, lease_until = ? WHERE {scope}status = 'dead' AND {seq} IN ({list})", len(seqs), args...)
 }
 
 // countDeadSQL counts the records that match the conditions where.

@@ -122,7 +122,7 @@ func TestMigrateUpgradesAnOlderTable(t *testing.T) {
 	// fanout column (with idx_fanout) or consumer tables before named
 	// consumers came.
 	for _, ddl := range []string{
-		"ALTER TABLE " + testTable + " DROP INDEX idx_head, DROP COLUMN key_state, DROP INDEX idx_fanout, DROP COLUMN fanout",
+		"ALTER TABLE " + testTable + " DROP INDEX idx_status_key, DROP INDEX idx_fanout, DROP COLUMN fanout",
 		"DROP TABLE " + testTable + "_consumers, " + testTable + "_consumption",
 	} {
 		_, err := d.DB.ExecContext(ctx, ddl)
@@ -131,7 +131,7 @@ func TestMigrateUpgradesAnOlderTable(t *testing.T) {
 	require.ErrorContains(t, s.Verify(ctx), "column fanout")
 	require.NoError(t, s.Migrate(ctx))
 	require.NoError(t, s.Verify(ctx))
-	for _, index := range []string{"idx_head", "idx_fanout"} {
+	for _, index := range []string{"idx_status_key", "idx_fanout"} {
 		require.True(t, hasIndex(t, d.DB, index), index)
 	}
 	_, err := s.Get(ctx, "kept")

@@ -28,7 +28,7 @@ var requiredColumns = map[string]map[string]string{
 	"": {
 		"id": "", "event_id": "", "event_key": "varbinary", "event_type": "", "payload": "", "headers": "",
 		"occurred_at": "", "status": "enum", "retry_count": "", "last_error": "", "created_at": "", "next_attempt_at": "",
-		"lease_id": "bigint", "lease_until": "datetime", "fanout": "", "key_state": "enum",
+		"lease_id": "bigint", "lease_until": "datetime", "fanout": "",
 	},
 	consumersSuffix: {"name": "", "start_seq": "", "backfill_cursor": "", "created_at": "", "removing": "", "add_token": ""},
 	consumptionSuffix: {
@@ -39,7 +39,7 @@ var requiredColumns = map[string]map[string]string{
 
 // requiredIndexes are the indexes the store's queries rely on, per table.
 var requiredIndexes = map[string][]string{
-	"":                {"uk_event_id", "idx_due", "idx_head", "idx_fanout"},
+	"":                {"uk_event_id", "idx_due", "idx_status_key", "idx_fanout"},
 	consumptionSuffix: {"uk_event_id", "idx_due", "idx_key", "idx_msg"},
 }
 

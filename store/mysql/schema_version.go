@@ -26,11 +26,14 @@ import (
 //	7  idx_head (key_state, event_key, id) instead of idx_key: an
 //	   outcome no longer moves the record in an index of ordered claims
 //	   (key_state, which only ordered claims write)
+//	8  idx_status_key (status, event_key, id) instead of idx_head, and
+//	   no key_state: ordered claims read only pending records whatever
+//	   the history; the vestigial lease and lease_token columns go
 //
 // Migrate upgrades a table from any of them; the table <table>_schema_version
 // records the version reached (a table made before the record existed is
 // recognised by its columns and indexes).
-const SchemaVersion = 7
+const SchemaVersion = 8
 
 // The DDL of the schema, as SQL files: create.sql makes the current version
 // from nothing, upgrade_N.sql goes from version N-1 to N, and record.sql

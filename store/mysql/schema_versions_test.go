@@ -23,7 +23,8 @@ import (
 // version1 is the outbox table as the first version of the store made
 // it (commit 94186a2): no idx_key, no fanout, no companion tables.
 // version2 added idx_key (commit 4070e8a); version 3 is previousRelease,
-// version 4 is version4, version 5 version5, version 6 version6.
+// version 4 is version4, version 5 version5, version 6 version6, version
+// 7 version7.
 const version1 = `CREATE TABLE room_outbox (
   id BIGINT UNSIGNED NOT NULL AUTO_INCREMENT,
   event_id VARCHAR(255) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NOT NULL,
@@ -42,7 +43,7 @@ const version1 = `CREATE TABLE room_outbox (
   PRIMARY KEY (id), UNIQUE KEY uk_event_id (event_id), KEY idx_due (status, next_attempt_at, id)
 ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin`
 
-// oldSchema returns the DDL of schema version v (1 to 6), without data.
+// oldSchema returns the DDL of schema version v (1 to 7), without data.
 func oldSchema(v int) []string {
 	switch v {
 	case 1:
@@ -58,6 +59,8 @@ func oldSchema(v int) []string {
 		return version5
 	case 6:
 		return version6
+	case 7:
+		return version7
 	}
 	panic(v)
 }

@@ -90,26 +90,17 @@ type outcomeGroup struct {
 // keeps it, so that the row is rewritten in place (status, next_attempt_at
 // and retry_count are fixed-width; next_attempt_at is when a published
 // record was published). (groupOutcomes lets only the four kinds through.)
-//
-// In the outbox table, the published and dead outcomes of an ordered
-// claim's lease (orderedLease) also mark the records' key state done, so
-// that ordered claims do not have to; other outcomes leave it, so that
-// they move the record in idx_due only (see create.sql).
 func settleSQL(t *target, g *outcomeGroup, lease int64) statement {
 	var text string
 	args := make([]any, 0, len(g.ids)+3)
-	keyDone := ""
-	if t.consumer == "" && lease > 0 && lease&orderedLease != 0 {
-		keyDone = ", key_state = 'done'"
-	}
 	switch g.kind {
 	case backend.OutcomePublished:
-		text = "UPDATE {table} SET status = 'published', last_error = NULL, next_attempt_at = UTC_TIMESTAMP(6)" + keyDone + " WHERE {scope}lease_id = ? AND status = 'pending' AND "
+		text = "UPDATE {table} SET status = 'published', last_error = NULL, next_attempt_at = UTC_TIMESTAMP(6) WHERE {scope}lease_id = ? AND status = 'pending' AND "
 	case backend.OutcomeRetry:
 		text = "UPDATE {table} SET retry_count = retry_count + 1, last_error = ?, next_attempt_at = UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND, lease_id = 0 WHERE {scope}lease_id = ? AND status = 'pending' AND "
 		args = append(args, g.errText, g.retryIn.Microseconds())
 	case backend.OutcomeDead:
-		text = "UPDATE {table} SET status = 'dead', retry_count = retry_count + 1, last_error = ?, next_attempt_at = UTC_TIMESTAMP(6)" + keyDone + " WHERE {scope}lease_id = ? AND status = 'pending' AND "
+		text = "UPDATE {table} SET status = 'dead', retry_count = retry_count + 1, last_error = ?, next_attempt_at = UTC_TIMESTAMP(6) WHERE {scope}lease_id = ? AND status = 'pending' AND "
 		args = append(args, g.errText)
 	case backend.OutcomeRelease:
 		text = "UPDATE {table} SET next_attempt_at = UTC_TIMESTAMP(6), lease_id = 0 WHERE {scope}lease_id = ? AND status = 'pending' AND "

@@ -22,17 +22,6 @@ import (
 //	{scopecols}   "" or "consumer, ": the index prefix that {scope} fixes,
 //	              kept in a GROUP BY so that it stays a loose index scan
 //	{seq}         the message's sequence column there: id or msg_id
-//	{keystate}    the column ordered claims find key heads by, first in
-//	              the index they scan: key_state (idx_head) in the outbox
-//	              table, status (idx_key) in the consumption table. Both
-//	              are 'pending' for every pending record; key_state may
-//	              also be 'pending' for a record no longer pending (see
-//	              create.sql), so queries on it check status as well
-//	{anykeystate} "key_state IN ('pending', 'done') AND " in the outbox
-//	              table, "" in the consumption table: before a condition on
-//	              event_key, so that idx_head can serve it
-//	{requeuekey}  ", key_state = 'pending'" in the outbox table, "" in the
-//	              consumption table: what a requeue sets besides status
 //	{cols}        the columns scanRecord reads, from {table}
 //	{outbox}      the outbox table, and its companions {consumers} (the
 //	              registry) and {consumption} (the named consumers' state)
@@ -55,7 +44,7 @@ const recordColumns = "id, event_id, event_key, event_type, payload, headers, oc
 // nextAttemptAt is when a record is next due for a worker: for a
 // pending record a claim holds, when that lease ends (a claim writes
 // lease_until, not next_attempt_at).
-const nextAttemptAt = "IF(status = 'pending' AND lease_id <> 0 AND lease_until > next_attempt_at, lease_until, next_attempt_at)"
+const nextAttemptAt = "IF(status = 'pending' AND lease_id > 0 AND lease_until > next_attempt_at, lease_until, next_attempt_at)"
 
 // publishedAt is when a record was published: next_attempt_at, which
 // the published outcome sets, so that it rewrites fixed-width columns
@@ -99,12 +88,11 @@ func newTarget(table, consumer string, purgeDead bool) *target {
 		"{consumption}", consumption,
 		"{finished}", finished,
 	}
-	own := []string{"{table}", outbox, "{scope}", "", "{scopecols}", "", "{seq}", "id", "{cols}", recordColumns, "{keystate}", "key_state",
-		"{anykeystate}", "key_state IN ('pending', 'done') AND ", "{requeuekey}", ", key_state = 'pending'"}
+	own := []string{"{table}", outbox, "{scope}", "", "{scopecols}", "", "{seq}", "id", "{cols}", recordColumns}
 	if consumer != "" {
 		own = []string{
 			"{table}", consumption, "{scope}", "consumer = '" + consumer + "' AND ", "{scopecols}", "consumer, ",
-			"{seq}", "msg_id", "{cols}", consumptionColumns, "{keystate}", "status", "{anykeystate}", "", "{requeuekey}", "",
+			"{seq}", "msg_id", "{cols}", consumptionColumns,
 		}
 	}
 	return &target{

@@ -142,11 +142,6 @@ type channel struct {
 	// starts, so that every key gets its turn.
 	cursorMu  sync.Mutex
 	keyCursor string
-	// lastSweep is when the channel's ordered claims last swept the
-	// unkeyed records (see sweepUnkeyed); quietSince when they last
-	// looked for stale heads and found none (zero: look at every claim;
-	// see reclaimStale).
-	lastSweep, quietSince time.Time
 	// dueCursor is where the next claim of due records resumes its scan
 	// (see lockDue).
 	dueCursor dueCursor

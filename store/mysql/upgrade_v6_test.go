@@ -163,14 +163,6 @@ func TestMigrateFromVersion5KeepsLeases(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, backend.SettleResult{Applied: 1}, res, "the head start too")
 	}
-
-	// A store of version 5 still running (a rolling deploy) can still
-	// enqueue: its INSERT names the lease column, which stays.
-	execAll(t, d.DB, []string{"INSERT INTO room_outbox (event_id, event_key, event_type, payload, headers, occurred_at, created_at, next_attempt_at, lease)" +
-		" VALUES ('from-v5', 'k7', 'T', 'p', NULL, NULL, UTC_TIMESTAMP(6), UTC_TIMESTAMP(6), '')"})
-	b, err := s.Claim(ctx, backend.ClaimParams{Owner: "new", Limit: 10, LeaseFor: time.Minute})
-	require.NoError(t, err)
-	require.Equal(t, []string{"from-v5"}, recordIDs(b.Records), "and version 6 delivers what it wrote")
 }
 
 // TestAnOlderBuildLeavesNewerTablesAlone: tables a newer build upgraded

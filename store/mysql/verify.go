@@ -107,7 +107,7 @@ func (sc schema) needs(u step) bool {
 		return !ts.indexes[name] && !sc.droppedLater(u)
 	case "column":
 		_, ok := ts.columns[name]
-		return !ok
+		return !ok && !sc.droppedLater(u)
 	case "no": // "no column x" or "no index x": one the store no longer has
 		if idx, ok := strings.CutPrefix(name, "index "); ok {
 			return ts.indexes[idx]
@@ -127,28 +127,35 @@ func (sc schema) needs(u step) bool {
 	}
 }
 
-// droppedLater reports whether u adds an index that a later version
-// drops, and the tables have what that version adds: they lack the index
+// droppedLater reports whether u adds a column or an index that a later
+// version drops, and the tables have reached that version: they lack it
 // because they are past it (version 7 replaced idx_key, which version 2
-// added, with idx_head).
+// added, with idx_head; version 8 dropped idx_head and key_state, which
+// version 7 added).
 func (sc schema) droppedLater(u step) bool {
 	for _, d := range upgrades {
 		if d.version > u.version && d.suffix == u.suffix && d.what == "no "+u.what {
-			return !slices.ContainsFunc(upgrades, func(a step) bool {
-				return a.version == d.version && a.suffix == d.suffix && (strings.HasPrefix(a.what, "column ") || strings.HasPrefix(a.what, "index ")) && sc.needs(a)
-			})
+			return sc.reached(d.version)
 		}
 	}
 	return false
 }
 
+// reached reports whether the tables have what version v adds: none of
+// its steps that add a column or an index is needed. (Every version adds
+// one: see version.)
+func (sc schema) reached(v int) bool {
+	return !slices.ContainsFunc(upgrades, func(a step) bool {
+		return a.version == v && (strings.HasPrefix(a.what, "column ") || strings.HasPrefix(a.what, "index ")) && sc.needs(a)
+	})
+}
+
 // version is the schema version the tables' columns and indexes match:
 // the version before the first one with a step they need. Every version
 // adds a column, an index or a type that it keeps, so that tables of an
-// earlier version need a step of each later version. (An index that a
-// later version drops is needed only by tables that have not reached
-// that version: see droppedLater. A version that drops a column an
-// earlier one added would need the same.)
+// earlier version need a step of each later version. (A column or an
+// index that a later version drops is needed only by tables that have
+// not reached that version: see droppedLater.)
 func (sc schema) version() int {
 	for _, u := range upgrades {
 		if sc.needs(u) {

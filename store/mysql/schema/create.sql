@@ -1,4 +1,4 @@
--- outboxrelay schema version 7: a fresh install.
+-- outboxrelay schema version 8: a fresh install.
 --
 -- {outbox} is the outbox table, {consumers} and {consumption} its
 -- companion tables for named consumers (<table>_consumers and
@@ -18,33 +18,24 @@
 --   serves retention.
 --   idx_due (status, next_attempt_at, id) serves the claim: a range scan
 --   over due pending records in due order that stops after the batch.
---   idx_head (key_state, event_key, id) finds each key's oldest pending
---   record with a loose index scan, for ordered claims. key_state is
---   'pending' while the record counts for its key's order: always while
---   it is pending (an insert and a requeue set it), and after it is
---   published or dead until an ordered claim marks it 'done' (the
---   outcome of an ordered claim does so itself). An unordered claim's
---   outcome leaves it, so that it moves the record in one index
---   (idx_due), not two.
+--   idx_status_key (status, event_key, id) finds each key's oldest
+--   pending record with a loose index scan, for ordered claims, and a
+--   key's records for filters.
 --   lease_id identifies a record's current (or last) lease, 0 when
 --   none: it fences settles, so that only the holder of the current
 --   lease of a pending record can record an outcome. A worker's lease
---   is positive; a writer's lease (a head start) is negative. lease_until
---   is when a claim's lease ends (a claim writes it, not next_attempt_at,
---   so that it does not move the record in idx_due); a head start ends
---   at next_attempt_at. lease_token held a lease before version 5 and lease
---   (16 hex digits) in version 5; both are kept, no longer written:
---   lease_token always NULL, so that queries written for version 4 still
---   run, and lease so that a store of version 5 still running during a
---   rolling deploy can still enqueue.
---   status, key_state, lease_id, lease_until, next_attempt_at and
---   retry_count are fixed-width and NOT NULL, so that a claim and a published outcome
+--   is positive; a writer's lease (a head start) is negative, and so is
+--   a requeued record's wait for the record of its key in flight (see
+--   Requeue). lease_until is when a claim's lease ends (a claim writes
+--   it, not next_attempt_at, so that it does not move the record in
+--   idx_due); a head start ends at next_attempt_at.
+--   status, lease_id, lease_until, next_attempt_at and retry_count are
+--   fixed-width and NOT NULL, so that a claim and a published outcome
 --   rewrite the row in place: InnoDB then logs only the bytes that
 --   changed, not the whole row with its payload. status is an ENUM (one
---   byte, in the row and in idx_due), as is key_state, and lease_id a BIGINT
---   (eight bytes), the narrowest that hold them. A published record's
---   publication time is its next_attempt_at (there is no published_at
---   column from version 5 on).
+--   byte, in the row and in the indexes), and lease_id a BIGINT (eight
+--   bytes), the narrowest that hold them. A published record's
+--   publication time is its next_attempt_at.
 --   fanout is 1 once the message has been handed over to the named
 --   consumers; idx_fanout finds the ones still to hand over.
 -- All times are UTC on the database clock (UTC_TIMESTAMP).
@@ -64,13 +55,10 @@ CREATE TABLE IF NOT EXISTS {outbox} (
   fanout          TINYINT UNSIGNED NOT NULL DEFAULT 0,
   lease_id        BIGINT NOT NULL DEFAULT 0,
   lease_until     DATETIME(6) NOT NULL DEFAULT '1970-01-01 00:00:01',
-  lease_token     CHAR(32) CHARACTER SET ascii COLLATE ascii_bin NULL,
-  lease           CHAR(16) CHARACTER SET ascii COLLATE ascii_bin NOT NULL DEFAULT '',
-  key_state       ENUM('pending', 'done') CHARACTER SET ascii COLLATE ascii_bin NOT NULL DEFAULT 'pending',
   PRIMARY KEY (id),
   UNIQUE KEY uk_event_id (event_id),
   KEY idx_due (status, next_attempt_at, id),
-  KEY idx_head (key_state, event_key, id),
+  KEY idx_status_key (status, event_key, id),
   KEY idx_fanout (fanout, id)
 ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin;
 
@@ -93,9 +81,9 @@ CREATE TABLE IF NOT EXISTS {consumers} (
 -- The delivery state of the named consumers, one row per consumer and
 -- message, with the state columns of the outbox table and the message
 -- fields claims need (the payload stays in the outbox table). Its indexes
--- mirror the outbox table's, prefixed by the consumer, but for ordered
--- claims: idx_key (consumer, status, event_key, msg_id), which every
--- outcome moves (there is no key_state here); idx_msg serves retention.
+-- mirror the outbox table's, prefixed by the consumer: idx_key (consumer,
+-- status, event_key, msg_id) is the outbox table's idx_status_key;
+-- idx_msg serves retention.
 CREATE TABLE IF NOT EXISTS {consumption} (
   consumer        VARCHAR(64) CHARACTER SET ascii COLLATE ascii_bin NOT NULL,
   msg_id          BIGINT UNSIGNED NOT NULL,
@@ -109,8 +97,6 @@ CREATE TABLE IF NOT EXISTS {consumption} (
   next_attempt_at DATETIME(6) NOT NULL,
   lease_id        BIGINT NOT NULL DEFAULT 0,
   lease_until     DATETIME(6) NOT NULL DEFAULT '1970-01-01 00:00:01',
-  lease_token     CHAR(32) CHARACTER SET ascii COLLATE ascii_bin NULL,
-  lease           CHAR(16) CHARACTER SET ascii COLLATE ascii_bin NOT NULL DEFAULT '',
   PRIMARY KEY (consumer, msg_id),
   UNIQUE KEY uk_event_id (consumer, event_id),
   KEY idx_due (consumer, status, next_attempt_at, msg_id),

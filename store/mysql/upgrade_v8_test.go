@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -75,15 +76,24 @@ var version6 = []string{
 ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin`,
 }
 
-// keyStates is the key_state of each record of the outbox table, by ID.
-func keyStates(t *testing.T, db *sql.DB) map[string]string {
-	t.Helper()
-	out := map[string]string{}
-	for _, row := range rowStrings(t, db, "SELECT CONCAT(event_id, '=', key_state) FROM "+testTable) {
-		id, state, _ := strings.Cut(row, "=")
-		out[id] = state
-	}
+// version7 is the schema the store made before idx_status_key replaced
+// idx_head (commit 963872d): version6 with key_state, and idx_head
+// instead of idx_key.
+var version7 = func() []string {
+	out := slices.Clone(version6)
+	out[0] = strings.NewReplacer(
+		"  PRIMARY KEY (id),", "  key_state       ENUM('pending', 'done') CHARACTER SET ascii COLLATE ascii_bin NOT NULL DEFAULT 'pending',\n  PRIMARY KEY (id),",
+		"KEY idx_key (status, event_key, id)", "KEY idx_head (key_state, event_key, id)",
+	).Replace(out[0])
 	return out
+}()
+
+// hasColumn reports whether the outbox table has the column.
+func hasColumn(t *testing.T, db *sql.DB, column string) bool {
+	t.Helper()
+	var n int
+	require.NoError(t, db.QueryRow("SELECT COUNT(*) FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = ? AND COLUMN_NAME = ?", testTable, column).Scan(&n))
+	return n > 0
 }
 
 // hasIndex reports whether the outbox table has the index.
@@ -108,11 +118,10 @@ func publish(t *testing.T, s backend.Store, b backend.Batch) {
 	require.Equal(t, len(outcomes), res.Applied)
 }
 
-// TestMigrateFromVersion6: the upgrade to version 7 gives every record
-// the key state it needs (pending records count for their keys, published
-// and dead ones do not), replaces idx_key with idx_head, and ordered
-// claims then find the same heads as before; a dead letter requeued
-// counts for its key again and is its key's head.
+// TestMigrateFromVersion6: the upgrade through version 7 to 8 keeps every
+// row, leaves idx_status_key as the only index of ordered claims, and
+// ordered claims then find the same heads as before; a dead letter
+// requeued is its key's head again.
 func TestMigrateFromVersion6(t *testing.T) {
 	d := testutil.NewDatabase(t)
 	ctx := context.Background()
@@ -131,7 +140,6 @@ func TestMigrateFromVersion6(t *testing.T) {
 	st, err := s.SchemaStatus(ctx)
 	require.NoError(t, err)
 	require.Equal(t, 6, st.Version)
-	require.ErrorContains(t, s.Verify(ctx), "column key_state")
 
 	require.NoError(t, s.Migrate(ctx))
 	require.NoError(t, s.Verify(ctx))
@@ -139,27 +147,89 @@ func TestMigrateFromVersion6(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, mysql.SchemaStatus{Version: mysql.SchemaVersion, Recorded: true}, st)
 	require.Equal(t, before, snapshot(t, d.DB), "every row and field kept")
-	require.Equal(t, map[string]string{"dead": "done", "pub": "done", "p1": "pending", "p2": "pending", "u1": "pending"}, keyStates(t, d.DB))
-	require.True(t, hasIndex(t, d.DB, "idx_head"))
-	require.False(t, hasIndex(t, d.DB, "idx_key"), "an outcome moves no index entry of ordered claims")
+	requireVersion8Shape(t, d.DB)
 
 	b, err := s.Claim(ctx, ordered)
 	require.NoError(t, err)
 	require.ElementsMatch(t, []string{"u1", "p1"}, recordIDs(b.Records), "k1's head, and the unkeyed record")
 	publish(t, s, b)
-	require.Equal(t, "done", keyStates(t, d.DB)["p1"], "an ordered claim's outcome marks its record")
 
 	// A dead letter requeued is its key's head again, before p2.
 	require.NoError(t, s.Requeue(ctx, "dead"))
-	require.Equal(t, "pending", keyStates(t, d.DB)["dead"])
 	b, err = s.Claim(ctx, ordered)
 	require.NoError(t, err)
 	require.Equal(t, []string{"dead"}, recordIDs(b.Records))
 }
 
+// requireVersion8Shape checks what version 8 changed: idx_status_key is
+// the index of ordered claims, and neither key_state and idx_head nor the
+// vestigial lease columns are left.
+func requireVersion8Shape(t *testing.T, db *sql.DB) {
+	t.Helper()
+	require.True(t, hasIndex(t, db, "idx_status_key"))
+	for _, index := range []string{"idx_head", "idx_key"} {
+		require.False(t, hasIndex(t, db, index), index)
+	}
+	for _, column := range []string{"key_state", "lease", "lease_token"} {
+		require.False(t, hasColumn(t, db, column), column)
+	}
+}
+
+// TestMigrateFromVersion7: records an unordered worker published under
+// version 7 kept key_state 'pending' and stood in idx_head until an
+// ordered claim marked them, 256 per key per claim. After the upgrade an
+// ordered claim takes every key's pending head, and the pending unkeyed
+// records, at once, whatever that history held; leases held during the
+// upgrade are kept (a record in flight stays in flight).
+func TestMigrateFromVersion7(t *testing.T) {
+	d := testutil.NewDatabase(t)
+	ctx := context.Background()
+	execAll(t, d.DB, version7)
+	execAll(t, d.DB, []string{
+		"CREATE TABLE room_outbox_schema_version (version INT UNSIGNED NOT NULL, applied_at DATETIME(6) NOT NULL, PRIMARY KEY (version))",
+		"INSERT INTO room_outbox_schema_version VALUES (7, UTC_TIMESTAMP(6))",
+	})
+	fillPublished(t, d.DB, "K", 600)
+	fillPublished(t, d.DB, "", 600)
+	execAll(t, d.DB, []string{
+		"INSERT INTO room_outbox (event_id, event_key, event_type, payload, status, created_at, next_attempt_at, lease_id, lease_until, key_state) VALUES" +
+			" ('k-head', 'K', 'T', 'p', 'pending', UTC_TIMESTAMP(6), UTC_TIMESTAMP(6) - INTERVAL 1 SECOND, 0, '1970-01-01 00:00:01', 'pending')," +
+			" ('o-leased', 'O', 'T', 'p', 'pending', UTC_TIMESTAMP(6), UTC_TIMESTAMP(6) - INTERVAL 1 SECOND, 12345, UTC_TIMESTAMP(6) + INTERVAL 1 HOUR, 'pending')," +
+			" ('o-next', 'O', 'T', 'p', 'pending', UTC_TIMESTAMP(6), UTC_TIMESTAMP(6) - INTERVAL 1 SECOND, 0, '1970-01-01 00:00:01', 'pending')," +
+			" ('unkeyed', '', 'T', 'p', 'pending', UTC_TIMESTAMP(6), UTC_TIMESTAMP(6) - INTERVAL 1 SECOND, 0, '1970-01-01 00:00:01', 'pending')",
+	})
+	before := snapshot(t, d.DB)
+	s, err := mysql.New(d.DB, mysql.Options{Table: testTable})
+	require.NoError(t, err)
+	require.ErrorContains(t, s.Verify(ctx), "index idx_status_key")
+	require.NoError(t, s.Migrate(ctx))
+	require.NoError(t, s.Verify(ctx))
+	requireVersion8Shape(t, d.DB)
+	require.Equal(t, before, snapshot(t, d.DB), "every row and field kept")
+
+	b, err := s.Claim(ctx, ordered)
+	require.NoError(t, err)
+	require.ElementsMatch(t, []string{"k-head", "unkeyed"}, recordIDs(b.Records), "O's head is still leased")
+	require.Equal(t, 1, countWhere(t, d.DB, testTable, "event_id = 'o-leased' AND lease_id = 12345"), "the lease held during the upgrade is kept")
+}
+
+// fillPublished inserts n published records of key, as unordered outcomes
+// left them (quickly: one INSERT … SELECT over generated numbers).
+func fillPublished(t *testing.T, db *sql.DB, key string, n int) {
+	t.Helper()
+	digits := "(SELECT 0 d UNION ALL SELECT 1 UNION ALL SELECT 2 UNION ALL SELECT 3 UNION ALL SELECT 4" +
+		" UNION ALL SELECT 5 UNION ALL SELECT 6 UNION ALL SELECT 7 UNION ALL SELECT 8 UNION ALL SELECT 9)"
+	_, err := db.Exec(fmt.Sprintf("INSERT INTO room_outbox (event_id, event_key, event_type, payload, status, created_at, next_attempt_at)"+
+		" SELECT CONCAT('hist-', ?, '-', n), ?, 'T', 'p', 'published', UTC_TIMESTAMP(6), UTC_TIMESTAMP(6)"+
+		" FROM (SELECT a.d + 10*b.d + 100*c.d + 1000*e.d + 10000*f.d + 100000*g.d AS n FROM %s a, %s b, %s c, %s e, %s f, %s g) nums WHERE n < ?",
+		digits, digits, digits, digits, digits, digits), key, key, n)
+	require.NoError(t, err)
+}
+
 // TestMigrateResumesAnInterruptedUpgradeToVersion7: tables whose upgrade
 // to version 7 stopped after idx_head was added, before idx_key was
-// dropped, are still version 6, and Migrate finishes the upgrade.
+// dropped, are still version 6, and Migrate finishes the upgrade (and
+// the one to version 8).
 func TestMigrateResumesAnInterruptedUpgradeToVersion7(t *testing.T) {
 	d := testutil.NewDatabase(t)
 	ctx := context.Background()
@@ -173,8 +243,7 @@ func TestMigrateResumesAnInterruptedUpgradeToVersion7(t *testing.T) {
 	st, err := s.SchemaStatus(ctx)
 	require.NoError(t, err)
 	require.Equal(t, 6, st.Version)
-	require.Len(t, st.Pending, 3, "the removal of idx_key, and the record (two statements): %q", st.Pending)
-	require.Contains(t, st.Pending[0], "DROP INDEX idx_key")
+	require.Contains(t, st.Pending[0], "DROP INDEX idx_key", "the rest of version 7 first: %q", st.Pending)
 	require.NoError(t, s.Migrate(ctx))
 	require.NoError(t, s.Verify(ctx))
 	require.False(t, hasIndex(t, d.DB, "idx_key"))
@@ -183,54 +252,17 @@ func TestMigrateResumesAnInterruptedUpgradeToVersion7(t *testing.T) {
 	require.Equal(t, mysql.SchemaVersion, st.Version)
 }
 
-// TestUnorderedOutcomesLeaveTheKeyState: the outcome of an unordered
-// claim leaves key_state as it is (so it moves its record in idx_due
-// only); an ordered claim then passes over the records no longer pending,
-// marks them, and claims each key's pending head, keyed or not.
-func TestUnorderedOutcomesLeaveTheKeyState(t *testing.T) {
-	d := testutil.NewDatabase(t)
-	ctx := context.Background()
-	s := newStore(t, d.DB)
-	var msgs []outbox.Message
-	for i := range 6 {
-		msgs = append(msgs, outbox.Message{ID: fmt.Sprintf("a%d", i), Key: "A", Type: "T"}, outbox.Message{ID: fmt.Sprintf("b%d", i), Key: "B", Type: "T"},
-			outbox.Message{ID: fmt.Sprintf("u%d", i), Type: "T"})
-	}
-	require.NoError(t, s.Enqueue(ctx, d.DB, nil, msgs...))
-	// An unordered claim takes the first four of each (in due order, all
-	// due at once: by id) and publishes them.
-	b, err := s.Claim(ctx, backend.ClaimParams{Owner: "t", Limit: 12, LeaseFor: time.Minute})
-	require.NoError(t, err)
-	require.Len(t, b.Records, 12)
-	publish(t, s, b)
-	states := keyStates(t, d.DB)
-	for _, id := range recordIDs(b.Records) {
-		require.Equal(t, "pending", states[id], "%s: published, its key state left", id)
-	}
-
-	b, err = s.Claim(ctx, backend.ClaimParams{Owner: "t", Limit: 8, LeaseFor: time.Minute, Ordered: true})
-	require.NoError(t, err)
-	require.ElementsMatch(t, []string{"a4", "b4", "u4", "u5"}, recordIDs(b.Records), "each key's pending head, and the pending unkeyed records")
-	states = keyStates(t, d.DB)
-	for _, id := range []string{"a0", "a1", "a2", "a3", "b0", "b1", "b2", "b3", "u0", "u1", "u2", "u3"} {
-		require.Equal(t, "done", states[id], "%s: marked by the ordered claim", id)
-	}
-	for _, id := range []string{"a4", "a5", "b4", "b5", "u4", "u5"} {
-		require.Equal(t, "pending", states[id], id)
-	}
-}
-
-// TestOrderedOutcomesMarkTheKeyState: an ordered claim's published and
-// dead outcomes mark their records done; a retry and a release leave
-// them pending, and they stay their keys' heads.
-func TestOrderedOutcomesMarkTheKeyState(t *testing.T) {
+// TestOrderedOutcomesKeepHeads: after an ordered claim's outcomes, a
+// published or dead record no longer holds its key back, and a retried
+// or released one is still its key's head.
+func TestOrderedOutcomesKeepHeads(t *testing.T) {
 	d := testutil.NewDatabase(t)
 	ctx := context.Background()
 	s := newStore(t, d.DB)
 	require.NoError(t, s.Enqueue(ctx, d.DB, nil,
 		outbox.Message{ID: "p", Key: "P", Type: "T"}, outbox.Message{ID: "d", Key: "D", Type: "T"},
 		outbox.Message{ID: "r", Key: "R", Type: "T"}, outbox.Message{ID: "l", Key: "L", Type: "T"},
-		outbox.Message{ID: "r2", Key: "R", Type: "T"}))
+		outbox.Message{ID: "r2", Key: "R", Type: "T"}, outbox.Message{ID: "p2", Key: "P", Type: "T"}, outbox.Message{ID: "d2", Key: "D", Type: "T"}))
 	b, err := s.Claim(ctx, ordered)
 	require.NoError(t, err)
 	require.ElementsMatch(t, []string{"p", "d", "r", "l"}, recordIDs(b.Records))
@@ -239,36 +271,9 @@ func TestOrderedOutcomesMarkTheKeyState(t *testing.T) {
 		{ID: "r", Kind: backend.OutcomeRetry, Error: "x"}, {ID: "l", Kind: backend.OutcomeRelease},
 	})
 	require.NoError(t, err)
-	require.Equal(t, map[string]string{"p": "done", "d": "done", "r": "pending", "l": "pending", "r2": "pending"}, keyStates(t, d.DB))
 	b, err = s.Claim(ctx, ordered)
 	require.NoError(t, err)
-	require.ElementsMatch(t, []string{"r", "l"}, recordIDs(b.Records), "r, retried, is still R's head")
-}
-
-// TestManyStaleRecordsOfOneKey: a key with more records published by
-// unordered claims than one pass marks gets its pending head claimed
-// within a few ordered claims, and the other keys meanwhile.
-func TestManyStaleRecordsOfOneKey(t *testing.T) {
-	d := testutil.NewDatabase(t)
-	ctx := context.Background()
-	s := newStore(t, d.DB)
-	const stale = 600
-	_, err := d.DB.ExecContext(ctx, "INSERT INTO "+testTable+" (event_id, event_key, event_type, payload, status, created_at, next_attempt_at)"+
-		" SELECT CONCAT('s', seq), 'K', 'T', 'p', 'published', UTC_TIMESTAMP(6), UTC_TIMESTAMP(6) FROM seq_1_to_600")
-	require.NoError(t, err)
-	require.NoError(t, s.Enqueue(ctx, d.DB, nil, outbox.Message{ID: "head", Key: "K", Type: "T"}, outbox.Message{ID: "other", Key: "O", Type: "T"}))
-	var got []string
-	claims := 0
-	for ; claims < 10 && len(got) < 2; claims++ {
-		b, err := s.Claim(ctx, ordered)
-		require.NoError(t, err)
-		got = append(got, recordIDs(b.Records)...)
-	}
-	require.ElementsMatch(t, []string{"head", "other"}, got)
-	require.LessOrEqual(t, claims, stale/256+1)
-	var pendingStates int
-	require.NoError(t, d.DB.QueryRow("SELECT COUNT(*) FROM "+testTable+" WHERE key_state = 'pending' AND status <> 'pending'").Scan(&pendingStates))
-	require.Zero(t, pendingStates, "all marked on the way")
+	require.ElementsMatch(t, []string{"p2", "d2", "r", "l"}, recordIDs(b.Records), "r, retried, is still R's head")
 }
 
 // TestOrderedClaimsGoRoundTheKeys: each ordered claim goes on after the
