@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"database/sql/driver"
+	"errors"
 	"fmt"
 	"math"
 	"slices"
@@ -56,20 +57,34 @@ type MigrateOptions struct {
 	// that fails is better than a long one that stalls the application.
 	// Defaults to DefaultLockWaitTimeout (10s).
 	LockWaitTimeout time.Duration
+	// BatchSize bounds the rows each statement of an upgrade's data step
+	// (an UPDATE that copies values to where the new version keeps them)
+	// changes: the step walks the primary key in ranges of BatchSize
+	// rows, each its own short transaction, so that claims, settles and
+	// inserts wait at most one batch for it. Defaults to
+	// DefaultMigrateBatch (1000); at most MaxMigrateBatch.
+	BatchSize int
 }
 
 func (o MigrateOptions) withDefaults() MigrateOptions {
 	if o.LockWaitTimeout == 0 {
 		o.LockWaitTimeout = DefaultLockWaitTimeout
 	}
+	if o.BatchSize == 0 {
+		o.BatchSize = DefaultMigrateBatch
+	}
 	return o
 }
 
 func (o MigrateOptions) validate() error {
+	var errs []error
 	if o.LockWaitTimeout < 0 || o.LockWaitTimeout > 365*24*time.Hour {
-		return fmt.Errorf("mysql store: LockWaitTimeout %v: must be 1s to 8760h (0 for the default)", o.LockWaitTimeout)
+		errs = append(errs, fmt.Errorf("mysql store: LockWaitTimeout %v: must be 1s to 8760h (0 for the default)", o.LockWaitTimeout))
 	}
-	return nil
+	if o.BatchSize < 0 || o.BatchSize > MaxMigrateBatch {
+		errs = append(errs, fmt.Errorf("mysql store: BatchSize %d: must be 1 to %d (0 for the default)", o.BatchSize, MaxMigrateBatch))
+	}
+	return errors.Join(errs...)
 }
 
 // Migrate is MigrateWith with the default MigrateOptions.
@@ -118,14 +133,14 @@ func (s *Store) MigrateWith(ctx context.Context, opts MigrateOptions) error {
 	if _, err := conn.ExecContext(ctx, fmt.Sprintf("SET SESSION lock_wait_timeout = %d", secs)); err != nil {
 		return s.wrap("migrate: set lock_wait_timeout", err)
 	}
-	return s.migrate(ctx, conn)
+	return s.migrate(ctx, conn, opts)
 }
 
 // migrate runs the plan for the tables, on conn: the upgrade steps one
 // version at a time, reading the tables again after each version (a
 // version's steps may build on the previous one's: see pending), then
 // the CREATE statements or the record of the version.
-func (s *Store) migrate(ctx context.Context, conn *sql.Conn) error {
+func (s *Store) migrate(ctx context.Context, conn *sql.Conn, opts MigrateOptions) error {
 	reached := 0
 	for {
 		sc, err := s.readSchema(ctx, conn)
@@ -150,7 +165,7 @@ func (s *Store) migrate(ctx context.Context, conn *sql.Conn) error {
 			if p.step == nil || p.version != v {
 				break
 			}
-			if err := s.runStep(ctx, conn, sc, p); err != nil {
+			if err := s.runStep(ctx, conn, sc, p, opts); err != nil {
 				return err
 			}
 		}
@@ -158,15 +173,21 @@ func (s *Store) migrate(ctx context.Context, conn *sql.Conn) error {
 	}
 }
 
-// runStep runs one upgrade step.
-func (s *Store) runStep(ctx context.Context, conn *sql.Conn, sc schema, p planned) error {
-	err := execDDL(ctx, conn, p.ddl)
+// runStep runs one upgrade step: a data step in batches (runBatched), a
+// DDL statement at once.
+func (s *Store) runStep(ctx context.Context, conn *sql.Conn, sc schema, p planned, opts MigrateOptions) error {
+	var err error
+	if isDataStep(p.ddl) {
+		err = runBatched(ctx, conn, p.ddl, batchKeyOf(s.table, p.step.suffix), opts.BatchSize)
+	} else {
+		err = execDDL(ctx, conn, p.ddl)
+	}
 	// Another instance may have run the same step (with a version of the
 	// store that does not take the migration lock).
 	if err == nil || classify(err) == classDuplicateIndex || classify(err) == classDuplicateColumn {
 		return nil
 	}
-	return s.wrap(fmt.Sprintf("migrate to schema version %d: %s (%s)", p.version, p.describe(sc, s.table), p.ddl), err)
+	return s.wrap(fmt.Sprintf("migrate to schema version %d: %s (%s)", p.version, p.describe(sc, s.table), printable(p.ddl)), err)
 }
 
 // lastTypeChange is u, or, when u changes a column's type, the last

@@ -167,6 +167,18 @@ func recordSQL(v int) []string {
 	return out
 }
 
+// dataStepNote is the comment SchemaSQL puts before a data step, saying
+// how Migrate runs it.
+func dataStepNote(ddl string) string {
+	if !isDataStep(ddl) {
+		return ""
+	}
+	return "-- A data step. Migrate runs it in batches of the primary key (with\n" +
+		"-- AND id > ? AND id <= ?, or consumer = ? AND msg_id > ? AND msg_id <= ?,\n" +
+		"-- 1000 rows by default), each its own READ COMMITTED transaction, so\n" +
+		"-- that writers wait at most one batch. On a large table, do the same.\n"
+}
+
 // SchemaSQL returns the SQL that brings the outbox table named table, with
 // its companion tables, from schema version from to version to, with the
 // table names filled in, for a migration tool (golang-migrate, goose,
@@ -202,7 +214,7 @@ func SchemaSQL(table string, from, to int) (string, error) {
 		var stmts []string
 		for _, u := range upgrades {
 			if u.version == v {
-				stmts = append(stmts, u.ddl)
+				stmts = append(stmts, dataStepNote(u.ddl)+printable(u.ddl))
 			}
 		}
 		add(fmt.Sprintf("From schema version %d to %d.", v-1, v), stmts)

@@ -243,7 +243,8 @@ func TestMigrateResumesAnInterruptedUpgradeToVersion7(t *testing.T) {
 	st, err := s.SchemaStatus(ctx)
 	require.NoError(t, err)
 	require.Equal(t, 6, st.Version)
-	require.Contains(t, st.Pending[0], "DROP INDEX idx_key", "the rest of version 7 first: %q", st.Pending)
+	require.Contains(t, st.Pending[0], "SET key_state = 'done'", "the rest of version 7 first, its copy again: %q", st.Pending)
+	require.Contains(t, st.Pending[1], "DROP INDEX idx_key", "%q", st.Pending)
 	require.NoError(t, s.Migrate(ctx))
 	require.NoError(t, s.Verify(ctx))
 	require.False(t, hasIndex(t, d.DB, "idx_key"))
@@ -301,4 +302,32 @@ func TestOrderedClaimsGoRoundTheKeys(t *testing.T) {
 		require.ElementsMatch(t, want, recordIDs(b.Records), "claim %d", i+1)
 		publish(t, s, b)
 	}
+}
+
+// TestMigrateResumeRunsTheCopyAgain: an upgrade to version 6 stopped
+// after lease_id was added, before the leases were copied into it (a
+// killed process), copies them when it resumes: the copy is idempotent,
+// and nothing in the tables tells whether it ran. (Migrate used to take
+// the added column for the copy done, and the record leased before the
+// upgrade became claimable by others.)
+func TestMigrateResumeRunsTheCopyAgain(t *testing.T) {
+	d := testutil.NewDatabase(t)
+	ctx := context.Background()
+	const token = "f123456789abcdef"
+	execAll(t, d.DB, version5)
+	execAll(t, d.DB, []string{
+		"INSERT INTO room_outbox (event_id, event_type, payload, created_at, next_attempt_at, lease, lease_until) VALUES" +
+			" ('leased', 'T', 'p', UTC_TIMESTAMP(6), UTC_TIMESTAMP(6), '" + token + "', UTC_TIMESTAMP(6) + INTERVAL 1 HOUR)," +
+			" ('free', 'T', 'p', UTC_TIMESTAMP(6), UTC_TIMESTAMP(6), '', '1970-01-01 00:00:01')",
+		"ALTER TABLE room_outbox ADD COLUMN lease_id BIGINT NOT NULL DEFAULT 0",
+	})
+	s, err := mysql.New(d.DB, mysql.Options{Table: testTable})
+	require.NoError(t, err)
+	require.NoError(t, s.Migrate(ctx))
+	b, err := s.Claim(ctx, backend.ClaimParams{Owner: "new", Limit: 10, LeaseFor: time.Minute})
+	require.NoError(t, err)
+	require.Equal(t, []string{"free"}, recordIDs(b.Records), "the lease held before the upgrade still holds")
+	res, err := s.Settle(ctx, token, []backend.Outcome{{ID: "leased", Kind: backend.OutcomePublished}})
+	require.NoError(t, err)
+	require.Equal(t, backend.SettleResult{Applied: 1}, res)
 }

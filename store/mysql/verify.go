@@ -46,7 +46,9 @@ type SchemaStatus struct {
 	// Recorded says whether Version is the recorded one.
 	Recorded bool
 	// Pending are the statements Migrate would run, in order, with the
-	// table names filled in.
+	// table names filled in. (A data step, an UPDATE that copies values,
+	// is shown whole; Migrate runs it in batches: see
+	// MigrateOptions.BatchSize.)
 	Pending []string
 }
 
@@ -70,7 +72,7 @@ func (s *Store) SchemaStatus(ctx context.Context) (SchemaStatus, error) {
 		}
 	}
 	for _, p := range sc.plan(s.table) {
-		st.Pending = append(st.Pending, p.ddl)
+		st.Pending = append(st.Pending, printable(p.ddl))
 	}
 	return st, nil
 }
@@ -115,10 +117,10 @@ func (sc schema) needs(u step) bool {
 		_, ok := ts.columns[strings.TrimPrefix(name, "column ")]
 		return ok
 	case "copy": // "copy of x": x's values, copied to a column the same version adds, or kept elsewhere before it drops a column
+		// Idempotent, and run whenever its version is: it is needed while
+		// x is there (version leaves it out of the tables' version).
 		_, ok := ts.columns[strings.TrimPrefix(name, "of ")]
-		return ok && slices.ContainsFunc(upgrades, func(d step) bool {
-			return d.version == u.version && d.suffix == u.suffix && (strings.HasPrefix(d.what, "no column ") || strings.HasPrefix(d.what, "column ")) && sc.needs(d)
-		})
+		return ok
 	default: // "type of x": needed while x has a type from before u's version
 		have, ok := ts.columns[strings.TrimPrefix(name, "of ")]
 		return ok && !slices.ContainsFunc(upgrades, func(later step) bool {
@@ -151,14 +153,15 @@ func (sc schema) reached(v int) bool {
 }
 
 // version is the schema version the tables' columns and indexes match:
-// the version before the first one with a step they need. Every version
+// the version before the first one with a step they need, a data step
+// (a copy) aside: its version's other steps tell whether it ran. Every version
 // adds a column, an index or a type that it keeps, so that tables of an
 // earlier version need a step of each later version. (A column or an
 // index that a later version drops is needed only by tables that have
 // not reached that version: see droppedLater.)
 func (sc schema) version() int {
 	for _, u := range upgrades {
-		if sc.needs(u) {
+		if !strings.HasPrefix(u.what, "copy of ") && sc.needs(u) {
 			return u.version - 1
 		}
 	}
@@ -268,7 +271,7 @@ func (sc schema) lacks(table string, pending []step) string {
 	b.WriteString(": run Store.Migrate, or apply:\n")
 	names := schemaNames(table)
 	for _, u := range pending {
-		fmt.Fprintf(&b, "\t%s;\n", names.Replace(u.ddl))
+		fmt.Fprintf(&b, "\t%s;\n", names.Replace(printable(u.ddl)))
 	}
 	fmt.Fprintf(&b, "and record version %d (outboxctl schema --table %s --from %d --to %d prints the statements)", SchemaVersion, table, SchemaVersion, SchemaVersion)
 	return b.String()

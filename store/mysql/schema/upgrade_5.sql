@@ -22,10 +22,10 @@ ALTER TABLE {outbox} ADD COLUMN lease CHAR(16) CHARACTER SET ascii COLLATE ascii
 ALTER TABLE {outbox} ADD COLUMN lease_until DATETIME(6) NOT NULL DEFAULT '1970-01-01 00:00:01', ALGORITHM=INSTANT;
 
 -- step: outbox copy of lease_token
-UPDATE {outbox} SET lease = LEFT(lease_token, 16), lease_until = next_attempt_at, lease_token = NULL WHERE lease_token IS NOT NULL;
+UPDATE {outbox} SET lease = LEFT(lease_token, 16), lease_until = next_attempt_at, lease_token = NULL WHERE {batch} AND lease_token IS NOT NULL;
 
 -- step: outbox copy of published_at
-UPDATE {outbox} SET next_attempt_at = published_at WHERE status = 'published' AND published_at IS NOT NULL AND next_attempt_at <> published_at;
+UPDATE {outbox} SET next_attempt_at = published_at WHERE {batch} AND status = 'published' AND published_at IS NOT NULL AND next_attempt_at <> published_at;
 
 -- step: outbox no column published_at
 ALTER TABLE {outbox} DROP COLUMN published_at, ALGORITHM=INSTANT;
@@ -43,10 +43,10 @@ ALTER TABLE {consumption} ADD COLUMN lease CHAR(16) CHARACTER SET ascii COLLATE 
 ALTER TABLE {consumption} ADD COLUMN lease_until DATETIME(6) NOT NULL DEFAULT '1970-01-01 00:00:01', ALGORITHM=INSTANT;
 
 -- step: consumption copy of lease_token
-UPDATE {consumption} SET lease = LEFT(lease_token, 16), lease_until = next_attempt_at, lease_token = NULL WHERE lease_token IS NOT NULL;
+UPDATE {consumption} SET lease = LEFT(lease_token, 16), lease_until = next_attempt_at, lease_token = NULL WHERE {batch} AND lease_token IS NOT NULL;
 
 -- step: consumption copy of published_at
-UPDATE {consumption} SET next_attempt_at = published_at WHERE status = 'published' AND published_at IS NOT NULL AND next_attempt_at <> published_at;
+UPDATE {consumption} SET next_attempt_at = published_at WHERE {batch} AND status = 'published' AND published_at IS NOT NULL AND next_attempt_at <> published_at;
 
 -- step: consumption no column published_at
 ALTER TABLE {consumption} DROP COLUMN published_at, ALGORITHM=INSTANT;

@@ -22,7 +22,7 @@
 ALTER TABLE {outbox} ADD COLUMN lease_id BIGINT NOT NULL DEFAULT 0, ALGORITHM=INSTANT;
 
 -- step: outbox copy of lease
-UPDATE {outbox} SET lease_id = COALESCE(IF(lease LIKE 'h%', -1 - CAST(CONV(SUBSTRING(lease, 2), 16, 10) AS SIGNED), (CAST(CONV(lease, 16, 10) AS UNSIGNED) & 9223372036854775807) | 1), 1) WHERE lease <> '' AND lease_id = 0;
+UPDATE {outbox} SET lease_id = COALESCE(IF(lease LIKE 'h%', -1 - CAST(CONV(SUBSTRING(lease, 2), 16, 10) AS SIGNED), (CAST(CONV(lease, 16, 10) AS UNSIGNED) & 9223372036854775807) | 1), 1) WHERE {batch} AND lease <> '' AND lease_id = 0;
 
 -- step: outbox type of status
 ALTER TABLE {outbox} MODIFY status ENUM('pending', 'published', 'dead') CHARACTER SET ascii COLLATE ascii_bin NOT NULL DEFAULT 'pending', ALGORITHM=COPY, LOCK=SHARED;
@@ -31,7 +31,7 @@ ALTER TABLE {outbox} MODIFY status ENUM('pending', 'published', 'dead') CHARACTE
 ALTER TABLE {consumption} ADD COLUMN lease_id BIGINT NOT NULL DEFAULT 0, ALGORITHM=INSTANT;
 
 -- step: consumption copy of lease
-UPDATE {consumption} SET lease_id = COALESCE(IF(lease LIKE 'h%', -1 - CAST(CONV(SUBSTRING(lease, 2), 16, 10) AS SIGNED), (CAST(CONV(lease, 16, 10) AS UNSIGNED) & 9223372036854775807) | 1), 1) WHERE lease <> '' AND lease_id = 0;
+UPDATE {consumption} SET lease_id = COALESCE(IF(lease LIKE 'h%', -1 - CAST(CONV(SUBSTRING(lease, 2), 16, 10) AS SIGNED), (CAST(CONV(lease, 16, 10) AS UNSIGNED) & 9223372036854775807) | 1), 1) WHERE {batch} AND lease <> '' AND lease_id = 0;
 
 -- step: consumption type of status
 ALTER TABLE {consumption} MODIFY status ENUM('pending', 'published', 'dead') CHARACTER SET ascii COLLATE ascii_bin NOT NULL DEFAULT 'pending', ALGORITHM=COPY, LOCK=SHARED;

@@ -20,7 +20,7 @@
 ALTER TABLE {outbox} ADD COLUMN key_state ENUM('pending', 'done') CHARACTER SET ascii COLLATE ascii_bin NOT NULL DEFAULT 'pending', ALGORITHM=INSTANT;
 
 -- step: outbox copy of status
-UPDATE {outbox} SET key_state = 'done' WHERE status <> 'pending' AND key_state = 'pending';
+UPDATE {outbox} SET key_state = 'done' WHERE {batch} AND status <> 'pending' AND key_state = 'pending';
 
 -- step: outbox index idx_head
 ALTER TABLE {outbox} ADD INDEX idx_head (key_state, event_key, id), ALGORITHM=INPLACE, LOCK=NONE;
