@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -113,6 +114,7 @@ func (s *channel) lockClaimable(ctx context.Context, tx *sql.Tx, p backend.Claim
 		rows, err = s.lockOrdered(ctx, tx, budget, p.Limit)
 	case len(p.IDs) > 0:
 		rows, err = readRowsWithin(ctx, tx, budget, claimIDsSQL(s.t, p.IDs, p.Limit))
+		rows = exactly(rows, p.IDs)
 	default:
 		rows, err = s.lockDue(ctx, tx, budget, p.Limit)
 	}
@@ -182,6 +184,16 @@ const (
 	requeueWaitID  = math.MinInt64
 	requeueWaitSQL = "-9223372036854775808"
 )
+
+// exactly keeps the rows whose IDs are among ids, byte for byte: a list
+// of IDs matches event_id with PAD SPACE, where "x" = "x " (see exactID).
+func exactly(rows []scannedRecord, ids []string) []scannedRecord {
+	want := make(map[string]bool, len(ids))
+	for _, id := range ids {
+		want[id] = true
+	}
+	return slices.DeleteFunc(rows, func(r scannedRecord) bool { return !want[r.rec.ID] })
+}
 
 // claimIDsSQL locks the named pending records that no other process
 // holds (not leased, leased by this process's head start, or whose lease

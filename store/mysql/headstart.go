@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/outboxrelay/outboxrelay/outbox/backend"
@@ -29,6 +31,13 @@ func (s *Store) HeadStartBatch(ctx context.Context, ids []string, minLeft time.D
 		return backend.Batch{}, 0, fmt.Errorf("mysql store: head start batch: %d IDs: more than %d", len(ids), backend.MaxClaimLimit)
 	case minLeft < 0:
 		return backend.Batch{}, 0, errors.New("mysql store: head start batch: minLeft must not be negative")
+	}
+	// A head start is only on what this build enqueued, and Enqueue
+	// refuses IDs that end in a space: the only ones an ID of the list
+	// matches with PAD SPACE other than itself (see exactID).
+	ids = slices.DeleteFunc(slices.Clone(ids), func(id string) bool { return strings.HasSuffix(id, " ") })
+	if len(ids) == 0 {
+		return backend.Batch{}, 0, nil
 	}
 	rows, left, err := s.readHeadStarted(ctx, ids, minLeft)
 	if err != nil {

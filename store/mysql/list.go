@@ -93,7 +93,8 @@ func (m *matchConds) add(cond string, arg any) {
 // match everything.
 func (m *matchConds) match(typ, key, errorContains string, olderThan time.Duration) {
 	if typ != "" {
-		m.add("event_type = ?", typ)
+		// As binary: event_type compares with PAD SPACE, where "T" = "T ".
+		m.add("CAST(event_type AS BINARY) = ?", typ)
 	}
 	if key != "" {
 		// Every status, so that idx_status_key (idx_key) serves it.

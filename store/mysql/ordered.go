@@ -155,6 +155,7 @@ func (s *channel) lockOrderedIDs(ctx context.Context, tx *sql.Tx, budget *byteBu
 	if err != nil {
 		return nil, err
 	}
+	rows = exactly(rows, p.IDs)
 	byKey := map[string][]uint64{}
 	for _, r := range rows {
 		if r.rec.Key != "" {

@@ -31,7 +31,7 @@ var ErrNotDead = errors.New("mysql store: record is not dead")
 // requeue is settled (published, failed or released), or when its lease
 // would have ended.
 func (s *channel) Requeue(ctx context.Context, id string) error {
-	n, err := s.requeue(ctx, "status = 'dead' AND event_id = ?", []any{id}, 1)
+	n, err := s.requeue(ctx, "status = 'dead' AND event_id = ? AND "+exactID, []any{id, id}, 1)
 	if err != nil {
 		return s.wrap("requeue", err)
 	}
@@ -146,7 +146,7 @@ func (s *channel) keyLeases(ctx context.Context, tx *sql.Tx, dead []deadLetterRo
 
 // DeadFilter selects dead letters. Empty fields match everything.
 type DeadFilter struct {
-	// Type matches event_type exactly.
+	// Type matches event_type exactly, trailing spaces included.
 	Type string
 	// Key matches event_key exactly.
 	Key string

@@ -216,8 +216,15 @@ func (s *channel) get(ctx context.Context, id string) (outbox.Record, error) {
 
 // getSQL reads the record of message id.
 func getSQL(t *target, id string) statement {
-	return t.render("SELECT {cols} FROM {table} WHERE {scope}event_id = ?", id)
+	return t.render("SELECT {cols} FROM {table} WHERE {scope}event_id = ? AND "+exactID, id, id)
 }
+
+// exactID is the condition, after one on event_id that the index serves,
+// that the ID is exactly its argument: event_id compares with PAD SPACE,
+// where "x" equals "x " (Enqueue refuses IDs that end in a space, but a
+// lookup may name one). event_type filters compare as binary for the
+// same reason, and event_key is binary already.
+const exactID = "CAST(event_id AS BINARY) = ?"
 
 // wrap gives a database error the channel's prefix and, where it helps, a
 // hint.
