@@ -253,6 +253,8 @@ func TestBadUsageAndMissingTable(t *testing.T) {
 		{[]string{"stats", "--table", "bad-name"}, f.env, 2, `Table "bad-name"`},
 		{[]string{"stats"}, []string{"OUTBOXCTL_DSN=", "MYSQL_DSN="}, 2, "no database"},
 		{[]string{"stats", "--table", "no_such_table"}, f.env, 1, `table "no_such_table" does not exist`},
+		// Issue 28, defect 10: this panicked in the store's schema check.
+		{[]string{"stats", "--table", "ROOM_OUTBOX"}, f.env, 1, `table "ROOM_OUTBOX" does not exist in this database; "room_outbox" does`},
 		{[]string{"purge", "--table", "no_such_table", "--older-than", "1h", "--yes"}, f.env, 1, `table "no_such_table" does not exist`},
 		{[]string{"stats", "--dsn", "root@tcp(127.0.0.1:1)/x"}, nil, 1, "cannot reach"},
 	}

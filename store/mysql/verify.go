@@ -22,6 +22,9 @@ func (s *Store) Verify(ctx context.Context) error {
 		return s.wrap("verify", err)
 	}
 	if !sc.exists("") {
+		if sc.otherCase != "" {
+			return fmt.Errorf("mysql store: table %q does not exist in this database; %q does, and table names are case-sensitive on this server (lower_case_table_names = 0): check the name", s.table, sc.otherCase)
+		}
 		return fmt.Errorf("mysql store: table %q does not exist in this database (run Store.Migrate, or apply the SQL of: outboxctl schema --table %s)", s.table, s.table)
 	}
 	if missing := sc.missing(true); len(missing) > 0 {
@@ -88,6 +91,9 @@ type tableSchema struct {
 type schema struct {
 	tables   map[string]tableSchema
 	recorded int
+	// otherCase is an outbox table whose name differs from the store's
+	// only in case, on a server where that makes it another table.
+	otherCase string
 }
 
 func (sc schema) exists(suffix string) bool { return len(sc.tables[suffix].columns) > 0 }
@@ -325,20 +331,44 @@ func (sc schema) missing(beforeUpgrades bool) []string {
 
 // readSchema reads the columns and indexes of the outbox table and its
 // companions, and the recorded schema version.
+//
+// information_schema matches table names without regard to case, but a
+// server with lower_case_table_names 0 (the default on Linux) keeps
+// orders_outbox and ORDERS_OUTBOX apart: the rows of a table whose name
+// the server would not take for one of ours are left out.
 func (s *Store) readSchema(ctx context.Context, q querier) (schema, error) {
 	sc := schema{tables: map[string]tableSchema{}}
 	for _, suffix := range []string{"", consumersSuffix, consumptionSuffix} {
 		sc.tables[suffix] = tableSchema{columns: map[string]string{}, indexes: map[string]bool{}}
 	}
-	of := func(table string) tableSchema { return sc.tables[strings.TrimPrefix(table, s.table)] }
+	var lowerCaseNames int
+	if err := q.QueryRowContext(ctx, "SELECT @@lower_case_table_names").Scan(&lowerCaseNames); err != nil {
+		return sc, err
+	}
+	of := func(table string) (tableSchema, bool) {
+		for suffix, ts := range sc.tables {
+			name := s.table + suffix
+			if table == name || lowerCaseNames != 0 && strings.EqualFold(table, name) {
+				return ts, true
+			}
+		}
+		if strings.EqualFold(table, s.table) && (sc.otherCase == "" || table < sc.otherCase) {
+			sc.otherCase = table
+		}
+		return tableSchema{}, false
+	}
 	err := scanTriples(ctx, q, columnsSQL(s.t, s.table), func(table, column, typ string) {
-		of(table).columns[strings.ToLower(column)] = strings.ToLower(typ)
+		if ts, ok := of(table); ok {
+			ts.columns[strings.ToLower(column)] = strings.ToLower(typ)
+		}
 	})
 	if err != nil {
 		return sc, err
 	}
 	err = scanTriples(ctx, q, indexesSQL(s.t, s.table), func(table, index, _ string) {
-		of(table).indexes[strings.ToLower(index)] = true
+		if ts, ok := of(table); ok {
+			ts.indexes[strings.ToLower(index)] = true
+		}
 	})
 	if err != nil {
 		return sc, err
@@ -376,9 +406,12 @@ func columnsSQL(t *target, table string) statement {
 }
 
 // indexesSQL reads the indexes of the outbox table and its companions:
-// table, index, and an empty third column.
+// table, index, and an empty third column, once per column of the index.
+// (Not DISTINCT: TABLE_NAME compares without regard to case, and DISTINCT
+// would fold the indexes of orders_outbox and ORDERS_OUTBOX into the
+// rows of one of them.)
 func indexesSQL(t *target, table string) statement {
-	return t.render("SELECT DISTINCT TABLE_NAME, INDEX_NAME, '' FROM information_schema.STATISTICS WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME IN (?, ?, ?)",
+	return t.render("SELECT TABLE_NAME, INDEX_NAME, '' FROM information_schema.STATISTICS WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME IN (?, ?, ?)",
 		table, consumersTable(table), consumptionTable(table))
 }
 
