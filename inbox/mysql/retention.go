@@ -16,8 +16,10 @@ const MaxPurgeBatch = 10000
 
 // Purge deletes the consumer's records of messages processed longer ago
 // than olderThan (on the database clock), oldest first, and returns how
-// many it deleted. A message whose handler is still running is neither
-// deleted nor waited for.
+// many it deleted. A record's age counts from the end of its handler's
+// transaction (see Process), so a message whose handler ran longer than
+// olderThan is kept as long as any other; a message whose handler is
+// still running is neither deleted nor waited for.
 //
 // It deletes in batches of at most batch rows, each one short
 // transaction of its own, until a batch finds fewer than batch rows; ctx
