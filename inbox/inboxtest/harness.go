@@ -95,6 +95,7 @@ func Run(t *testing.T, newHarness Factory) {
 		{"ConsumersAreIndependent", testConsumersAreIndependent},
 		{"RetentionPurgesOnlyOlder", testRetention},
 		{"RetentionInBatches", testRetentionInBatches},
+		{"RetentionOfHostileIDs", testRetentionOfHostileIDs},
 		{"RetentionCountsFromCommit", testRetentionCountsFromCommit},
 	}
 	for _, tc := range tests {

@@ -88,6 +88,28 @@ func testRetentionInBatches(t *testing.T, h Harness) {
 	require.Zero(t, n)
 }
 
+// testRetentionOfHostileIDs: retention deletes exactly the old records,
+// whatever their IDs: of IDs that differ only by a trailing space, case,
+// a NUL or an accent's form, every other one is old, and only those go.
+func testRetentionOfHostileIDs(t *testing.T, h Harness) {
+	ids := hostileIDs()
+	fx := newEffects(t, h, ids...)
+	ib := h.New(t, "orders", nil)
+	p := purger(t, h, ib)
+	for i, id := range ids {
+		process(t, ib, id, fx.handler(id), inbox.Processed)
+		if i%2 == 0 {
+			h.Backdate(t, "orders", id, 2*time.Hour)
+		}
+	}
+	n, err := p.Purge(context.Background(), time.Hour, 3)
+	require.NoError(t, err)
+	require.Equal(t, (len(ids)+1)/2, n)
+	for i, id := range ids {
+		require.Equal(t, i%2 == 1, contains(t, ib, id), "%q", id)
+	}
+}
+
 // testRetentionCountsFromCommit: a message's retention window counts from
 // the commit of the transaction that recorded it, however long its
 // handler ran. The handler holds its transaction open until a purge's

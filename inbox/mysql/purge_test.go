@@ -60,3 +60,43 @@ func TestPurgeLocksOnlyWhatItDeletes(t *testing.T) {
 		t.Fatal("the purge did not finish within a minute of the lock's release")
 	}
 }
+
+// TestConcurrentPurges: purges running at once, while messages are
+// processed, delete every old record once between them and fail none.
+func TestConcurrentPurges(t *testing.T) {
+	d := testutil.NewDatabase(t)
+	ctx := context.Background()
+	ib := newInbox(t, d.DB, "activity")
+	insertRecords(t, d, "activity", 3000, 0)
+	_, err := d.DB.ExecContext(ctx, "UPDATE inbox SET processed_at = processed_at - INTERVAL 2 HOUR")
+	require.NoError(t, err)
+	const purges = 4
+	deleted := make(chan int, purges)
+	errs := make(chan error, purges+1)
+	for range purges {
+		other := newInbox(t, d.Open(t), "activity") // another instance
+		go func() {
+			n, err := other.Purge(ctx, time.Hour, 100)
+			deleted <- n
+			errs <- err
+		}()
+	}
+	go func() {
+		var err error
+		for i := 0; i < 200 && err == nil; i++ {
+			_, err = ib.Process(ctx, fmt.Sprintf("evt-%05d-new", i), func(context.Context, *sql.Tx) error { return nil })
+		}
+		errs <- err
+	}()
+	total := 0
+	for range purges {
+		total += <-deleted
+	}
+	for range purges + 1 {
+		require.NoError(t, <-errs)
+	}
+	require.Equal(t, 3000, total, "every old record deleted once")
+	var left int
+	require.NoError(t, d.DB.QueryRowContext(ctx, "SELECT COUNT(*) FROM inbox").Scan(&left))
+	require.Equal(t, 200, left, "the new messages' records stay")
+}
