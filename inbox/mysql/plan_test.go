@@ -34,7 +34,7 @@ func TestPurgePlanIsARange(t *testing.T) {
 			ctx := context.Background()
 			ib := newInbox(t, d.DB, "activity")
 			for _, consumer := range tc.consumers {
-				insertRecords(t, d, consumer, tc.records, 10*time.Second)
+				insertRecords(t, d, consumer, tc.records, 0, 10*time.Second)
 			}
 			_, err := d.DB.ExecContext(ctx, "ANALYZE TABLE inbox")
 			require.NoError(t, err)
@@ -55,9 +55,9 @@ func TestPurgePlanIsARange(t *testing.T) {
 	}
 }
 
-// insertRecords inserts n records of consumer, evt-00000 processed now,
-// each next one apart older.
-func insertRecords(t *testing.T, d *testutil.Database, consumer string, n int, apart time.Duration) {
+// insertRecords inserts n records of consumer: evt-00000 processed age
+// ago, each next one apart older.
+func insertRecords(t *testing.T, d *testutil.Database, consumer string, n int, age, apart time.Duration) {
 	t.Helper()
 	for i := 0; i < n; i += 500 {
 		args := []any{}
@@ -67,7 +67,7 @@ func insertRecords(t *testing.T, d *testutil.Database, consumer string, n int, a
 				q += ", "
 			}
 			q += "(?, ?, UTC_TIMESTAMP(6) - INTERVAL ? MICROSECOND)"
-			args = append(args, consumer, fmt.Sprintf("evt-%05d", j), (time.Duration(j) * apart).Microseconds())
+			args = append(args, consumer, fmt.Sprintf("evt-%05d", j), (age + time.Duration(j)*apart).Microseconds())
 		}
 		_, err := d.DB.ExecContext(context.Background(), q, args...)
 		require.NoError(t, err)

@@ -22,9 +22,7 @@ func TestPurgeLocksOnlyWhatItDeletes(t *testing.T) {
 	d := testutil.NewDatabase(t)
 	ctx := context.Background()
 	ib := newInbox(t, d.DB, "activity")
-	insertRecords(t, d, "activity", 10, 0)
-	_, err := d.DB.ExecContext(ctx, "UPDATE inbox SET processed_at = processed_at - INTERVAL 2 HOUR")
-	require.NoError(t, err)
+	insertRecords(t, d, "activity", 10, 2*time.Hour, 0)
 
 	holder, err := d.DB.BeginTx(ctx, nil)
 	require.NoError(t, err)
@@ -67,9 +65,7 @@ func TestConcurrentPurges(t *testing.T) {
 	d := testutil.NewDatabase(t)
 	ctx := context.Background()
 	ib := newInbox(t, d.DB, "activity")
-	insertRecords(t, d, "activity", 3000, 0)
-	_, err := d.DB.ExecContext(ctx, "UPDATE inbox SET processed_at = processed_at - INTERVAL 2 HOUR")
-	require.NoError(t, err)
+	insertRecords(t, d, "activity", 3000, 2*time.Hour, 0)
 	const purges = 4
 	deleted := make(chan int, purges)
 	errs := make(chan error, purges+1)
