@@ -42,8 +42,9 @@
 //     return.
 //   - The retention window. The recorded IDs are deleted once they are
 //     older than a window the consumer chooses (inbox/mysql: Purge;
-//     7 days is the documented default). A message redelivered after
-//     its ID was deleted is processed again. The window must be longer
+//     7 days is the documented default), counted from the commit of the
+//     transaction that recorded them, however long the handler ran. A
+//     message redelivered after its ID was deleted is processed again. The window must be longer
 //     than a message can be late: the outbox's retry horizon plus the
 //     broker's redelivery and retention.
 //   - Exactly-once is per consumer name. Each consumer (a service, or a

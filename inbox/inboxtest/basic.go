@@ -139,12 +139,7 @@ func testInvalidIDs(t *testing.T, h Harness) {
 // (trailing spaces, case, control characters, composed and decomposed
 // accents) are each their own message.
 func testHostileIDsAreDistinct(t *testing.T, h Harness) {
-	ids := []string{
-		"a", "a ", " a", "a  ", "A", "a\t", "a\x00", "a\x00b", "\x01\x02\x1f", "a\n",
-		"é", "e\u0301", "'; DROP TABLE inbox; --", "%", "_", "\\", "\u202eevil",
-		strings.Repeat("x", inbox.MaxIDLength), strings.Repeat("😀", inbox.MaxIDLength),
-		strings.Repeat("😀", inbox.MaxIDLength-1) + " ",
-	}
+	ids := hostileIDs()
 	fx := newEffects(t, h, ids...)
 	ib := h.New(t, "orders", nil)
 	for _, id := range ids {
@@ -159,4 +154,16 @@ func testHostileIDsAreDistinct(t *testing.T, h Harness) {
 	}
 	require.False(t, contains(t, ib, "a   "))
 	require.False(t, contains(t, ib, "b"))
+}
+
+// hostileIDs are valid IDs that a database could fold together: trailing
+// spaces, case, control characters, composed and decomposed accents,
+// SQL and LIKE metacharacters, the longest.
+func hostileIDs() []string {
+	return []string{
+		"a", "a ", " a", "a  ", "A", "a\t", "a\x00", "a\x00b", "\x01\x02\x1f", "a\n",
+		"é", "e\u0301", "'; DROP TABLE inbox; --", "%", "_", "\\", "\u202eevil",
+		strings.Repeat("x", inbox.MaxIDLength), strings.Repeat("😀", inbox.MaxIDLength),
+		strings.Repeat("😀", inbox.MaxIDLength-1) + " ",
+	}
 }

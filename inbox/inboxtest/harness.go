@@ -15,8 +15,9 @@
 // messages redelivered to three instances, with handlers that lock
 // shared rows in opposite orders (deadlocks), each have their effect
 // once and none fails; consumers are independent of each other; and
-// retention deletes only records older than its window (for an inbox
-// that purges).
+// retention deletes only records older than its window, counted from
+// the commit of the message's transaction however long its handler ran
+// and whatever purges ran meanwhile (for an inbox that purges).
 //
 // The suite's own statements (its effect tables) are plain SQL with ?
 // placeholders.
@@ -50,6 +51,10 @@ type Harness struct {
 	// retention. Nil for an inbox without retention (Purger): the
 	// retention tests are then skipped.
 	Backdate func(t *testing.T, consumer, id string, age time.Duration)
+	// Now reads the database clock that retention compares with. Nil
+	// for an inbox without retention: the tests that need it are then
+	// skipped.
+	Now func(t *testing.T) time.Time
 }
 
 // Factory returns a Harness on a fresh database for t, cleaned up when t
@@ -64,7 +69,9 @@ type Inspector interface {
 
 // Purger is an inbox with retention: Purge deletes the records of
 // messages processed longer ago than olderThan, at most batch per
-// transaction, and returns how many.
+// transaction, and returns how many. A record's age counts from the
+// commit of the transaction that wrote it; Purge neither deletes nor
+// waits for the record of a message whose handler is still running.
 type Purger interface {
 	Purge(ctx context.Context, olderThan time.Duration, batch int) (int, error)
 }
@@ -88,6 +95,8 @@ func Run(t *testing.T, newHarness Factory) {
 		{"ConsumersAreIndependent", testConsumersAreIndependent},
 		{"RetentionPurgesOnlyOlder", testRetention},
 		{"RetentionInBatches", testRetentionInBatches},
+		{"RetentionOfHostileIDs", testRetentionOfHostileIDs},
+		{"RetentionCountsFromCommit", testRetentionCountsFromCommit},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -47,7 +47,18 @@ func harnessWith(t *testing.T, opts mysql.Options) inboxtest.Harness {
 			require.NoError(t, err)
 			require.EqualValues(t, 1, n, "backdate %s %q", consumer, id)
 		},
+		Now: func(t *testing.T) time.Time { return dbNow(t, d.DB) },
 	}
+}
+
+// dbNow reads the database's UTC clock, the one retention compares with.
+func dbNow(t testing.TB, db *sql.DB) time.Time {
+	t.Helper()
+	var s string
+	require.NoError(t, db.QueryRowContext(context.Background(), "SELECT UTC_TIMESTAMP(6)").Scan(&s))
+	now, err := time.Parse("2006-01-02 15:04:05.999999", s)
+	require.NoError(t, err)
+	return now
 }
 
 func TestConformance(t *testing.T) {

@@ -6,7 +6,8 @@
 // One table (Options.Table, default "inbox"), created by Inbox.Migrate,
 // holds one row per processed message: consumer, msg_id (binary, so every
 // valid ID is its own: no padding, no case folding) and processed_at (the
-// database's UTC clock). Several consumers can share the table. The
+// database's UTC clock when the handler's transaction finished: its last
+// statement, just before COMMIT, sets it). Several consumers can share the table. The
 // primary key (consumer, msg_id) is the duplicate check; the index
 // (consumer, processed_at) serves retention.
 //
@@ -19,7 +20,7 @@
 // # How Process works
 //
 // Process begins a transaction (READ COMMITTED by default), inserts the
-// row, runs the handler and commits. InnoDB makes a second INSERT of the
+// row, runs the handler, stamps the row's processed_at and commits. InnoDB makes a second INSERT of the
 // same key wait for the transaction that holds it: the waiting call then
 // gets a duplicate key (the message is a Duplicate) if the first
 // committed, or the row (and runs the handler) if it rolled back. Three
@@ -34,4 +35,11 @@
 // batches. Run it periodically (say, hourly) with the window the
 // consumer can afford: DefaultRetention is 7 days. A message redelivered
 // after its row was purged is processed again.
+//
+// The window counts from the commit of the handler's transaction, not
+// from its start: a handler that runs for longer than the window keeps
+// its row a full window after it commits. Purge reads the rows it deletes
+// without locks, so it neither sees nor waits for the row of a message
+// whose handler is still running, and then deletes them by primary key,
+// so it locks only those (no gaps: new messages are never held up).
 package mysql

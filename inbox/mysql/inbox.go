@@ -173,15 +173,22 @@ func (ib *Inbox) Contains(ctx context.Context, id string) (bool, error) {
 
 // statements are the inbox's SQL with its table name filled in.
 type statements struct {
-	insert, contains, purge string
+	insert, stamp, contains string
+	// purgeOldest reads a batch of the oldest records; purge, with
+	// {ids} replaced by a placeholder per record, deletes them.
+	purgeOldest, purge string
 }
 
 func newStatements(table string) statements {
 	r := strings.NewReplacer("{inbox}", "`"+table+"`")
 	return statements{
 		insert:   r.Replace("INSERT INTO {inbox} (consumer, msg_id, processed_at) VALUES (?, ?, UTC_TIMESTAMP(6))"),
+		stamp:    r.Replace("UPDATE {inbox} SET processed_at = UTC_TIMESTAMP(6) WHERE consumer = ? AND msg_id = ?"),
 		contains: r.Replace("SELECT 1 FROM {inbox} WHERE consumer = ? AND msg_id = ?"),
-		purge:    r.Replace("DELETE FROM {inbox} WHERE consumer = ? AND processed_at < UTC_TIMESTAMP(6) - INTERVAL ? MICROSECOND ORDER BY processed_at LIMIT ?"),
+		purgeOldest: r.Replace("SELECT msg_id FROM {inbox} FORCE INDEX (idx_processed)" +
+			" WHERE consumer = ? AND processed_at < UTC_TIMESTAMP(6) - INTERVAL ? MICROSECOND ORDER BY processed_at LIMIT ?"),
+		purge: r.Replace("DELETE FROM {inbox}" +
+			" WHERE consumer = ? AND processed_at < UTC_TIMESTAMP(6) - INTERVAL ? MICROSECOND AND msg_id IN ({ids})"),
 	}
 }
 

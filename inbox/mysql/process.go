@@ -19,9 +19,10 @@ import (
 )
 
 // Process runs h once per message id of the inbox's consumer: in one
-// transaction it inserts the row (consumer, id), then runs h, then
-// commits. An id already recorded returns inbox.Duplicate without running
-// h. An error from h (or a panic, as an *inbox.PanicError) rolls back the
+// transaction it inserts the row (consumer, id), runs h, sets the row's
+// processed_at to the database clock (the transaction's last statement:
+// the retention window counts from there), and commits. An id already
+// recorded returns inbox.Duplicate without running h. An error from h (or a panic, as an *inbox.PanicError) rolls back the
 // row and h's writes and is returned: the message can be processed again.
 //
 // The row's primary key does the duplicate check. A concurrent Process of
@@ -137,14 +138,55 @@ func (ib *Inbox) processOnce(ctx context.Context, id string, h inbox.Handler) (i
 		}
 		return 0, &handlerError{err: err}
 	}
+	if err := ib.stamp(ctx, tx, id); err != nil {
+		return 0, err
+	}
 	if err := tx.Commit(); err != nil {
 		if errors.Is(err, sql.ErrTxDone) {
-			return 0, &handlerError{err: errors.New("the handler ended the transaction itself (Commit or Rollback): it must leave that to the inbox")}
+			return 0, errEndedTx
 		}
 		return 0, err
 	}
 	return inbox.Processed, nil
 }
+
+// stamp sets the row's processed_at to the database clock, as the
+// transaction's last statement before COMMIT: the retention window counts
+// from the end of the handler's work, however long it took. (The INSERT's
+// time is never committed. Until the commit no purge sees the row: Purge
+// reads the records it deletes without locks, which skips transactions in
+// progress.)
+//
+// The row must still be the transaction's. When it is not, the
+// transaction it was inserted in has ended (the handler ran a ROLLBACK
+// statement, or swallowed an error after which the server had rolled it
+// back) and the handler's later statements ran outside it: committing
+// would report a message processed that no record keeps.
+func (ib *Inbox) stamp(ctx context.Context, tx *sql.Tx, id string) error {
+	res, err := tx.ExecContext(ctx, ib.sql.stamp, ib.consumer, id)
+	if errors.Is(err, sql.ErrTxDone) {
+		return errEndedTx
+	}
+	if err != nil {
+		return err
+	}
+	n, err := res.RowsAffected()
+	if err != nil || n == 1 {
+		return err
+	}
+	// No row changed: gone, or the clock has not moved since the INSERT
+	// (the server counts changed rows, not matched ones).
+	var one int
+	err = tx.QueryRowContext(ctx, ib.sql.contains, ib.consumer, id).Scan(&one)
+	if errors.Is(err, sql.ErrNoRows) {
+		return &handlerError{err: errors.New("the message's record is no longer in the handler's transaction: the transaction ended inside the handler, by a ROLLBACK statement or after an error the handler did not return")}
+	}
+	return err
+}
+
+// errEndedTx is the failure of a handler that ended its transaction
+// through database/sql.
+var errEndedTx error = &handlerError{err: errors.New("the handler ended the transaction itself (Commit or Rollback): it must leave that to the inbox")}
 
 // conflictError is a conflict the handler returned: retried like one of
 // the inbox's own statements.

@@ -23,14 +23,46 @@ func (e *unsendableError) Is(target error) bool { return target == ErrUnsendable
 
 // unsendable is the permanent ErrUnsendable error for the event id.
 func unsendable(id, why string) error {
-	return outbox.Permanent(&unsendableError{text: redact(fmt.Sprintf("natsjs: %q: %s", id, why))})
+	return outbox.Permanent(&unsendableError{text: errorText("message cannot be sent as stored", why, id, "")})
 }
 
-// publishError is a publish failure whose text is redacted and whose
-// cause stays available to errors.Is and errors.As (see cause).
+// errorText lays out the text of an error about the event id: the class
+// of the failure first ("no stream captures the subject"), then what
+// explains it (detail, the underlying error's text), then the event ID
+// and the subject (when known), quoted; credentials redacted:
+//
+//	natsjs: <class>: <detail> (event "<id>", subject "<subject>")
+//
+// The outbox stores the text as the record's last error, cut at 512
+// bytes, and operators read it cut at a column's width (outboxctl list,
+// the dashboard's head view): the class fits in the first ~40 bytes and
+// the detail in the stored text, however long the ID (up to 1020 bytes)
+// and the subject (up to MaxSubjectBytes).
+func errorText(class, detail, id, subject string) string {
+	text := "natsjs: " + class
+	if detail != "" {
+		text += ": " + detail
+	}
+	if subject != "" {
+		text += fmt.Sprintf(" (event %q, subject %q)", id, subject)
+	} else {
+		text += fmt.Sprintf(" (event %q)", id)
+	}
+	return redact(text)
+}
+
+// publishError is a failure of the event id, of the class what, whose
+// text is redacted and whose cause stays available to errors.Is and
+// errors.As (see cause).
 type publishError struct {
 	msg string
 	err error
+}
+
+// newPublishError is the error of class what for the event id and its
+// subject ("" when not known), caused by err.
+func newPublishError(what, id, subject string, err error) *publishError {
+	return &publishError{msg: errorText(what, err.Error(), id, subject), err: cause(err)}
 }
 
 func (e *publishError) Error() string { return e.msg }

@@ -56,6 +56,13 @@
 //     enabled or not reachable, connection loss, closed or draining
 //     connections, storage limits, and anything not known to be permanent.
 //
+// Every error text starts with the class of the failure, then the
+// underlying error, then the event ID and subject, so that a last error
+// cut at a column's width (outboxctl list, the dashboard) still shows
+// what went wrong:
+//
+//	natsjs: no stream captures the subject: nats: no response from stream (event "e-1", subject "room.RoomGiftSent.r-1")
+//
 // The sink does not make connections and never logs or returns
 // credentials: a user:password@ or token@ in an error text is redacted,
 // and an error in the chain that carries one is not exposed (errors.Is
@@ -214,12 +221,11 @@ const (
 	jsErrCodeStreamHeaderExceedsMaximum jetstream.ErrorCode = 10097 // JSStreamHeaderExceedsMaximumErr
 )
 
-// classify turns a publish error into a retryable or permanent error
-// with the event ID and subject, and no credentials.
+// classify turns a publish error into a retryable or permanent error:
+// its class first, then the event ID and subject (see errorText), and no
+// credentials.
 func (s *Sink) classify(ctx context.Context, id, subject string, err error) error {
-	wrap := func(what string, err error) error {
-		return &publishError{msg: redact(fmt.Sprintf("natsjs: publish %q to %q: %s: %s", id, subject, what, err)), err: cause(err)}
-	}
+	wrap := func(what string, err error) error { return newPublishError(what, id, subject, err) }
 	var apiErr *jetstream.APIError
 	switch {
 	case errors.As(err, &apiErr):
@@ -253,7 +259,7 @@ func (s *Sink) classify(ctx context.Context, id, subject string, err error) erro
 		}
 		return wrap("no acknowledgement in time", err)
 	}
-	return wrap("failed", err)
+	return wrap("publish failed", err)
 }
 
 // lookupTimeout bounds the stream lookup after no responders; it runs

@@ -36,7 +36,7 @@ const MaxPrefixBytes = 256
 func (s *Sink) Subject(msg outbox.Message) (string, error) {
 	subject, err := s.subject(msg)
 	if err != nil {
-		return "", outbox.Permanent(&publishError{msg: redact(fmt.Sprintf("natsjs: %q: subject: %s", msg.ID, err)), err: cause(err)})
+		return "", outbox.Permanent(newPublishError("subject mapping failed", msg.ID, "", err))
 	}
 	if err := checkSubject(subject); err != nil {
 		return "", unsendable(msg.ID, err.Error())

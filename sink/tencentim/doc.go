@@ -37,9 +37,13 @@
 // (9000x, 10004, 10011), and signature, app or account configuration
 // errors (70002–70020, 60002–60006, 60020, 60021 …). A payload over
 // MaxMessageBytes is permanent before any call. Codes not in the table are
-// retryable. Errors carry the API name, the HTTP status or ErrorCode,
-// and ErrorInfo (or a transport error's text) scrubbed and cut to 200
-// bytes; never a response body.
+// retryable. Errors carry the HTTP status or ErrorCode, ErrorInfo (or a
+// transport error's text) scrubbed and cut to 200 bytes, and then the API
+// name; never a response body. Every error text starts with what went
+// wrong and ends with what it concerns (the API, or the message ID), so
+// that a last error cut at a column's width still shows the failure:
+// "tencentim: ErrorCode 10010: group does not exist
+// (group_open_http_svc/send_group_msg)".
 //
 // # Secrets
 //

@@ -1,6 +1,7 @@
 package tencentim
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"strings"
@@ -19,11 +20,16 @@ var (
 	ErrNoGroup = errors.New("tencentim: no group ID")
 )
 
-// Error is a failed REST call. Its text carries the API name, the HTTP
-// status or Tencent's ErrorCode, and a shortened, scrubbed ErrorInfo;
-// never the secret key, the UserSig (nor any 16 characters of either),
-// the request URL or a whole response body. The same holds for every
-// error reachable from it through Unwrap.
+// Error is a failed REST call. Its text carries Tencent's ErrorCode or
+// the HTTP status, a shortened, scrubbed ErrorInfo, and then the API
+// name, so that the failure itself leads a last error cut at a column's
+// width:
+//
+//	tencentim: ErrorCode 10010: group does not exist (group_open_http_svc/send_group_msg)
+//
+// It never carries the secret key, the UserSig (nor any 16 characters of
+// either), the request URL or a whole response body. The same holds for
+// every error reachable from it through Unwrap.
 type Error struct {
 	// API is the service and command, e.g. group_open_http_svc/send_group_msg.
 	API string
@@ -49,20 +55,17 @@ type Error struct {
 const maxInfoBytes = 200
 
 func (e *Error) Error() string {
-	var b strings.Builder
-	b.WriteString("tencentim: ")
-	b.WriteString(e.API)
+	var parts []string
 	switch {
 	case e.Code != 0:
-		fmt.Fprintf(&b, ": ErrorCode %d", e.Code)
+		parts = append(parts, fmt.Sprintf("ErrorCode %d", e.Code))
 	case e.HTTPStatus != 0:
-		fmt.Fprintf(&b, ": HTTP %d", e.HTTPStatus)
+		parts = append(parts, fmt.Sprintf("HTTP %d", e.HTTPStatus))
 	}
-	if e.Info != "" {
-		b.WriteString(": ")
-		b.WriteString(e.Info)
+	if e.Info != "" || len(parts) == 0 {
+		parts = append(parts, cmp.Or(e.Info, "call failed"))
 	}
-	return b.String()
+	return "tencentim: " + strings.Join(parts, ": ") + " (" + e.API + ")"
 }
 
 func (e *Error) Unwrap() error { return e.Err }

@@ -38,8 +38,8 @@ func FuzzResponse(f *testing.F) {
 			return
 		}
 		text := err.Error()
-		if !strings.HasPrefix(text, "tencentim: "+APISendGroupMsg) {
-			t.Fatalf("error without the API name: %q", text)
+		if !strings.HasPrefix(text, "tencentim: ") || !strings.HasSuffix(text, " ("+APISendGroupMsg+")") {
+			t.Fatalf("error without its prefix or the API name: %q", text)
 		}
 		if strings.Contains(text, secret) || strings.Contains(text, sig) {
 			t.Fatalf("error leaks a secret: %q", text)

@@ -66,10 +66,10 @@ func (s *Sink) Publish(ctx context.Context, msg outbox.Message) error {
 	}
 	group, err := s.cfg.GroupID(msg)
 	if err != nil {
-		return outbox.Permanent(fmt.Errorf("tencentim: message %q: group ID: %w", msg.ID, err))
+		return outbox.Permanent(fmt.Errorf("tencentim: group ID mapping failed: %w (message %q)", err, msg.ID))
 	}
 	if group == "" {
-		return outbox.Permanent(fmt.Errorf("%w for message %q of type %s", ErrNoGroup, msg.ID, msg.Type))
+		return outbox.Permanent(fmt.Errorf("%w (message %q, type %q)", ErrNoGroup, msg.ID, msg.Type))
 	}
 	api, body, err := s.encode(msg, group)
 	if err != nil {
@@ -140,7 +140,7 @@ type (
 // encode builds the request body for msg and checks its size.
 func (s *Sink) encode(msg outbox.Message, group string) (api string, body []byte, err error) {
 	if !utf8.Valid(msg.Payload) {
-		return "", nil, fmt.Errorf("tencentim: message %q: payload is not UTF-8 text, which IM messages must be", msg.ID)
+		return "", nil, fmt.Errorf("tencentim: payload is not UTF-8 text, which IM messages must be (message %q)", msg.ID)
 	}
 	var size int
 	var req any
@@ -152,18 +152,18 @@ func (s *Sink) encode(msg outbox.Message, group string) (api string, body []byte
 		elems := []customElem{{MsgType: "TIMCustomElem", MsgContent: customContent{Data: string(msg.Payload), Ext: string(ext)}}}
 		encoded, err := json.Marshal(elems)
 		if err != nil {
-			return "", nil, fmt.Errorf("tencentim: message %q: %w", msg.ID, err)
+			return "", nil, fmt.Errorf("tencentim: cannot encode the message: %w (message %q)", err, msg.ID)
 		}
 		api, size = APISendGroupMsg, len(encoded)
 		req = groupMsgRequest{GroupID: group, Random: RandomFor(msg.ID), MsgPriority: s.cfg.Priority, MsgBody: elems}
 	}
 	if size > s.cfg.MaxMessageBytes {
-		return api, nil, fmt.Errorf("%w: message %q: body of %d bytes exceeds MaxMessageBytes %d",
-			ErrMessageTooLarge, msg.ID, size, s.cfg.MaxMessageBytes)
+		return api, nil, fmt.Errorf("%w: body of %d bytes exceeds MaxMessageBytes %d (message %q)",
+			ErrMessageTooLarge, size, s.cfg.MaxMessageBytes, msg.ID)
 	}
 	body, err = json.Marshal(req)
 	if err != nil {
-		return api, nil, fmt.Errorf("tencentim: message %q: %w", msg.ID, err)
+		return api, nil, fmt.Errorf("tencentim: cannot encode the request: %w (message %q)", err, msg.ID)
 	}
 	return api, body, nil
 }

@@ -187,7 +187,7 @@ func TestEveryErrorCodeIsClassifiedAsDocumented(t *testing.T) {
 			require.ErrorAs(t, err, &apiErr)
 			require.Equal(t, tc.code, apiErr.Code)
 			require.Equal(t, tencentim.APISendGroupMsg, apiErr.API)
-			require.Contains(t, err.Error(), fmt.Sprintf("send_group_msg: ErrorCode %d: scripted failure", tc.code))
+			require.Contains(t, err.Error(), fmt.Sprintf("tencentim: ErrorCode %d: scripted failure (%s)", tc.code, tencentim.APISendGroupMsg))
 		})
 	}
 }

@@ -8,8 +8,10 @@
 --   consumer is the inbox's consumer name; msg_id the message ID, stored
 --   binary so that every ID is compared byte by byte, with no padding
 --   ("a" and "a " are two IDs) and no case folding.
---   processed_at is when the handler's transaction recorded the message,
---   on the database clock (UTC); retention deletes by it.
+--   processed_at is when the handler's transaction finished, on the
+--   database clock (UTC): its last statement, just before COMMIT, sets it
+--   (the INSERT's value is never committed). Retention deletes by it, so
+--   the window counts from the commit, however long the handler ran.
 --   The primary key is the duplicate check: a second INSERT of a
 --   (consumer, msg_id) waits for the transaction holding the first and
 --   fails with a duplicate key once it commits. idx_processed serves
