@@ -14,10 +14,12 @@ import (
 
 // round claims a batch and publishes it. With carry, the previous
 // batch's outcomes, it records those first, in the claim's own
-// transaction when the store is a backend.SettleClaimer. It returns the
-// batch's outcomes, not yet recorded, or nil when nothing was claimed (or
-// the claim failed: the error, already logged and observed).
-func (w *Worker) round(ctx context.Context, p Path, params backend.ClaimParams, carry *settlement) (*settlement, error) {
+// transaction when the store is a backend.SettleClaimer. With holdOff,
+// the records not yet attempted once a publish of the batch failed while
+// the worker holds off the sink are released (see SinkBreaker). It returns the batch's outcomes,
+// not yet recorded, or nil when nothing was claimed (or the claim failed:
+// the error, already logged and observed).
+func (w *Worker) round(ctx context.Context, p Path, params backend.ClaimParams, carry *settlement, holdOff bool) (*settlement, error) {
 	start := time.Now()
 	batch, err := w.claim(ctx, params, carry)
 	if err != nil {
@@ -32,7 +34,7 @@ func (w *Worker) round(ctx context.Context, p Path, params backend.ClaimParams, 
 	if batch.Len() == 0 {
 		return nil, nil
 	}
-	return w.publishBatch(ctx, p, batch, start), nil
+	return w.publishLeased(ctx, p, batch, start, w.opts.LeaseTimeout, holdOff), nil
 }
 
 // claim runs one claim, bounded by StoreTimeout, recording carry with it.
@@ -48,6 +50,7 @@ func (w *Worker) claim(ctx context.Context, params backend.ClaimParams, carry *s
 			cancel()
 			if err == nil {
 				w.settled(ctx, carry, settled)
+				w.wakeForWaitingKeys(carry)
 				return batch, nil
 			}
 		}
@@ -58,25 +61,22 @@ func (w *Worker) claim(ctx context.Context, params backend.ClaimParams, carry *s
 	return w.store.Claim(claimCtx, params)
 }
 
-// publishBatch publishes a claimed batch, up to Concurrency calls at once,
-// and returns its outcomes. The records of one key stay in claim order,
-// one at a time (records with an empty key are independent). A publish
-// starts only if it and the settle after it fit in the lease, so that no
-// other worker can take the record while it is in flight; the batch's
-// first publish always starts (the minimum lease covers a claim, one
-// publish and the settle), so every round makes progress. Records the
-// store could not decode fail as permanent errors.
-func (w *Worker) publishBatch(ctx context.Context, p Path, batch backend.Batch, start time.Time) *settlement {
-	return w.publishLeased(ctx, p, batch, start, w.opts.LeaseTimeout)
-}
-
-// publishLeased is publishBatch for a batch whose lease lasts at least
-// lease from start.
-func (w *Worker) publishLeased(ctx context.Context, p Path, batch backend.Batch, start time.Time, lease time.Duration) *settlement {
+// publishLeased publishes a claimed batch whose lease lasts at least
+// lease from start, up to Concurrency calls at once, and returns its
+// outcomes. The records of one key stay in claim order, one at a time
+// (records with an empty key are independent). A publish starts only if
+// it and the settle after it fit in the lease, so that no other worker
+// can take the record while it is in flight; the batch's first publish
+// always starts (the minimum lease covers a claim, one publish and the
+// settle), so every round makes progress. Records the store could not
+// decode fail as permanent errors. With holdOff, once a publish of the
+// batch has failed while the worker holds off the sink, the records not
+// yet attempted are released instead (see SinkBreaker).
+func (w *Worker) publishLeased(ctx context.Context, p Path, batch backend.Batch, start time.Time, lease time.Duration, holdOff bool) *settlement {
 	b := &batchRun{
-		w: w, p: p, records: batch.Records,
-		lastStart: start.Add(lease - w.opts.PublishTimeout - w.opts.StoreTimeout),
-		s:         &settlement{path: p, token: batch.Token, outcomes: make([]backend.Outcome, len(batch.Records))},
+		w: w, p: p, records: batch.Records, holdOff: holdOff,
+		lastStart: start.Add(lease - w.publishTimeout(p) - w.opts.StoreTimeout),
+		s:         newSettlement(p, batch),
 	}
 	w.eachGroup(groupByKey(batch.Records), func(group []int) { b.publishGroup(ctx, group) })
 	for _, inv := range batch.Invalid {
@@ -117,8 +117,10 @@ type batchRun struct {
 	w         *Worker
 	p         Path
 	records   []Record
+	holdOff   bool
 	lastStart time.Time
 	started   atomic.Bool
+	failedAny atomic.Bool
 
 	mu sync.Mutex // guards s.dead, s.errs and outcomes appended past the records
 	s  *settlement
@@ -132,14 +134,16 @@ func (b *batchRun) publishGroup(ctx context.Context, group []int) {
 	for _, i := range group {
 		rec := b.records[i]
 		first := b.started.CompareAndSwap(false, true)
-		if held || ctx.Err() != nil || (!first && time.Now().After(b.lastStart)) {
+		if held || ctx.Err() != nil || (!first && time.Now().After(b.lastStart)) || b.holdOff && b.failedAny.Load() && b.w.breaker.heldOff() {
 			b.s.outcomes[i] = backend.Outcome{ID: rec.ID, Seq: rec.Seq, Kind: backend.OutcomeRelease}
 			continue
 		}
 		began := time.Now()
 		err := b.w.publish(ctx, b.p, rec.Message)
 		latency := time.Since(began)
+		b.w.noteOutcome(ctx, err)
 		if err != nil {
+			b.failedAny.Store(true)
 			b.w.observe(ctx, Event{Kind: EventPublishFailed, Path: b.p, Record: rec, Latency: latency, Err: err})
 			b.failed(ctx, rec, err, i)
 			held = b.w.opts.Ordering && rec.Key != ""
@@ -191,14 +195,23 @@ func groupByKey(recs []Record) [][]int {
 	return groups
 }
 
-// publish calls the sink with its own timeout, turning a panic into an
-// error. On the worker path the publish is not cut short by cancelling ctx:
-// a message in flight finishes within PublishTimeout.
+// publishTimeout bounds a sink call on path p.
+func (w *Worker) publishTimeout(p Path) time.Duration {
+	if p == PathAfterCommit {
+		return w.opts.AfterCommitTimeout
+	}
+	return w.opts.PublishTimeout
+}
+
+// publish calls the sink with its own timeout (AfterCommitTimeout for
+// PublishNow, PublishTimeout for the worker), turning a panic into an
+// error. On the worker path the publish is not cut short by cancelling
+// ctx: a message in flight finishes within PublishTimeout.
 func (w *Worker) publish(ctx context.Context, p Path, msg Message) (err error) {
 	if p == PathWorker {
 		ctx = context.WithoutCancel(ctx)
 	}
-	ctx, cancel := context.WithTimeout(ctx, w.opts.PublishTimeout)
+	ctx, cancel := context.WithTimeout(ctx, w.publishTimeout(p))
 	defer cancel()
 	defer func() {
 		if r := recover(); r != nil {
@@ -211,25 +224,56 @@ func (w *Worker) publish(ctx context.Context, p Path, msg Message) (err error) {
 	return w.sink.Publish(ctx, msg)
 }
 
-// failed turns a failed publish into an outcome and logs it. On the worker
-// path it is an attempt that the retry policy schedules; on the after-commit
-// path the record is only released.
+// failed turns a failed publish into an outcome and logs it, saying what
+// happens next. On the worker path it is an attempt that the retry policy
+// schedules (an Unavailable error is retried whatever the policy, unless
+// DeadLetterUnavailable); on the after-commit path the record is only
+// released, due for the worker at once.
 func (w *Worker) failed(ctx context.Context, p Path, rec Record, err error) backend.Outcome {
 	text := backend.Truncate(err.Error(), backend.MaxLastErrorBytes)
+	unavailable := IsUnavailable(err)
 	if p == PathAfterCommit {
-		w.log.WarnContext(ctx, "outbox after-commit publish failed; the worker will deliver it",
-			append(w.recordAttrs(p, rec, StatusPending), slog.String("error", text))...)
+		msg := "outbox after-commit publish failed; left to the worker, due now"
+		switch {
+		case unavailable:
+			msg = "outbox after-commit publish failed: the sink is unavailable; left to the worker, which retries it once the sink answers"
+		case IsPermanent(err):
+			msg = "outbox after-commit publish failed with a permanent error; left to the worker, whose attempt dead-letters it if it fails the same way"
+		}
+		w.logFailure(ctx, slog.LevelWarn, msg, append(w.recordAttrs(p, rec, StatusPending), slog.String("error", text))...)
 		return backend.Outcome{ID: rec.ID, Seq: rec.Seq, Kind: backend.OutcomeRelease}
 	}
 	rec.Attempts++
-	delay, retry := w.opts.Retry.NextRetry(rec.Attempts, err)
+	var (
+		delay time.Duration
+		retry bool
+		why   string
+	)
+	switch {
+	case unavailable && w.opts.DeadLetterUnavailable:
+		why = "outbox message dead: the sink is unavailable, and DeadLetterUnavailable is set"
+	case unavailable:
+		delay, retry = w.opts.Retry.NextRetry(rec.Attempts, err)
+		if !retry { // no policy dead-letters an Unavailable error: the next probe decides
+			delay, retry = w.opts.PollInterval, true
+		}
+	default:
+		delay, retry = w.opts.Retry.NextRetry(rec.Attempts, err)
+		why = "outbox message dead: the retry policy gave up"
+		if IsPermanent(err) {
+			why = "outbox message dead: the sink reported a permanent error"
+		}
+	}
 	if !retry {
-		w.log.ErrorContext(ctx, "outbox message dead: the retry policy gave up",
-			append(w.recordAttrs(p, rec, StatusDead), slog.String("error", text))...)
+		w.logFailure(ctx, slog.LevelError, why, append(w.recordAttrs(p, rec, StatusDead), slog.String("error", text))...)
 		return backend.Outcome{ID: rec.ID, Seq: rec.Seq, Kind: backend.OutcomeDead, Error: text}
 	}
 	delay = max(delay, 0)
-	w.log.WarnContext(ctx, "outbox publish failed; will retry",
+	msg := "outbox publish failed; will retry"
+	if unavailable {
+		msg = "outbox publish failed: the sink is unavailable; will retry once it answers"
+	}
+	w.logFailure(ctx, w.retryLevel(rec.Attempts), msg,
 		append(w.recordAttrs(p, rec, StatusPending), slog.Duration("retry_in", delay), slog.String("error", text))...)
 	return backend.Outcome{ID: rec.ID, Seq: rec.Seq, Kind: backend.OutcomeRetry, RetryIn: delay, Error: text}
 }

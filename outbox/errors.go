@@ -23,6 +23,16 @@ var (
 	// ErrWorkerRunning is returned by Worker.Run when the worker is already
 	// running.
 	ErrWorkerRunning = errors.New("outbox: worker is already running")
+	// ErrLeftToWorker: Worker.PublishNow did not publish some of its
+	// messages and left them to the workers, due at once (the sink failed
+	// or is being held off, a message is not its key's oldest pending one
+	// under Ordering, or a worker's claim held it). Nothing is lost; the
+	// error says which messages and why.
+	ErrLeftToWorker = errors.New("outbox: left to the worker")
+	// ErrSinkHeldOff is the cause PublishNow gives (wrapped in an error
+	// that also wraps ErrLeftToWorker) while the worker holds off a sink
+	// that keeps failing (see SinkBreaker): it did not call the sink.
+	ErrSinkHeldOff = errors.New("outbox: the sink is failing and held off")
 )
 
 // Permanent marks err as not worth retrying: the same message will fail the
@@ -48,3 +58,38 @@ type permanentError struct{ err error }
 
 func (e *permanentError) Error() string { return e.err.Error() }
 func (e *permanentError) Unwrap() error { return e.err }
+
+// Unavailable marks err as a failure of the destination rather than of
+// the message: it cannot take any message now, for a reason that belongs
+// to the infrastructure (no stream or topic captures the message, the
+// credentials are refused, the destination is not configured), and the
+// same message will go through once an operator fixes it. A sink returns
+// it where it would otherwise have to choose between Permanent, which
+// would dead-letter the whole backlog, and a plain error, which would go
+// unnoticed among transient ones.
+//
+// The worker never dead-letters a message for it (unless
+// WorkerOptions.DeadLetterUnavailable is set): the attempt is counted and
+// its error kept, the worker holds off the sink at once (see
+// SinkBreaker), logs it as an error, reports EventSinkDown, and retries
+// when a probe gets through. errors.Is and errors.As still see err
+// through the wrapper. Unavailable(nil) is nil. An error marked both
+// Permanent and Unavailable counts as Unavailable.
+func Unavailable(err error) error {
+	if err == nil {
+		return nil
+	}
+	return &unavailableError{err: err}
+}
+
+// IsUnavailable reports whether err, or an error it wraps, was marked by
+// Unavailable.
+func IsUnavailable(err error) bool {
+	var u *unavailableError
+	return errors.As(err, &u)
+}
+
+type unavailableError struct{ err error }
+
+func (e *unavailableError) Error() string { return e.err.Error() }
+func (e *unavailableError) Unwrap() error { return e.err }

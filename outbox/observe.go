@@ -41,6 +41,14 @@ const (
 	// lease had expired; another worker may hold those records, and they
 	// are delivered again.
 	EventLeaseLost
+	// EventSinkDown: the worker holds off its sink (see SinkBreaker)
+	// after Count failed publishes in a row, or one the sink marked
+	// Unavailable (Err: the last failure).
+	EventSinkDown
+	// EventSinkUp: the sink the worker held off took a message again
+	// (Latency: how long it was held off; Count: the failed publishes
+	// meanwhile).
+	EventSinkUp
 )
 
 func (k EventKind) String() string {
@@ -59,6 +67,10 @@ func (k EventKind) String() string {
 		return "purged"
 	case EventLeaseLost:
 		return "lease_lost"
+	case EventSinkDown:
+		return "sink_down"
+	case EventSinkUp:
+		return "sink_up"
 	}
 	return "unknown"
 }
@@ -73,11 +85,13 @@ type Event struct {
 	Path Path
 	// Record is the record concerned, for publish and dead events.
 	Record Record
-	// Latency is how long the sink call took, for publish events.
+	// Latency is how long the sink call took, for publish events, and how
+	// long the sink was held off, for EventSinkUp.
 	Latency time.Duration
 	// Err is the failure, for failure and dead events.
 	Err error
-	// Count is how many records, for EventPurged and EventLeaseLost.
+	// Count is how many records, for EventPurged and EventLeaseLost, and
+	// how many failed publishes, for EventSinkDown and EventSinkUp.
 	Count int
 }
 

@@ -19,7 +19,10 @@ const (
 	DefaultPollInterval   = time.Second
 	DefaultBatchSize      = 100
 	DefaultPublishTimeout = 3 * time.Second
-	DefaultStoreTimeout   = 5 * time.Second
+	// DefaultAfterCommitTimeout bounds the sink call of PublishNow, which
+	// a request waits for.
+	DefaultAfterCommitTimeout = 500 * time.Millisecond
+	DefaultStoreTimeout       = 5 * time.Second
 	// DefaultLeaseTimeout is the lease when it is not set, unless twice
 	// the minimum lease (see WorkerOptions.LeaseTimeout) is longer.
 	DefaultLeaseTimeout = 30 * time.Second
@@ -62,6 +65,13 @@ type WorkerOptions struct {
 	// PublishTimeout bounds each Sink.Publish call, which gets its own
 	// context.WithTimeout. Values <= 0 mean DefaultPublishTimeout (3s).
 	PublishTimeout time.Duration
+	// AfterCommitTimeout bounds each sink call of PublishNow, the
+	// after-commit publish a request waits for, which is best effort: a
+	// message it could not publish in that time is left to the workers,
+	// which give it PublishTimeout. Values <= 0 mean
+	// DefaultAfterCommitTimeout (500ms); values above PublishTimeout are
+	// cut to it.
+	AfterCommitTimeout time.Duration
 	// StoreTimeout bounds each store call (claim, settle). Values <= 0
 	// mean DefaultStoreTimeout (5s).
 	StoreTimeout time.Duration
@@ -77,6 +87,20 @@ type WorkerOptions struct {
 	// FixedInterval{Interval: PollInterval}: retry forever; a
 	// FixedInterval with a zero Interval also gets PollInterval.
 	Retry RetryPolicy
+	// DeadLetterUnavailable makes an error the sink marked Unavailable
+	// (no stream for the subject, refused credentials: the
+	// infrastructure's fault, not the message's) dead-letter its message
+	// as a Permanent one does. Defaults to false: such a message is
+	// retried whatever the policy, while the worker holds off the sink
+	// and alerts, so that a destination missing for an hour does not
+	// dead-letter an hour of events.
+	DeadLetterUnavailable bool
+	// Breaker says when the worker holds off a sink that keeps failing:
+	// PublishNow then calls no sink and leaves its messages to the
+	// workers at once, and Run tries one message at a time (a probe)
+	// until one goes through. The zero value means the defaults (see
+	// SinkBreaker).
+	Breaker SinkBreaker
 	// Logger receives the worker's structured logs. Defaults to
 	// slog.Default().
 	Logger *slog.Logger
@@ -136,6 +160,10 @@ func (o WorkerOptions) WithDefaults() WorkerOptions {
 	if o.PublishTimeout <= 0 {
 		o.PublishTimeout = DefaultPublishTimeout
 	}
+	if o.AfterCommitTimeout <= 0 {
+		o.AfterCommitTimeout = DefaultAfterCommitTimeout
+	}
+	o.AfterCommitTimeout = min(o.AfterCommitTimeout, o.PublishTimeout)
 	if o.StoreTimeout <= 0 {
 		o.StoreTimeout = DefaultStoreTimeout
 	}
@@ -158,6 +186,7 @@ func (o WorkerOptions) WithDefaults() WorkerOptions {
 	if o.Concurrency <= 0 {
 		o.Concurrency = 1
 	}
+	o.Breaker = o.Breaker.withDefaults(o.PollInterval)
 	return o
 }
 
@@ -198,6 +227,9 @@ func (o WorkerOptions) validate() error {
 	}
 	if err := validatePolicy(o.Retry); err != nil {
 		errs = append(errs, fmt.Errorf("outbox: Retry: %w", err))
+	}
+	if o.Breaker.MaxProbeInterval < o.PollInterval {
+		bad("Breaker.MaxProbeInterval", o.Breaker.MaxProbeInterval, fmt.Sprintf("must be at least PollInterval (%v)", o.PollInterval))
 	}
 	return errors.Join(errs...)
 }

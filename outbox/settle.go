@@ -15,9 +15,21 @@ type settlement struct {
 	path     Path
 	token    string
 	outcomes []backend.Outcome
-	dead     []deadLetter
+	// keys are the records' keys, one per outcome of a decodable record.
+	keys []string
+	dead []deadLetter
 	// errs are the failed publishes, for PublishNow's error.
 	errs []error
+}
+
+// newSettlement is the settlement of a claimed batch, its outcomes to be
+// filled in.
+func newSettlement(p Path, batch backend.Batch) *settlement {
+	s := &settlement{path: p, token: batch.Token, outcomes: make([]backend.Outcome, len(batch.Records)), keys: make([]string, len(batch.Records))}
+	for i, r := range batch.Records {
+		s.keys[i] = r.Key
+	}
+	return s
 }
 
 type deadLetter struct {
@@ -51,6 +63,7 @@ func (w *Worker) record(ctx context.Context, s *settlement) (BatchResult, error)
 	settled, err := w.store.Settle(settleCtx, s.token, s.outcomes)
 	cancel()
 	w.settled(ctx, s, settled)
+	w.wakeForWaitingKeys(s)
 	res.Stale, res.Dead = settled.Stale, len(settled.Dead)
 	if err != nil {
 		w.log.ErrorContext(ctx, "outbox settle failed; unrecorded outcomes are retried after the lease expires",
@@ -92,4 +105,43 @@ func (w *Worker) notifyDead(ctx context.Context, d deadLetter) {
 		}
 	}()
 	w.opts.OnDead(ctx, d.rec, d.err)
+}
+
+// maxWaitingKeys bounds Worker.waiting.
+const maxWaitingKeys = 10_000
+
+// waitFor notes keys whose messages PublishNow left to the workers because
+// an older record of the key was pending.
+func (w *Worker) waitFor(keys []string) {
+	w.waitingMu.Lock()
+	defer w.waitingMu.Unlock()
+	if len(w.waiting)+len(keys) > maxWaitingKeys {
+		// Keys whose records another instance settles are never removed:
+		// start over, and let those wait for PollInterval.
+		clear(w.waiting)
+	}
+	for _, k := range keys {
+		w.waiting[k] = struct{}{}
+	}
+}
+
+// wakeForWaitingKeys wakes Run when s settled a record of a key that a
+// message PublishNow left to the workers waits behind: it may be that
+// key's oldest pending message now.
+func (w *Worker) wakeForWaitingKeys(s *settlement) {
+	w.waitingMu.Lock()
+	defer w.waitingMu.Unlock()
+	if len(w.waiting) == 0 {
+		return
+	}
+	woke := false
+	for _, k := range s.keys {
+		if _, ok := w.waiting[k]; ok && k != "" {
+			delete(w.waiting, k)
+			woke = true
+		}
+	}
+	if woke {
+		w.Notify()
+	}
 }

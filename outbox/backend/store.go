@@ -151,6 +151,20 @@ type HeadStartLeaser interface {
 	HeadStartBatch(ctx context.Context, ids []string, minLeft time.Duration) (b Batch, left time.Duration, err error)
 }
 
+// HeadStartEnder is a Store that can end the head start
+// (EnqueueOptions.HeadStart) of messages early. Worker.PublishNow uses it
+// for the messages it leaves to the workers, so that they are due at once
+// rather than when the head start would have ended.
+type HeadStartEnder interface {
+	// EndHeadStart makes those of ids that are pending, not yet due
+	// because of the head start they were enqueued with (by this
+	// process, for a store that tells processes apart), and not claimed,
+	// due at once, and returns how many it changed. It waits for claims
+	// in progress that hold the records (briefly: a claim commits before
+	// any sink call).
+	EndHeadStart(ctx context.Context, ids []string) (int, error)
+}
+
 // Settlement is outcomes to record under the batch token that fences them.
 type Settlement struct {
 	Token    string

@@ -21,6 +21,7 @@
 //	outbox_round_errors_total            counter   {op} rounds ended by a store error
 //	outbox_purged_total                  counter   published messages deleted by retention
 //	outbox_lease_lost_total              counter   outcomes lost to an expired lease
+//	outbox_sink_held_off                 gauge     1 while the worker holds off a failing sink
 //
 // The first six need Options.Stats. The backlog gauges are a reading of
 // the whole store, the same on every instance that runs the worker, so

@@ -114,8 +114,9 @@ type Metrics struct {
 	dead             *prometheus.CounterVec
 	roundErrors      *prometheus.CounterVec
 	purged           prometheus.Counter
-	// leaseLost is nil under LegacyNames.
-	leaseLost prometheus.Counter
+	// leaseLost and sinkHeldOff are nil under LegacyNames.
+	leaseLost   prometheus.Counter
+	sinkHeldOff prometheus.Gauge
 }
 
 var _ outbox.Observer = (*Metrics)(nil)
@@ -152,6 +153,11 @@ func New(reg prometheus.Registerer, opts Options) (*Metrics, error) {
 		m.leaseLost = prometheus.NewCounter(prometheus.CounterOpts{Name: n.leaseLost, ConstLabels: n.labels,
 			Help: "Outcomes not recorded because the worker's lease had expired; the messages are delivered again."})
 		collectors = append(collectors, m.leaseLost)
+	}
+	if n.sinkHeldOff != "" {
+		m.sinkHeldOff = prometheus.NewGauge(prometheus.GaugeOpts{Name: n.sinkHeldOff, ConstLabels: n.labels,
+			Help: "1 while the worker holds off its sink after failures in a row or an error the sink marked Unavailable, 0 otherwise."})
+		collectors = append(collectors, m.sinkHeldOff)
 	}
 	if opts.Stats != nil {
 		collectors = append(collectors, newBacklog(n, opts))
@@ -192,6 +198,14 @@ func (m *Metrics) Observe(_ context.Context, e outbox.Event) {
 	case outbox.EventLeaseLost:
 		if m.leaseLost != nil {
 			m.leaseLost.Add(float64(e.Count))
+		}
+	case outbox.EventSinkDown:
+		if m.sinkHeldOff != nil {
+			m.sinkHeldOff.Set(1)
+		}
+	case outbox.EventSinkUp:
+		if m.sinkHeldOff != nil {
+			m.sinkHeldOff.Set(0)
 		}
 	}
 }

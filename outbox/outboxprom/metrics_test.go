@@ -55,6 +55,11 @@ func TestObserverCounts(t *testing.T) {
 	require.Equal(t, 500.0, values[`outbox_purged_total{consumer="default",outbox="room_outbox"}`])
 	require.Contains(t, values, `outbox_lease_lost_total{consumer="default",outbox="room_outbox"}`, "exported at zero")
 	require.Equal(t, 2, testutil.CollectAndCount(m.latency), "one histogram per path")
+	require.Equal(t, 0.0, values[`outbox_sink_held_off{consumer="default",outbox="room_outbox"}`], "exported at zero")
+	m.Observe(ctx, outbox.Event{Kind: outbox.EventSinkDown, Path: outbox.PathWorker, Count: 5})
+	require.Equal(t, 1.0, gather(t, reg)[`outbox_sink_held_off{consumer="default",outbox="room_outbox"}`], "held off")
+	m.Observe(ctx, outbox.Event{Kind: outbox.EventSinkUp, Path: outbox.PathWorker})
+	require.Equal(t, 0.0, gather(t, reg)[`outbox_sink_held_off{consumer="default",outbox="room_outbox"}`], "back")
 	require.InDelta(t, 0.016, values[`outbox_publish_latency_seconds_sum{consumer="default",outbox="room_outbox",path="after_commit"}`], 1e-9,
 		"latency in seconds (15ms and 1ms)")
 	requireLint(t, reg)

@@ -10,8 +10,9 @@ import (
 type names struct {
 	pending, leased, deadLetters, oldest, backlog, statsErrors string
 	success, failure, latency, dead, roundErrors, purged       string
-	// leaseLost is empty when the scheme has no such metric.
-	leaseLost string
+	// leaseLost and sinkHeldOff are empty when the scheme has no such
+	// metric.
+	leaseLost, sinkHeldOff string
 	// unit is what one unit of a latency or an age is, and unitName its
 	// name in help texts.
 	unit     time.Duration
@@ -30,7 +31,8 @@ func conventional(outbox, consumer string) names {
 		success: "outbox_publish_success_total", failure: "outbox_publish_failure_total",
 		latency: "outbox_publish_latency_seconds", dead: "outbox_dead_total",
 		roundErrors: "outbox_round_errors_total", purged: "outbox_purged_total", leaseLost: "outbox_lease_lost_total",
-		unit: time.Second, unitName: "seconds",
+		sinkHeldOff: "outbox_sink_held_off",
+		unit:        time.Second, unitName: "seconds",
 		labels: prometheus.Labels{"outbox": outbox, "consumer": consumer},
 	}
 }

@@ -39,10 +39,11 @@ type memRecord struct {
 }
 
 var (
-	_ backend.Store         = (*Store)(nil)
-	_ backend.SettleClaimer = (*Store)(nil)
-	_ backend.StatsReader   = (*Store)(nil)
-	_ backend.Purger        = (*Store)(nil)
+	_ backend.Store          = (*Store)(nil)
+	_ backend.SettleClaimer  = (*Store)(nil)
+	_ backend.StatsReader    = (*Store)(nil)
+	_ backend.Purger         = (*Store)(nil)
+	_ backend.HeadStartEnder = (*Store)(nil)
 )
 
 // NewStore returns an empty store on the wall clock.
@@ -223,4 +224,21 @@ func (r *memRecord) copy() backend.Record {
 	c.Payload = append([]byte{}, r.rec.Payload...)
 	c.Headers = maps.Clone(r.rec.Headers)
 	return c
+}
+
+// EndHeadStart makes those of ids that are pending, never attempted, not
+// leased and not yet due (a head start) due now, and returns how many.
+func (s *Store) EndHeadStart(_ context.Context, ids []string) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	now := s.clock()
+	n := 0
+	for _, id := range ids {
+		r, ok := s.records[id]
+		if ok && r.rec.Status == backend.StatusPending && r.token == "" && r.rec.Attempts == 0 && r.rec.NextAttemptAt.After(now) {
+			r.rec.NextAttemptAt = now
+			n++
+		}
+	}
+	return n, nil
 }

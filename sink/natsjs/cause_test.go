@@ -163,6 +163,6 @@ authorization {
 		t.Cleanup(nc.Close)
 		js, err := jetstream.New(nc)
 		require.NoError(t, err)
-		checkCause(t, js, causeCase{prefix: "natsjs: no responders (stream unavailable): ", cause: "no response from stream"})
+		checkCause(t, js, causeCase{prefix: "natsjs: JetStream is not enabled or not answering: ", cause: "no response from stream"})
 	})
 }

@@ -45,16 +45,23 @@
 //
 // Error classes, for the worker's retry policy:
 //
-//   - permanent (outbox.Permanent): the ErrUnsendable cases above; the
-//     Subject mapping fails; no stream captures the subject; the account
-//     may not publish to the subject (permissions violation); the stream
-//     rejects the message itself (too large, header block too large, not
-//     the expected stream); the message exceeds the server's maximum
+//   - permanent (outbox.Permanent), the message's own fault: the
+//     ErrUnsendable cases above; the Subject mapping fails; the stream
+//     rejects the message itself (too large, header block too large,
+//     wrong last sequence); the message exceeds the server's maximum
 //     payload (refused by the client before sending).
+//   - unavailable (outbox.Unavailable), the infrastructure's fault, which
+//     an operator fixes and which must not dead-letter the backlog: no
+//     stream captures the subject (the stream was not created yet, or was
+//     deleted); the subject lands in another stream than ExpectStream;
+//     the account may not publish to the subject (permissions violation);
+//     JetStream is not enabled (nothing answers its API). The worker retries these whatever its
+//     retry policy, holds the sink off and alerts (see outbox.Unavailable;
+//     WorkerOptions.DeadLetterUnavailable dead-letters them instead).
 //   - retryable: timeouts and cancelled contexts, no responders while a
-//     stream exists (leader election, JetStream restarting), JetStream not
-//     enabled or not reachable, connection loss, closed or draining
-//     connections, storage limits, and anything not known to be permanent.
+//     stream exists (leader election, JetStream restarting), connection
+//     loss, closed or draining connections, storage limits, and anything
+//     not known to be permanent or unavailable.
 //
 // Every error text starts with the class of the failure, then the
 // underlying error, then the event ID and subject, so that a last error
@@ -208,11 +215,18 @@ func (s *Sink) Publish(ctx context.Context, msg outbox.Message) error {
 // Codes of JetStream API errors that the same message will always get.
 var permanentAPICodes = map[jetstream.ErrorCode]string{
 	jetstream.JSErrCodeStreamMessageExceedsMaximum:     "the stream's maximum message size",
-	jsErrCodeStreamNotMatch:                            "not the expected stream",
 	jsErrCodeStreamHeaderExceedsMaximum:                "header block over 64 KiB",
 	jetstream.JSErrCodeStreamWrongLastSequence:         "wrong last sequence",
 	jetstream.JSErrCodeStreamWrongLastSequenceConstant: "wrong last sequence",
-	jetstream.JSErrCodeStreamNotFound:                  "no such stream",
+}
+
+// Codes of JetStream API errors that say the streams are not set up for
+// the subject: an operator's to fix, so Unavailable.
+var unavailableAPICodes = map[jetstream.ErrorCode]string{
+	jsErrCodeStreamNotMatch:                          "not the expected stream",
+	jetstream.JSErrCodeStreamNotFound:                "no such stream",
+	jetstream.JSErrCodeJetStreamNotEnabled:           "JetStream is not enabled",
+	jetstream.JSErrCodeJetStreamNotEnabledForAccount: "JetStream is not enabled for the account",
 }
 
 // Server error codes that nats.go has no constant for.
@@ -232,6 +246,9 @@ func (s *Sink) classify(ctx context.Context, id, subject string, err error) erro
 		if why, ok := permanentAPICodes[apiErr.ErrorCode]; ok {
 			return outbox.Permanent(wrap("rejected by the stream ("+why+")", err))
 		}
+		if why, ok := unavailableAPICodes[apiErr.ErrorCode]; ok {
+			return outbox.Unavailable(wrap("rejected by the stream ("+why+")", err))
+		}
 		return wrap("JetStream error", err)
 	case errors.Is(err, nats.ErrMaxPayload):
 		return outbox.Permanent(wrap("larger than the server's maximum payload", err))
@@ -246,8 +263,13 @@ func (s *Sink) classify(ctx context.Context, id, subject string, err error) erro
 		lookupCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), lookupTimeout)
 		defer cancel()
 		_, lerr := s.js.StreamNameBySubject(lookupCtx, subject)
-		if errors.Is(lerr, jetstream.ErrStreamNotFound) {
-			return outbox.Permanent(wrap("no stream captures the subject", err))
+		switch {
+		case errors.Is(lerr, jetstream.ErrStreamNotFound):
+			return outbox.Unavailable(wrap("no stream captures the subject", err))
+		case errors.Is(lerr, jetstream.ErrJetStreamNotEnabled), errors.Is(lerr, jetstream.ErrJetStreamNotEnabledForAccount), errors.Is(lerr, nats.ErrNoResponders):
+			// Nothing answers JetStream's API either: not enabled (or,
+			// briefly, restarting: Unavailable is retried all the same).
+			return outbox.Unavailable(wrap("JetStream is not enabled or not answering", err))
 		}
 		return wrap("no responders (stream unavailable)", err)
 	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, nats.ErrTimeout):
@@ -255,7 +277,7 @@ func (s *Sink) classify(ctx context.Context, id, subject string, err error) erro
 		// the refusal arrives on the connection, not the request.
 		if perm := s.js.Conn().LastError(); perm != nil && errors.Is(perm, nats.ErrPermissionViolation) &&
 			strings.Contains(perm.Error(), `Publish to "`+subject+`"`) {
-			return outbox.Permanent(wrap("no permission to publish to the subject", perm))
+			return outbox.Unavailable(wrap("no permission to publish to the subject", perm))
 		}
 		return wrap("no acknowledgement in time", err)
 	}

@@ -29,14 +29,17 @@
 // # Errors
 //
 // Network errors, timeouts, non-200 responses, unparseable bodies and the
-// busy, rate-limit and internal codes are retryable. Codes that can never
-// succeed are marked outbox.Permanent: the group does not exist or the ID
-// is invalid (10010, 10015), no permission (10007), the app's callback
-// refused (10016), the sender is muted (10017), the content was filtered
-// (80001), the body is too long (80002, 93000), the body format is wrong
-// (9000x, 10004, 10011), and signature, app or account configuration
-// errors (70002–70020, 60002–60006, 60020, 60021 …). A payload over
-// MaxMessageBytes is permanent before any call. Codes not in the table are
+// busy, rate-limit and internal codes are retryable. Codes that the same
+// message can never pass are marked outbox.Permanent: the group does not
+// exist or the ID is invalid (10010, 10015), the app's callback refused
+// (10016), the sender is muted (10017), the content was filtered (80001),
+// the body is too long (80002, 93000), the body format is wrong (9000x,
+// 10004, 10011). Codes that no message passes until an operator fixes the
+// app's configuration are marked outbox.Unavailable, which the worker
+// retries instead of dead-lettering the backlog, and alerts on: no
+// permission (10007), signature, app or account configuration errors
+// (70002–70020, 60002–60006, 60009, 60010, 60020, 60021 …). A payload
+// over MaxMessageBytes is permanent before any call. Codes not in the table are
 // retryable. Errors carry the HTTP status or ErrorCode, ErrorInfo (or a
 // transport error's text) scrubbed and cut to 200 bytes, and then the API
 // name; never a response body. Every error text starts with what went

@@ -77,9 +77,14 @@ const (
 	// retryable: try again later (busy, rate limited, internal errors,
 	// and every code this table does not know).
 	retryable class = iota
-	// permanent: the same request can never succeed; wrapped with
-	// outbox.Permanent.
+	// permanent: the same message can never succeed (its group is gone,
+	// its body too long or filtered); wrapped with outbox.Permanent.
 	permanent
+	// unavailable: no message can succeed until an operator fixes the
+	// app's configuration (credentials, admin rights, plan, allowed IPs);
+	// wrapped with outbox.Unavailable, so that the worker retries instead
+	// of dead-lettering the backlog, holds the sink off and alerts.
+	unavailable
 	// resign: the UserSig is no longer accepted. The sink signs a new one
 	// and repeats the call once; if that fails the same way, retryable.
 	resign
@@ -117,33 +122,35 @@ var codeRules = []codeRule{
 	{90994, 90995, retryable, "internal error"},
 	{91000, 91000, retryable, "internal error"},
 
-	// Never succeeds on retry: the request, the group or the app config
-	// is wrong.
+	// Never succeeds on retry: the message or its group is wrong.
 	{10003, 10003, permanent, "invalid command word"},
 	{10004, 10004, permanent, "invalid parameters"},
-	{10007, 10007, permanent, "no permission"},
 	{10010, 10010, permanent, "group does not exist or was dismissed"},
 	{10011, 10011, permanent, "request body is not valid JSON"},
-	{10012, 10012, permanent, "invalid operator identifier"},
 	{10015, 10015, permanent, "invalid group ID"},
 	{10016, 10016, permanent, "rejected by the app's callback"},
 	{10017, 10017, permanent, "sender is muted"},
 	{10019, 10019, permanent, "account does not exist"},
-	{10026, 10026, permanent, "command disabled for this SDKAppID"},
-	{60002, 60006, permanent, "invalid URL, body, identifier, UserSig or SDKAppID"},
-	{60009, 60010, permanent, "invalid resource, or identifier is not an app admin"},
-	{60012, 60012, permanent, "SDKAppID missing"},
-	{60015, 60017, permanent, "identifier malformed, SDKAppID or request disabled"},
-	{60020, 60021, permanent, "no active plan, or caller IP not allowed"},
-	{70002, 70020, permanent, "UserSig empty, malformed or not matching the key, identifier or SDKAppID"},
-	{70051, 70051, permanent, "account blacklisted"},
 	{70107, 70107, permanent, "account does not exist"},
-	{70114, 70114, permanent, "restricted for security reasons"},
 	{70402, 70403, permanent, "invalid parameters, or admin required"},
 	{80001, 80001, permanent, "content filtered as sensitive"},
 	{80002, 80002, permanent, "message body too long"},
 	{90001, 90010, permanent, "request body format invalid"},
 	{93000, 93000, permanent, "message body too long"},
+
+	// Never succeeds until the app's configuration is fixed: every
+	// message fails the same way.
+	{10007, 10007, unavailable, "no permission"},
+	{10012, 10012, unavailable, "invalid operator identifier"},
+	{10026, 10026, unavailable, "command disabled for this SDKAppID"},
+	{60002, 60006, unavailable, "invalid URL, body, identifier, UserSig or SDKAppID"},
+	{60009, 60010, unavailable, "invalid resource, or identifier is not an app admin"},
+	{60012, 60012, unavailable, "SDKAppID missing"},
+	{60015, 60017, unavailable, "identifier malformed, SDKAppID or request disabled"},
+	{60020, 60021, unavailable, "no active plan, or caller IP not allowed"},
+	{70002, 70020, unavailable, "UserSig empty, malformed or not matching the key, identifier or SDKAppID"},
+	{70051, 70051, unavailable, "account blacklisted"},
+	{70114, 70114, unavailable, "restricted for security reasons"},
 }
 
 // classify looks code up in codeRules.
@@ -163,8 +170,11 @@ func apiError(api string, code int, info string) error {
 		info = meaning
 	}
 	err := &Error{API: api, HTTPStatus: 200, Code: code, Info: backend.Truncate(info, maxInfoBytes)}
-	if c == permanent {
+	switch c {
+	case permanent:
 		return outbox.Permanent(err)
+	case unavailable:
+		return outbox.Unavailable(err)
 	}
 	return err
 }

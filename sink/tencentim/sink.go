@@ -58,8 +58,9 @@ func New(cfg Config) (*Sink, error) {
 // Publish sends msg to its group, waiting for the rate limiter first. It
 // returns nil at once for a type in SkipTypes. Errors that can never
 // succeed (no group, a payload too large or not UTF-8 text, and the
-// permanent ErrorCodes) are marked with outbox.Permanent; the rest are
-// retryable. ctx bounds the whole call.
+// permanent ErrorCodes) are marked with outbox.Permanent, those of the
+// app's configuration with outbox.Unavailable; the rest are retryable.
+// ctx bounds the whole call.
 func (s *Sink) Publish(ctx context.Context, msg outbox.Message) error {
 	if s.skip[msg.Type] {
 		return nil

@@ -152,26 +152,30 @@ func TestExpiredSignatureIsRenewedAndRetriedOnce(t *testing.T) {
 // codeCases are the documented classes of Tencent's ErrorCodes, written
 // out independently of the sink's table.
 var codeCases = []struct {
-	code      int
-	permanent bool
+	code        int
+	permanent   bool
+	unavailable bool
 }{
 	// retryable: busy, rate limited, internal
-	{10002, false}, {10006, false}, {10008, false}, {10023, false}, {20004, false}, {20005, false},
-	{60007, false}, {60008, false}, {60011, false}, {60014, false}, {60018, false}, {60019, false},
-	{70050, false}, {70169, false}, {70500, false}, {90992, false}, {90994, false}, {90995, false}, {91000, false},
+	{10002, false, false}, {10006, false, false}, {10008, false, false}, {10023, false, false}, {20004, false, false}, {20005, false, false},
+	{60007, false, false}, {60008, false, false}, {60011, false, false}, {60014, false, false}, {60018, false, false}, {60019, false, false},
+	{70050, false, false}, {70169, false, false}, {70500, false, false}, {90992, false, false}, {90994, false, false}, {90995, false, false}, {91000, false, false},
 	// signature refused even after re-signing: retryable
-	{70001, false}, {70052, false},
-	// permanent: group, permission, content, format, signature and app config
-	{10003, true}, {10004, true}, {10007, true}, {10010, true}, {10011, true}, {10012, true}, {10015, true},
-	{10016, true}, {10017, true}, {10019, true}, {10026, true},
-	{60002, true}, {60003, true}, {60004, true}, {60005, true}, {60006, true}, {60009, true}, {60010, true},
-	{60012, true}, {60015, true}, {60016, true}, {60017, true}, {60020, true}, {60021, true},
-	{70002, true}, {70003, true}, {70005, true}, {70009, true}, {70013, true}, {70014, true}, {70016, true}, {70020, true},
-	{70051, true}, {70107, true}, {70114, true}, {70402, true}, {70403, true},
-	{80001, true}, {80002, true},
-	{90001, true}, {90002, true}, {90007, true}, {90009, true}, {90010, true}, {93000, true},
+	{70001, false, false}, {70052, false, false},
+	// permanent: the message or its group (gone, muted, filtered, too long, malformed)
+	{10003, true, false}, {10004, true, false}, {10010, true, false}, {10011, true, false}, {10015, true, false},
+	{10016, true, false}, {10017, true, false}, {10019, true, false}, {70107, true, false}, {70402, true, false}, {70403, true, false},
+	{80001, true, false}, {80002, true, false},
+	{90001, true, false}, {90002, true, false}, {90007, true, false}, {90009, true, false}, {90010, true, false}, {93000, true, false},
+	// unavailable: the app's configuration (permissions, identifier, UserSig key, plan, allowed IPs),
+	// which every message fails on until an operator fixes it (issue 28, defect 13)
+	{10007, false, true}, {10012, false, true}, {10026, false, true},
+	{60002, false, true}, {60003, false, true}, {60004, false, true}, {60005, false, true}, {60006, false, true}, {60009, false, true}, {60010, false, true},
+	{60012, false, true}, {60015, false, true}, {60016, false, true}, {60017, false, true}, {60020, false, true}, {60021, false, true},
+	{70002, false, true}, {70003, false, true}, {70005, false, true}, {70009, false, true}, {70013, false, true}, {70014, false, true}, {70016, false, true}, {70020, false, true},
+	{70051, false, true}, {70114, false, true},
 	// unknown codes are retryable: never give up on an event for a code we do not know
-	{12345, false}, {99999, false},
+	{12345, false, false}, {99999, false, false},
 }
 
 func TestEveryErrorCodeIsClassifiedAsDocumented(t *testing.T) {
@@ -183,6 +187,7 @@ func TestEveryErrorCodeIsClassifiedAsDocumented(t *testing.T) {
 			err := s.Publish(context.Background(), roomMsg("evt-code", "room-1", "RoomUserJoined"))
 			require.Error(t, err)
 			require.Equal(t, tc.permanent, outbox.IsPermanent(err), "permanent?")
+			require.Equal(t, tc.unavailable, outbox.IsUnavailable(err), "unavailable?")
 			var apiErr *tencentim.Error
 			require.ErrorAs(t, err, &apiErr)
 			require.Equal(t, tc.code, apiErr.Code)
@@ -279,12 +284,12 @@ func TestFakeVerifiesSignatureAndIdentity(t *testing.T) {
 	wrongKey := newSink(t, f, func(c *tencentim.Config) { c.SecretKey = "another-key" })
 	err := wrongKey.Publish(context.Background(), m)
 	require.ErrorContains(t, err, "ErrorCode 70009")
-	require.True(t, outbox.IsPermanent(err), "a key that does not match the app never will")
+	require.True(t, outbox.IsUnavailable(err), "a key that does not match the app never will, until an operator fixes it")
 
 	notAdmin := newSink(t, f, func(c *tencentim.Config) { c.AdminIdentifier = "someone" })
 	err = notAdmin.Publish(context.Background(), m)
 	require.ErrorContains(t, err, "ErrorCode 60010")
-	require.True(t, outbox.IsPermanent(err))
+	require.True(t, outbox.IsUnavailable(err))
 
 	// Two days on, a one-day signature is expired: refused, re-signed and
 	// tried once more (the module signs with the real clock, so the new

@@ -11,7 +11,11 @@ import (
 	"github.com/outboxrelay/outboxrelay/outbox/backend"
 )
 
-var _ backend.HeadStartLeaser = (*Store)(nil)
+var (
+	_ backend.HeadStartLeaser = (*Store)(nil)
+	_ backend.HeadStartEnder  = (*Store)(nil)
+	_ backend.HeadStartEnder  = (*ConsumerStore)(nil)
+)
 
 // HeadStartBatch returns, without writing anything, those of ids that
 // this process enqueued with a head start and that are still pending
@@ -71,4 +75,50 @@ func headStartSQL(t *target, ids []string, minLeft time.Duration) statement {
 		args = append(args, id)
 	}
 	return t.renderList("SELECT {cols}, TIMESTAMPDIFF(MICROSECOND, UTC_TIMESTAMP(6), next_attempt_at) FROM {outbox} WHERE event_id IN ({list}) AND status = 'pending' AND lease_id = ? AND next_attempt_at > UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND ORDER BY id", len(ids), append(args, headStartID, minLeft.Microseconds())...)
+}
+
+// EndHeadStart makes those of ids that this process enqueued with a head
+// start, and that are still pending under it, due for workers at once:
+// no longer leased to the writer, next attempt now. It returns how many it
+// changed.
+func (s *Store) EndHeadStart(ctx context.Context, ids []string) (int, error) {
+	return s.endHeadStart(ctx, ids, endHeadStartSQL)
+}
+
+// EndHeadStart makes those of ids that this consumer has been handed
+// over with the head start their writer gave them (pending, never
+// attempted, not leased, not yet due) due at once, handing messages over
+// first as a claim does. It returns how many it changed.
+func (c *ConsumerStore) EndHeadStart(ctx context.Context, ids []string) (int, error) {
+	if _, err := c.parent.handOver(ctx, c.name, max(len(ids), handOverBatch)); err != nil {
+		return 0, c.wrap("end head start: hand over", err)
+	}
+	return c.endHeadStart(ctx, ids, endInheritedHeadStartSQL)
+}
+
+func (s *channel) endHeadStart(ctx context.Context, ids []string, stmt func(*target, []string) statement) (int, error) {
+	ids = slices.DeleteFunc(slices.Clone(ids), func(id string) bool { return strings.HasSuffix(id, " ") }) // see HeadStartBatch
+	switch {
+	case len(ids) == 0:
+		return 0, nil
+	case len(ids) > backend.MaxClaimLimit:
+		return 0, fmt.Errorf("%s: end head start: %d IDs: more than %d", s.what, len(ids), backend.MaxClaimLimit)
+	}
+	n, err := execRetrying(ctx, s.db, stmt(s.t, ids))
+	if err != nil {
+		return 0, s.wrap("end head start", err)
+	}
+	return int(n), nil
+}
+
+// endHeadStartSQL ends this process's head start on the named records
+// of the outbox table.
+func endHeadStartSQL(t *target, ids []string) statement {
+	return t.renderList("UPDATE {outbox} SET next_attempt_at = UTC_TIMESTAMP(6), lease_id = 0 WHERE event_id IN ({list}) AND status = 'pending' AND lease_id = ?", len(ids), append(anyArgs(ids), headStartID)...)
+}
+
+// endInheritedHeadStartSQL ends the head start a named consumer's records
+// inherited from the outbox table at hand-over (see handOverSQL).
+func endInheritedHeadStartSQL(t *target, ids []string) statement {
+	return t.renderList("UPDATE {table} SET next_attempt_at = UTC_TIMESTAMP(6) WHERE {scope}event_id IN ({list}) AND status = 'pending' AND retry_count = 0 AND lease_id = 0 AND next_attempt_at > UTC_TIMESTAMP(6)", len(ids), anyArgs(ids)...)
 }

@@ -139,9 +139,10 @@ func (c *roomConsumer) handle(ctx context.Context, msg jetstream.Msg) {
 	}
 	c.ack(ctx, msg, outcomeProcessed, log)
 	if len(levelUps) > 0 {
-		// The fast path; the outbox worker delivers what it cannot.
+		// The fast path; the outbox worker delivers what it cannot (and
+		// has logged why).
 		if err := c.publisher.PublishNow(ctx, levelUps...); err != nil {
-			log.WarnContext(ctx, "level-ups not published after commit; the outbox worker will deliver them", slog.Any("error", err))
+			log.DebugContext(ctx, "level-ups left to the outbox worker after commit", slog.Any("error", err))
 		}
 	}
 }

@@ -130,9 +130,12 @@ func (s *Service) Execute(ctx context.Context, cmd Command) (Result, error) {
 	}
 	if !replayed {
 		// The fast path: the worker may not race it (head start plus the
-		// lease PublishNow takes), and its failure fails nothing.
+		// lease PublishNow takes), it costs the request at most
+		// AfterCommitTimeout (none while the sink is held off), and its
+		// failure fails nothing. The worker has logged what failed; this
+		// only ties it to the command.
 		if err := s.publisher.PublishNow(context.WithoutCancel(ctx), msgs...); err != nil {
-			s.log.WarnContext(ctx, "room events not published after commit; the outbox worker will deliver them",
+			s.log.DebugContext(ctx, "room events left to the outbox worker after commit",
 				slog.String("command_id", cmd.CommandID), slog.String("room_id", cmd.RoomID), slog.Any("error", err))
 		}
 	}
