@@ -70,7 +70,7 @@ func TestHostCheck(t *testing.T) {
 					require.NotContains(t, r.body, "payload-of-d", host)
 					require.NotContains(t, r.body, host, "the body does not repeat the Host")
 				}
-				form := url.Values{"csrf": {token}, "outbox": {"room_outbox"}, "scope": {"one"}, "id": {"d"}, "confirm": {"yes"}}
+				form := pageForm(url.Values{"csrf": {token}, "outbox": {"room_outbox"}, "scope": {"one"}, "id": {"d"}, "confirm": {"yes"}})
 				r := c.withHost(http.MethodPost, "/requeue", host, form, session[0])
 				require.Equal(t, http.StatusMisdirectedRequest, r.code, "read-only %v: POST with Host %s", readOnly, host)
 				require.Empty(t, r.header.Get("Location"))
@@ -97,7 +97,7 @@ func TestHostCheck(t *testing.T) {
 	host := "dash.example.com" + port(c)
 	page := c.withHost(http.MethodGet, "/records?outbox=room_outbox&view=dead", host, nil)
 	require.Equal(t, http.StatusOK, page.code)
-	form := url.Values{"csrf": {regexpFind(t, csrfRE.String(), page.body)}, "outbox": {"room_outbox"}, "scope": {"one"}, "id": {"d"}, "confirm": {"yes"}}
+	form := pageForm(url.Values{"csrf": {regexpFind(t, csrfRE.String(), page.body)}, "outbox": {"room_outbox"}, "scope": {"one"}, "id": {"d"}, "confirm": {"yes"}})
 	r := c.withHost(http.MethodPost, "/requeue", host, form)
 	require.Equal(t, http.StatusSeeOther, r.code, r.body)
 	require.Contains(t, r.header.Get("Location"), "requeued=1")
