@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/netip"
+	"strconv"
 	"strings"
 
 	"github.com/outboxrelay/outboxrelay/internal/safetext"
@@ -37,7 +38,7 @@ func newHostSet(entries []string) (hostSet, error) {
 		name, addr, err := parseHostEntry(e)
 		switch {
 		case err != nil:
-			errs = append(errs, fmt.Errorf("outboxui: AllowedHosts[%d] %q: %w", i, safetext.Short(e, 80), err))
+			errs = append(errs, fmt.Errorf("outboxui: AllowedHosts[%d] %s: %w", i, quoteCut(e), err))
 		case addr.IsValid():
 			hs.addrs[addr] = true
 		default:
@@ -52,9 +53,18 @@ func newHostSet(entries []string) (hostSet, error) {
 // to check their configuration before building the handler.
 func CheckHost(entry string) error {
 	if _, _, err := parseHostEntry(entry); err != nil {
-		return fmt.Errorf("outboxui: host %q: %w", safetext.Short(entry, 80), err)
+		return fmt.Errorf("outboxui: host %s: %w", quoteCut(entry), err)
 	}
 	return nil
+}
+
+// quoteCut is an entry as an error shows it: quoted, every byte that is
+// not printable escaped, cut after 80 bytes.
+func quoteCut(s string) string {
+	if len(s) > 80 {
+		return strconv.Quote(s[:80]) + "…"
+	}
+	return strconv.Quote(s)
 }
 
 // parseHostEntry reads an entry of AllowedHosts: an IP address (an IPv6
