@@ -2,7 +2,6 @@ package main
 
 import (
 	"bufio"
-	"bytes"
 	"io"
 	"net/http"
 	"net/http/cookiejar"
@@ -12,26 +11,27 @@ import (
 	"regexp"
 	"slices"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/outboxrelay/outboxrelay/internal/testutil"
 	"github.com/outboxrelay/outboxrelay/outbox"
+	"github.com/outboxrelay/outboxrelay/outbox/outboxtest"
 )
 
 // startUI runs outboxctl ui with args as an operator does and returns
 // the URL it prints, its stderr so far, and a stop that sends SIGINT and
 // requires exit 0.
-func startUI(t *testing.T, f fixture, args ...string) (string, *syncBuffer, func()) {
+func startUI(t *testing.T, f fixture, args ...string) (string, *outboxtest.LogBuffer, func()) {
 	t.Helper()
 	cmd := exec.Command(binary, append([]string{"ui", "--table", "room_outbox"}, args...)...)
 	cmd.Env = append(os.Environ(), f.env...)
 	stdout, err := cmd.StdoutPipe()
 	require.NoError(t, err)
-	stderr := &syncBuffer{}
+	stderr := &outboxtest.LogBuffer{}
 	cmd.Stderr = stderr
 	require.NoError(t, cmd.Start())
 	exited := make(chan error, 1)
@@ -70,47 +70,6 @@ func startUI(t *testing.T, f fixture, args ...string) (string, *syncBuffer, func
 	return m[1], stderr, stop
 }
 
-// syncBuffer is a bytes.Buffer that a command writes while a test reads.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.String()
-}
-
-// uiRequest sends a request to the dashboard at base as a browser at
-// host would (Host, and Origin for a POST), with the session cookie,
-// and returns the answer without following a redirect.
-func uiRequest(t *testing.T, method, base, path, host string, form url.Values, session *http.Cookie) (int, string) {
-	t.Helper()
-	req, err := http.NewRequest(method, base+path, strings.NewReader(form.Encode()))
-	require.NoError(t, err)
-	req.Host = host
-	if session != nil {
-		req.AddCookie(session)
-	}
-	if method == http.MethodPost {
-		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
-		req.Header.Set("Origin", "http://"+host)
-	}
-	noRedirect := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
-	resp, err := noRedirect.Do(req)
-	require.NoError(t, err)
-	defer resp.Body.Close()
-	body, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, string(body)
-}
-
 // TestUI serves the dashboard as an operator does, reads it, and stops it
 // with SIGINT.
 func TestUI(t *testing.T) {
@@ -124,8 +83,8 @@ func TestUI(t *testing.T) {
 	require.Contains(t, string(body), "ErrorCode 10010: group not found")
 	require.Contains(t, resp.Header.Get("Content-Security-Policy"), "default-src 'none'")
 
-	code, _ := uiRequest(t, http.MethodGet, base, "", "rebound.example:80", nil, nil)
-	require.Equal(t, http.StatusMisdirectedRequest, code, "a name that is not loopback (DNS rebinding) is refused")
+	r := testutil.RequestAs(t, http.MethodGet, base, "rebound.example:80", nil)
+	require.Equal(t, http.StatusMisdirectedRequest, r.Code, "a name that is not loopback (DNS rebinding) is refused")
 	stop()
 }
 
@@ -161,12 +120,12 @@ func TestUIHostCheck(t *testing.T) {
 
 		for _, host := range []string{"rebind.attacker.example" + port, "rebind.attacker.example", "dash.example.com.attacker.example" + port, "[2001:db8::2]" + port} {
 			for _, path := range []string{"", "records?outbox=room_outbox&view=dead", "record?outbox=room_outbox&id=d-1"} {
-				code, body := uiRequest(t, http.MethodGet, base, path, host, nil, nil)
-				require.Equal(t, http.StatusMisdirectedRequest, code, "%v: GET /%s with Host %s", args, path, host)
-				require.NotContains(t, body, "10010", host)
+				r := testutil.RequestAs(t, http.MethodGet, base+path, host, nil)
+				require.Equal(t, http.StatusMisdirectedRequest, r.Code, "%v: GET /%s with Host %s", args, path, host)
+				require.NotContains(t, r.Body, "10010", host)
 			}
-			code, _ := uiRequest(t, http.MethodPost, base, "requeue", host, form, session[0])
-			require.Equal(t, http.StatusMisdirectedRequest, code, "%v: POST with Host %s", args, host)
+			r := testutil.RequestAs(t, http.MethodPost, base+"requeue", host, form, session...)
+			require.Equal(t, http.StatusMisdirectedRequest, r.Code, "%v: POST with Host %s", args, host)
 			require.Equal(t, outbox.StatusDead, f.status(t, "d-1"), "%v: nothing requeued", args)
 		}
 		served := []string{"localhost" + port, "[::1]" + port}
@@ -176,9 +135,9 @@ func TestUIHostCheck(t *testing.T) {
 			require.Contains(t, stderr.String(), "--allow-host", "the operator is told how to open it under other names")
 		}
 		for _, host := range served {
-			code, body := uiRequest(t, http.MethodGet, base, "record?outbox=room_outbox&id=d-1", host, nil, nil)
-			require.Equal(t, http.StatusOK, code, "%v: Host %s", args, host)
-			require.Contains(t, body, "10010", host)
+			r := testutil.RequestAs(t, http.MethodGet, base+"record?outbox=room_outbox&id=d-1", host, nil)
+			require.Equal(t, http.StatusOK, r.Code, "%v: Host %s", args, host)
+			require.Contains(t, r.Body, "10010", host)
 		}
 		stop()
 		require.Contains(t, stderr.String(), "rebind.attacker.example", "the refusals are logged")

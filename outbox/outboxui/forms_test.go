@@ -221,9 +221,7 @@ func TestRequeueByAnyKey(t *testing.T) {
 // (raw, altered by a browser, malformed) is refused with 400 and a
 // message that says so; nothing is requeued.
 func TestFormValuesNotWrittenByThePage(t *testing.T) {
-	f := newFixture(t)
-	f.enqueue(t, outbox.Message{ID: "d", Type: "T"})
-	settle(t, f.store, dead("d", "x"))
+	f := newDeadFixture(t)
 	c := newClient(t, f, Options{})
 	token := c.csrf("/records?outbox=room_outbox&view=dead")
 	for _, field := range []string{"id", "type", "key", "error"} {

@@ -9,33 +9,18 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/outboxrelay/outboxrelay/internal/testutil"
 	"github.com/outboxrelay/outboxrelay/outbox"
 	"github.com/outboxrelay/outboxrelay/outbox/outboxtest"
 )
 
-// withHost sends a request of c's browser to its server, as if the
-// address bar held host: a rebinding page's script sends the page's own
-// origin in Origin and its name in Host. The jar's cookies are host's;
-// a session, if given, is sent as well.
-func (c *client) withHost(method, path, host string, form url.Values, session ...*http.Cookie) response {
+// withHost sends a request to c's server as a browser whose address bar
+// holds host would (testutil.RequestAs): a rebinding page's script sends
+// the page's own origin in Origin and its name in Host.
+func (c *client) withHost(method, path, host string, form url.Values, cookies ...*http.Cookie) response {
 	c.t.Helper()
-	var body *strings.Reader
-	if form != nil {
-		body = strings.NewReader(form.Encode())
-	} else {
-		body = strings.NewReader("")
-	}
-	req, err := http.NewRequest(method, c.srv.URL+path, body)
-	require.NoError(c.t, err)
-	req.Host = host
-	for _, ck := range session {
-		req.AddCookie(ck)
-	}
-	if form != nil {
-		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
-		req.Header.Set("Origin", "http://"+host)
-	}
-	return c.do(req)
+	r := testutil.RequestAs(c.t, method, c.srv.URL+path, host, form, cookies...)
+	return response{code: r.Code, header: r.Header, body: r.Body}
 }
 
 // TestHostCheck: a page on a name that resolves to the dashboard's
@@ -71,7 +56,7 @@ func TestHostCheck(t *testing.T) {
 					require.NotContains(t, r.body, host, "the body does not repeat the Host")
 				}
 				form := pageForm(url.Values{"csrf": {token}, "outbox": {"room_outbox"}, "scope": {"one"}, "id": {"d"}, "confirm": {"yes"}})
-				r := c.withHost(http.MethodPost, "/requeue", host, form, session[0])
+				r := c.withHost(http.MethodPost, "/requeue", host, form, session...)
 				require.Equal(t, http.StatusMisdirectedRequest, r.code, "read-only %v: POST with Host %s", readOnly, host)
 				require.Empty(t, r.header.Get("Location"))
 				require.Equal(t, outbox.StatusDead, statusOf(t, f.store, "d"), "nothing requeued")
@@ -97,8 +82,9 @@ func TestHostCheck(t *testing.T) {
 	host := "dash.example.com" + port(c)
 	page := c.withHost(http.MethodGet, "/records?outbox=room_outbox&view=dead", host, nil)
 	require.Equal(t, http.StatusOK, page.code)
+	session := (&http.Response{Header: page.header}).Cookies()
 	form := pageForm(url.Values{"csrf": {regexpFind(t, csrfRE.String(), page.body)}, "outbox": {"room_outbox"}, "scope": {"one"}, "id": {"d"}, "confirm": {"yes"}})
-	r := c.withHost(http.MethodPost, "/requeue", host, form)
+	r := c.withHost(http.MethodPost, "/requeue", host, form, session...)
 	require.Equal(t, http.StatusSeeOther, r.code, r.body)
 	require.Contains(t, r.header.Get("Location"), "requeued=1")
 	require.Equal(t, outbox.StatusPending, statusOf(t, f.store, "d"))

@@ -187,9 +187,7 @@ func TestRequeue(t *testing.T) {
 // TestPostsAreGuarded: no token, another session's token, another
 // origin, read-only: refused, nothing changed.
 func TestPostsAreGuarded(t *testing.T) {
-	f := newFixture(t)
-	f.enqueue(t, outbox.Message{ID: "d", Type: "T"})
-	settle(t, f.store, dead("d", "x"))
+	f := newDeadFixture(t)
 	c := newClient(t, f, Options{})
 	token := c.csrf("/records?outbox=room_outbox")
 	form := func(tok string) url.Values {
@@ -231,9 +229,7 @@ func TestPostsAreGuarded(t *testing.T) {
 // once while others watch the overview; it is requeued once, the others
 // are told it was skipped.
 func TestConcurrentOperators(t *testing.T) {
-	f := newFixture(t)
-	f.enqueue(t, outbox.Message{ID: "d", Type: "T"})
-	settle(t, f.store, dead("d", "x"))
+	f := newDeadFixture(t)
 	c := newClient(t, f, Options{})
 	token := c.csrf("/records?outbox=room_outbox")
 	const n = 8

@@ -54,6 +54,15 @@ func newFixture(t *testing.T) fixture {
 	return fixture{db: d, store: s, audit: audit}
 }
 
+// newDeadFixture is newFixture with one dead letter, "d".
+func newDeadFixture(t *testing.T) fixture {
+	t.Helper()
+	f := newFixture(t)
+	f.enqueue(t, outbox.Message{ID: "d", Type: "T"})
+	settle(t, f.store, dead("d", "x"))
+	return f
+}
+
 func (f fixture) enqueue(t *testing.T, msgs ...outbox.Message) {
 	t.Helper()
 	require.NoError(t, f.store.Enqueue(context.Background(), f.db.DB, nil, msgs...))

@@ -14,32 +14,16 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/outboxrelay/outboxrelay/internal/testutil"
 	"github.com/outboxrelay/outboxrelay/outbox"
 	"github.com/outboxrelay/outboxrelay/outbox/backend"
 )
 
 // adminRequest sends a request to the admin listener as a browser at
-// host would (Host, and Origin for a POST), with cookies, without
-// following a redirect.
-func (a *testApp) adminRequest(method, path, host string, form url.Values, cookies ...*http.Cookie) (int, string) {
+// host would.
+func (a *testApp) adminRequest(method, path, host string, form url.Values, cookies ...*http.Cookie) testutil.Response {
 	a.t.Helper()
-	req, err := http.NewRequest(method, "http://"+a.AdminAddr()+path, strings.NewReader(form.Encode()))
-	require.NoError(a.t, err)
-	req.Host = host
-	for _, c := range cookies {
-		req.AddCookie(c)
-	}
-	if method == http.MethodPost {
-		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
-		req.Header.Set("Origin", "http://"+host)
-	}
-	client := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
-	resp, err := client.Do(req)
-	require.NoError(a.t, err)
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	require.NoError(a.t, err)
-	return resp.StatusCode, string(b)
+	return testutil.RequestAs(a.t, method, "http://"+a.AdminAddr()+path, host, form, cookies...)
 }
 
 // deadLetter writes a message to room_outbox and makes it a dead letter.
@@ -87,26 +71,25 @@ func TestOutboxDashboardRefusesRebinding(t *testing.T) {
 
 		for _, host := range []string{"rebind.attacker.example" + port, "rebind.attacker.example", "roomservice-admin.ops.svc.attacker.example" + port, "10.1.2.4" + port} {
 			for _, path := range []string{"", "records?outbox=room_outbox&view=dead", "record?outbox=room_outbox&id=gift-1", "api/overview", "assets/app.js"} {
-				code, body := a.adminRequest(http.MethodGet, OutboxUIPath+path, host, nil)
-				require.Equal(t, http.StatusMisdirectedRequest, code, "read-only %v: GET %s with Host %s", readOnly, path, host)
-				require.NotContains(t, body, "payload-of-gift-1")
+				r := a.adminRequest(http.MethodGet, OutboxUIPath+path, host, nil)
+				require.Equal(t, http.StatusMisdirectedRequest, r.Code, "read-only %v: GET %s with Host %s", readOnly, path, host)
+				require.NotContains(t, r.Body, "payload-of-gift-1")
 			}
-			code, _ := a.adminRequest(http.MethodPost, OutboxUIPath+"requeue", host, form, session[0])
-			require.Equal(t, http.StatusMisdirectedRequest, code, "read-only %v: POST requeue with Host %s", readOnly, host)
+			r := a.adminRequest(http.MethodPost, OutboxUIPath+"requeue", host, form, session...)
+			require.Equal(t, http.StatusMisdirectedRequest, r.Code, "read-only %v: POST requeue with Host %s", readOnly, host)
 			require.Equal(t, outbox.StatusDead, a.record("gift-1").Status, "nothing requeued")
 			for _, path := range []string{"/metrics", "/healthz", "/readyz"} {
-				code, _ := a.adminRequest(http.MethodGet, path, host, nil)
-				require.Equal(t, http.StatusOK, code, "%s answers any Host", path)
+				require.Equal(t, http.StatusOK, a.adminRequest(http.MethodGet, path, host, nil).Code, "%s answers any Host", path)
 			}
 		}
 		for _, host := range []string{"127.0.0.1" + port, "localhost" + port, "[::1]" + port, "roomservice-admin.ops.svc:9090", "RoomService-Admin.ops.svc.", "10.1.2.3" + port} {
-			code, body := a.adminRequest(http.MethodGet, OutboxUIPath+"record?outbox=room_outbox&id=gift-1", host, nil)
-			require.Equal(t, http.StatusOK, code, "Host %s", host)
-			require.Contains(t, body, "payload-of-gift-1", host)
+			r := a.adminRequest(http.MethodGet, OutboxUIPath+"record?outbox=room_outbox&id=gift-1", host, nil)
+			require.Equal(t, http.StatusOK, r.Code, "Host %s", host)
+			require.Contains(t, r.Body, "payload-of-gift-1", host)
 		}
 		if !readOnly {
-			code, _ := a.adminRequest(http.MethodPost, OutboxUIPath+"requeue", a.AdminAddr(), form, session[0])
-			require.Equal(t, http.StatusSeeOther, code, "the operator's own requeue")
+			r := a.adminRequest(http.MethodPost, OutboxUIPath+"requeue", a.AdminAddr(), form, session...)
+			require.Equal(t, http.StatusSeeOther, r.Code, "the operator's own requeue")
 			require.Equal(t, outbox.StatusPending, a.record("gift-1").Status)
 		}
 	}
