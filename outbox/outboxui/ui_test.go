@@ -193,11 +193,13 @@ func TestOptions(t *testing.T) {
 		require.Equal(t, DefaultMaxPayloadShown, o.MaxPayloadShown)
 		require.Equal(t, DefaultQueryTimeout, o.QueryTimeout)
 		require.Equal(t, DefaultRequeueBatch, o.RequeueBatch)
+		require.Empty(t, o.AllowedHosts, "loopback only")
 		require.NotNil(t, o.Logger)
 	})
 	t.Run("overrides", func(t *testing.T) {
 		in := Options{Outboxes: []Outbox{ob}, Path: "/ops/outbox/", PageSize: 7, SampleInterval: 2 * time.Second, Samples: 3,
-			Refresh: time.Second, MaxPayloadShown: 10, QueryTimeout: time.Second, RequeueBatch: 9, CSRFKey: make([]byte, 32)}
+			Refresh: time.Second, MaxPayloadShown: 10, QueryTimeout: time.Second, RequeueBatch: 9, CSRFKey: make([]byte, 32),
+			AllowedHosts: []string{"dash.example.com", "10.0.0.5"}}
 		o := in.withDefaults()
 		require.NoError(t, o.validate())
 		in.Logger = o.Logger
@@ -222,6 +224,7 @@ func TestOptions(t *testing.T) {
 		{"payload", Options{Outboxes: []Outbox{ob}, MaxPayloadShown: -1}, "MaxPayloadShown"},
 		{"timeout", Options{Outboxes: []Outbox{ob}, QueryTimeout: -1}, "QueryTimeout"},
 		{"batch", Options{Outboxes: []Outbox{ob}, RequeueBatch: mysql.MaxRequeueBatch + 1}, "RequeueBatch"},
+		{"host", Options{Outboxes: []Outbox{ob}, AllowedHosts: []string{"dash.example.com:9090"}}, `AllowedHosts[0] "dash.example.com:9090"`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := New(tc.opts)
