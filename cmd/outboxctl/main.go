@@ -9,7 +9,7 @@
 //	outboxctl consumers [list] | add NAME --from now|beginning | remove NAME
 //	outboxctl schema [--from V] [--to V] [--inbox]  the schema's SQL for --table (or an inbox table), for a migration tool or a DBA
 //	outboxctl migrate                       create or upgrade the tables (Store.Migrate)
-//	outboxctl ui [--addr 127.0.0.1:0] [--read-only]  the operator's dashboard in a browser, on loopback, until Ctrl-C
+//	outboxctl ui [--addr 127.0.0.1:0] [--read-only] [--allow-host NAME]  the operator's dashboard in a browser, on loopback, until Ctrl-C
 //	outboxctl version                       the build: module version, VCS revision, Go version
 //	outboxctl help [COMMAND]                a command's flags
 //

@@ -1,5 +1,6 @@
 // Package testutil gives tests a real MySQL or MariaDB: a fresh, uniquely
 // named database per test, dropped when the test ends. It never fakes SQL.
+// (And RequestAs: an HTTP request as a browser at a given host sends it.)
 //
 // Where the server comes from, in order:
 //

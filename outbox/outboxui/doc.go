@@ -15,7 +15,11 @@
 // requeued one at a time, by selection, or all that a filter matches,
 // after a confirmation page that shows the count.
 //
-// Safety: every value from the database is escaped by html/template,
+// Safety: the handler answers only to loopback (localhost, 127.0.0.0/8,
+// ::1) and to the names in Options.AllowedHosts: a request with another
+// Host header gets 421 Misdirected Request, so that a web page cannot
+// reach the dashboard by resolving a name of its own to its address (DNS
+// rebinding). Every value from the database is escaped by html/template,
 // with control characters and invalid UTF-8 shown escaped. Actions are
 // POSTs that carry a per-session CSRF token (an HMAC of a random session
 // cookie) and must come from the same origin; Options.ReadOnly switches

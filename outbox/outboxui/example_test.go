@@ -20,6 +20,9 @@ func Example() {
 	ui, err := outboxui.New(outboxui.Options{
 		Outboxes: []outboxui.Outbox{outboxui.MySQL(store)},
 		Path:     "/outbox/",
+		// Loopback (http://127.0.0.1:9090/outbox/ here) is always
+		// served; list the other names operators open it under.
+		AllowedHosts: []string{"orders-admin.internal.example"},
 		Authorize: func(r *http.Request) error {
 			return nil // e.g. check a client certificate or a session
 		},

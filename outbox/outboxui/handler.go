@@ -21,6 +21,7 @@ type Handler struct {
 	mux     *http.ServeMux
 	pages   map[string]*template.Template
 	hist    *history
+	hosts   hostSet
 	csrfKey []byte
 	// The sampler starts with the first request (startOnce) and stops
 	// with Close, which also keeps it from starting afterwards.
@@ -42,6 +43,7 @@ func New(opts Options) (*Handler, error) {
 		return nil, err
 	}
 	h := &Handler{opts: opts, hist: newHistory(opts.Samples), csrfKey: opts.CSRFKey}
+	h.hosts, _ = newHostSet(opts.AllowedHosts) // validate checked it
 	if len(h.csrfKey) == 0 {
 		h.csrfKey = make([]byte, MinCSRFKeyBytes)
 		if _, err := rand.Read(h.csrfKey); err != nil {
@@ -90,8 +92,8 @@ func (h *Handler) routes() {
 const contentSecurityPolicy = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; connect-src 'self'; " +
 	"form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
 
-// ServeHTTP sets the security headers, asks Options.Authorize, and
-// serves the page.
+// ServeHTTP sets the security headers, refuses a Host it does not serve
+// (Options.AllowedHosts), asks Options.Authorize, and serves the page.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	hd := w.Header()
 	hd.Set("Content-Security-Policy", contentSecurityPolicy)
@@ -100,6 +102,10 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	hd.Set("X-Frame-Options", "DENY")
 	hd.Set("Cross-Origin-Opener-Policy", "same-origin")
 	hd.Set("Cache-Control", "no-store")
+	if !h.hosts.allows(r.Host) {
+		h.misdirected(w, r)
+		return
+	}
 	h.startOnce.Do(func() { h.sampler = h.startSampler() })
 	if h.opts.Authorize != nil {
 		if err := h.opts.Authorize(r); err != nil {

@@ -41,6 +41,22 @@ type Options struct {
 	// (e.g. "/outbox/"): its links and its session cookie use it, and it
 	// serves requests under it. Defaults to DefaultPath ("/").
 	Path string
+	// AllowedHosts are the host names and IP addresses, besides
+	// loopback, that the dashboard answers to: it serves a request only
+	// if its Host header (the name in the browser's address bar) is
+	// localhost, an address in 127.0.0.0/8, ::1, or one of these, on any
+	// port; anything else gets 421 Misdirected Request. This stops DNS
+	// rebinding: a web page on a name of its own, resolved to the
+	// dashboard's address, cannot read its pages or post its forms.
+	// Entries carry no port and no wildcard; names are matched without
+	// regard to case or a trailing dot; an IPv6 address may be written
+	// with or without brackets. List every name operators open the
+	// dashboard under (a Kubernetes Service's, a proxy's); a reverse
+	// proxy in front must pass the Host it was asked for, or one listed
+	// here. Defaults to none: loopback only, which is what a
+	// port-forward (kubectl port-forward, ssh -L) or a port published on
+	// the host's loopback sends. CheckHost checks one entry.
+	AllowedHosts []string
 	// ReadOnly switches every action off: no requeue buttons, and every
 	// POST is refused with 403.
 	ReadOnly bool
@@ -137,6 +153,9 @@ func (o Options) validate() error {
 	}
 	if !strings.HasPrefix(o.Path, "/") || !strings.HasSuffix(o.Path, "/") || strings.ContainsAny(o.Path, "?#\"'<> ") {
 		bad("Path %q: must start and end with \"/\" and hold no query, quote or space", o.Path)
+	}
+	if _, err := newHostSet(o.AllowedHosts); err != nil {
+		errs = append(errs, err)
 	}
 	if len(o.CSRFKey) > 0 && len(o.CSRFKey) < MinCSRFKeyBytes {
 		bad("CSRFKey: %d bytes: must be at least %d", len(o.CSRFKey), MinCSRFKeyBytes)

@@ -157,6 +157,9 @@ type recordsData struct {
 	Requeued  string
 	Err       string
 	FormURL   string
+	// FilterNote says which filter values the filter form cannot
+	// show as they are ("" when it can show them all).
+	FilterNote string
 }
 
 // recordRow is one line of the records page.
@@ -189,7 +192,7 @@ func (h *Handler) records(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx, cancel := h.withTimeout(r.Context())
 	defer cancel()
-	d := recordsData{Filter: f, Label: queueView{Outbox: f.Outbox, Consumer: f.Consumer}.label(), FormURL: h.opts.Path + "records"}
+	d := recordsData{Filter: f, Label: queueView{Outbox: f.Outbox, Consumer: f.Consumer}.label(), FormURL: h.opts.Path + "records", FilterNote: f.inputNote()}
 	if d.Consumers, err = ob.Consumers(ctx); err != nil {
 		h.failErr(w, r, err)
 		return

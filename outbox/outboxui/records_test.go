@@ -140,7 +140,7 @@ func TestRequeue(t *testing.T) {
 	token := c.csrf("/records?outbox=room_outbox&view=dead")
 
 	// One: the record page's button asks first.
-	form := url.Values{"csrf": {token}, "outbox": {"room_outbox"}, "scope": {"one"}, "id": {"d-0"}}
+	form := pageForm(url.Values{"csrf": {token}, "outbox": {"room_outbox"}, "scope": {"one"}, "id": {"d-0"}})
 	confirm := c.post("/requeue", form)
 	require.Equal(t, http.StatusOK, confirm.code)
 	require.Contains(t, confirm.body, "Requeue 1 dead letter?")
@@ -153,14 +153,14 @@ func TestRequeue(t *testing.T) {
 	require.Contains(t, c.get(done.header.Get("Location")).body, "Requeued 1 dead letter(s); 0 skipped")
 
 	// Selected, with one that is no longer dead.
-	form = url.Values{"csrf": {token}, "outbox": {"room_outbox"}, "scope": {"selected"}, "id": {"d-1", "d-2", "d-0"}, "confirm": {"yes"}}
+	form = pageForm(url.Values{"csrf": {token}, "outbox": {"room_outbox"}, "scope": {"selected"}, "id": {"d-1", "d-2", "d-0"}, "confirm": {"yes"}})
 	done = c.post("/requeue", form)
 	require.Equal(t, http.StatusSeeOther, done.code)
 	require.Contains(t, done.header.Get("Location"), "requeued=2&skipped=1")
 	require.Equal(t, outbox.StatusPending, statusOf(t, f.store, "d-2"))
 
 	// All that match: the count is shown, and no more than it is requeued.
-	form = url.Values{"csrf": {token}, "outbox": {"room_outbox"}, "view": {"dead"}, "scope": {"filter"}, "type": {"RoomGiftSent"}, "error": {"gone"}}
+	form = pageForm(url.Values{"csrf": {token}, "outbox": {"room_outbox"}, "view": {"dead"}, "scope": {"filter"}, "type": {"RoomGiftSent"}, "error": {"gone"}})
 	confirm = c.post("/requeue", form)
 	require.Contains(t, confirm.body, "Requeue 4 dead letters?")
 	require.Contains(t, confirm.body, `name="count" value="4"`)
@@ -178,7 +178,7 @@ func TestRequeue(t *testing.T) {
 
 	// A named consumer's dead letter, through its own queue.
 	settle(t, f.audit, dead("late", "audit down"))
-	form = url.Values{"csrf": {token}, "outbox": {"room_outbox"}, "consumer": {"audit"}, "scope": {"one"}, "id": {"late"}, "confirm": {"yes"}}
+	form = pageForm(url.Values{"csrf": {token}, "outbox": {"room_outbox"}, "consumer": {"audit"}, "scope": {"one"}, "id": {"late"}, "confirm": {"yes"}})
 	require.Contains(t, c.post("/requeue", form).header.Get("Location"), "requeued=1")
 	require.Equal(t, outbox.StatusPending, statusOf(t, f.audit, "late"))
 	require.Equal(t, outbox.StatusDead, statusOf(t, f.store, "late"), "the default consumer's state is its own")
@@ -187,13 +187,11 @@ func TestRequeue(t *testing.T) {
 // TestPostsAreGuarded: no token, another session's token, another
 // origin, read-only: refused, nothing changed.
 func TestPostsAreGuarded(t *testing.T) {
-	f := newFixture(t)
-	f.enqueue(t, outbox.Message{ID: "d", Type: "T"})
-	settle(t, f.store, dead("d", "x"))
+	f := newDeadFixture(t)
 	c := newClient(t, f, Options{})
 	token := c.csrf("/records?outbox=room_outbox")
 	form := func(tok string) url.Values {
-		return url.Values{"csrf": {tok}, "outbox": {"room_outbox"}, "scope": {"one"}, "id": {"d"}, "confirm": {"yes"}}
+		return pageForm(url.Values{"csrf": {tok}, "outbox": {"room_outbox"}, "scope": {"one"}, "id": {"d"}, "confirm": {"yes"}})
 	}
 	require.Equal(t, http.StatusForbidden, c.post("/requeue", form("")).code, "no token")
 	other := newClient(t, f, Options{})
@@ -231,9 +229,7 @@ func TestPostsAreGuarded(t *testing.T) {
 // once while others watch the overview; it is requeued once, the others
 // are told it was skipped.
 func TestConcurrentOperators(t *testing.T) {
-	f := newFixture(t)
-	f.enqueue(t, outbox.Message{ID: "d", Type: "T"})
-	settle(t, f.store, dead("d", "x"))
+	f := newDeadFixture(t)
 	c := newClient(t, f, Options{})
 	token := c.csrf("/records?outbox=room_outbox")
 	const n = 8
@@ -243,7 +239,7 @@ func TestConcurrentOperators(t *testing.T) {
 		wg.Add(2)
 		go func() {
 			defer wg.Done()
-			locations <- c.post("/requeue", url.Values{"csrf": {token}, "outbox": {"room_outbox"}, "scope": {"one"}, "id": {"d"}, "confirm": {"yes"}}).header.Get("Location")
+			locations <- c.post("/requeue", pageForm(url.Values{"csrf": {token}, "outbox": {"room_outbox"}, "scope": {"one"}, "id": {"d"}, "confirm": {"yes"}})).header.Get("Location")
 		}()
 		go func() {
 			defer wg.Done()

@@ -25,7 +25,7 @@ type confirmData struct {
 	Filter   filter
 	Label    string
 	Scope    string
-	IDs      []string // raw, for the hidden fields
+	IDs      []string // as stored; the hidden fields encode them
 	Shown    []string // escaped and cut, for the list
 	More     int
 	Count    int
@@ -52,7 +52,11 @@ func (h *Handler) requeue(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, r, http.StatusForbidden, err.Error())
 		return
 	}
-	form := r.PostForm
+	form, err := decodeForm(r.PostForm)
+	if err != nil {
+		h.failErr(w, r, err)
+		return
+	}
 	f, err := parseFilter(form)
 	if err != nil {
 		h.failErr(w, r, err)

@@ -54,6 +54,15 @@ func newFixture(t *testing.T) fixture {
 	return fixture{db: d, store: s, audit: audit}
 }
 
+// newDeadFixture is newFixture with one dead letter, "d".
+func newDeadFixture(t *testing.T) fixture {
+	t.Helper()
+	f := newFixture(t)
+	f.enqueue(t, outbox.Message{ID: "d", Type: "T"})
+	settle(t, f.store, dead("d", "x"))
+	return f
+}
+
 func (f fixture) enqueue(t *testing.T, msgs ...outbox.Message) {
 	t.Helper()
 	require.NoError(t, f.store.Enqueue(context.Background(), f.db.DB, nil, msgs...))
@@ -142,6 +151,17 @@ func (c *client) post(path string, form url.Values) response {
 	return c.do(req)
 }
 
+// pageForm is form as the dashboard's pages write it: the values from
+// the database (id, type, key, error) encoded.
+func pageForm(form url.Values) url.Values {
+	for _, name := range encodedFields {
+		for i, v := range form[name] {
+			form[name][i] = encodeField(v)
+		}
+	}
+	return form
+}
+
 var csrfRE = regexp.MustCompile(`name="csrf" value="([^"]+)"`)
 
 // csrf reads the CSRF token off a page that has a form.
@@ -173,11 +193,13 @@ func TestOptions(t *testing.T) {
 		require.Equal(t, DefaultMaxPayloadShown, o.MaxPayloadShown)
 		require.Equal(t, DefaultQueryTimeout, o.QueryTimeout)
 		require.Equal(t, DefaultRequeueBatch, o.RequeueBatch)
+		require.Empty(t, o.AllowedHosts, "loopback only")
 		require.NotNil(t, o.Logger)
 	})
 	t.Run("overrides", func(t *testing.T) {
 		in := Options{Outboxes: []Outbox{ob}, Path: "/ops/outbox/", PageSize: 7, SampleInterval: 2 * time.Second, Samples: 3,
-			Refresh: time.Second, MaxPayloadShown: 10, QueryTimeout: time.Second, RequeueBatch: 9, CSRFKey: make([]byte, 32)}
+			Refresh: time.Second, MaxPayloadShown: 10, QueryTimeout: time.Second, RequeueBatch: 9, CSRFKey: make([]byte, 32),
+			AllowedHosts: []string{"dash.example.com", "10.0.0.5"}}
 		o := in.withDefaults()
 		require.NoError(t, o.validate())
 		in.Logger = o.Logger
@@ -202,6 +224,7 @@ func TestOptions(t *testing.T) {
 		{"payload", Options{Outboxes: []Outbox{ob}, MaxPayloadShown: -1}, "MaxPayloadShown"},
 		{"timeout", Options{Outboxes: []Outbox{ob}, QueryTimeout: -1}, "QueryTimeout"},
 		{"batch", Options{Outboxes: []Outbox{ob}, RequeueBatch: mysql.MaxRequeueBatch + 1}, "RequeueBatch"},
+		{"host", Options{Outboxes: []Outbox{ob}, AllowedHosts: []string{"dash.example.com:9090"}}, `AllowedHosts[0] "dash.example.com:9090"`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := New(tc.opts)
@@ -378,7 +401,7 @@ func TestOverviewReadsAreShared(t *testing.T) {
 	}
 	require.Equal(t, 1, deadOf("room_outbox/"))
 
-	form := url.Values{"csrf": {c.csrf("/records?outbox=room_outbox&view=dead")}, "outbox": {"room_outbox"}, "scope": {"one"}, "id": {"d-1"}, "confirm": {"yes"}}
+	form := pageForm(url.Values{"csrf": {c.csrf("/records?outbox=room_outbox&view=dead")}, "outbox": {"room_outbox"}, "scope": {"one"}, "id": {"d-1"}, "confirm": {"yes"}})
 	require.Equal(t, http.StatusSeeOther, c.post("/requeue", form).code)
 	require.NoError(t, json.Unmarshal([]byte(c.get("/api/overview").body), &got))
 	require.Equal(t, before+queues, stats.Load(), "after a requeue the next overview reads again")

@@ -271,6 +271,23 @@ func (f filter) describe() string {
 	return strings.Join(parts, ", ")
 }
 
+// inputNote warns, when a text value of f holds characters that the
+// filter form's inputs cannot keep, that pressing Filter would change
+// it; the page's links and buttons carry it exactly. "" otherwise.
+func (f filter) inputNote() string {
+	var names []string
+	for _, kv := range [][2]string{{"type", f.Type}, {"key", f.Key}, {"error contains", f.Error}} {
+		if inputCannotKeep(kv[1]) {
+			names = append(names, kv[0])
+		}
+	}
+	if len(names) == 0 {
+		return ""
+	}
+	return "The " + strings.Join(names, " and ") + " filter holds characters that the fields above cannot show as they are " +
+		"(NUL, CR, LF, or bytes that are not UTF-8): the links and buttons of this page keep the filter exactly, the Filter button would change it."
+}
+
 // recordURL links the record page of id in a queue.
 func (h *Handler) recordURL(ob, consumer, id string) string {
 	v := url.Values{"outbox": {ob}, "id": {id}}

@@ -115,6 +115,8 @@ func TestProductionConfig(t *testing.T) {
 	require.False(t, c.TencentIM.Fake)
 	require.Equal(t, "https://console.tim.qq.com", c.TencentIM.BaseURL)
 	require.Equal(t, ":9090", c.HTTP.AdminAddr, "reachable by a scraper in a container")
+	require.Empty(t, c.HTTP.OutboxUIHosts, "the dashboard answers to loopback (a port-forward) only, not to the scraper's network")
+	require.True(t, c.HTTP.OutboxUIReadOnly)
 
 	requireEnvDSN(t)
 	t.Setenv("TENCENT_IM_SDK_APP_ID", "1400000001")

@@ -112,6 +112,11 @@ func TestKubernetesDeployment(t *testing.T) {
 		require.Equal(t, "/metrics", a["prometheus.io/path"])
 		require.NotEqual(t, "127.0.0.1", strings.Split(cfg.HTTP.AdminAddr, ":")[0], "a loopback admin listener cannot be scraped")
 	})
+	t.Run("dashboard through a port-forward only", func(t *testing.T) {
+		require.Contains(t, ms["ConfigMap"].Data["config.yaml"], "outbox_ui_hosts: []", "the ConfigMap says which hosts serve the dashboard")
+		require.Empty(t, cfg.HTTP.OutboxUIHosts, "loopback only: what kubectl port-forward sends; the pod's IP is refused")
+		require.True(t, cfg.HTTP.OutboxUIReadOnly)
+	})
 	t.Run("labels", func(t *testing.T) {
 		labels := dep.Template.Metadata.Labels
 		requireSelects(t, "Deployment", dep.Selector.MatchLabels, labels)

@@ -77,13 +77,15 @@ func (s *gatedSink) Publish(ctx context.Context, m outbox.Message) error {
 	return nil
 }
 
-// browser starts a headless chromium with a deadline; the cleanup kills
-// it. Any dialog (alert) a page opens is a failure: a value from the
-// database ran as script. It is closed, so the test goes on to report.
-func browser(t *testing.T, width, height int) context.Context {
+// browser starts a headless chromium with a deadline, and extra options
+// of its own; the cleanup kills it. Any dialog (alert) a page opens is a
+// failure: a value from the database ran as script. It is closed, so the
+// test goes on to report.
+func browser(t *testing.T, width, height int, extra ...chromedp.ExecAllocatorOption) context.Context {
 	t.Helper()
 	opts := append(chromedp.DefaultExecAllocatorOptions[:],
 		chromedp.ExecPath(chromium(t)), chromedp.NoSandbox, chromedp.WindowSize(width, height))
+	opts = append(opts, extra...)
 	allocCtx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
 	ctx, cancel := chromedp.NewContext(allocCtx, chromedp.WithLogf(t.Logf))
 	ctx, cancelTimeout := context.WithTimeout(ctx, 2*time.Minute)

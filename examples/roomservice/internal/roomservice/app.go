@@ -131,7 +131,11 @@ func (a *App) build(ctx context.Context) error {
 	}
 	a.svc = &Service{db: a.db, store: store, publisher: worker, headStart: worker.HeadStart(), log: a.log, now: time.Now}
 	a.server = a.newServer(a.publicHandler())
-	a.admin = a.newServer(a.adminHandler())
+	admin, err := a.adminHandler()
+	if err != nil {
+		return err
+	}
+	a.admin = a.newServer(admin)
 	return nil
 }
 

@@ -10,6 +10,7 @@ import (
 	"github.com/outboxrelay/outboxrelay/examples/internal/svckit"
 	"github.com/outboxrelay/outboxrelay/internal/dsnsafe"
 	"github.com/outboxrelay/outboxrelay/outbox"
+	"github.com/outboxrelay/outboxrelay/outbox/outboxui"
 )
 
 // Config is room-service's configuration: a YAML file (optional), then
@@ -48,6 +49,17 @@ type HTTPConfig struct {
 	// login of its own: set it where others than operators reach the
 	// admin listener.
 	OutboxUIReadOnly bool `yaml:"outbox_ui_read_only"`
+	// OutboxUIHosts are the host names and IP addresses, besides
+	// loopback, that the outbox dashboard answers to: the name in the
+	// address bar of the operator's browser, without a port
+	// (outboxui.Options.AllowedHosts). A request for any other Host gets
+	// 421, so that a web page cannot reach the dashboard by resolving a
+	// name of its own to the admin address (DNS rebinding). Defaults to
+	// none: loopback only (localhost, 127.0.0.0/8, ::1, any port), which
+	// is what a kubectl port-forward, an ssh tunnel or a port published
+	// on the host's 127.0.0.1 sends. /metrics and the probes do not
+	// check the Host.
+	OutboxUIHosts []string `yaml:"outbox_ui_hosts"`
 	// ReadHeaderTimeout, ReadTimeout, WriteTimeout and IdleTimeout are
 	// the http.Server's (defaults 5s, 10s, 15s, 60s): a client that sends
 	// its headers or body too slowly, or idles on a keep-alive
@@ -369,6 +381,11 @@ func (h HTTPConfig) validate() error {
 	}{{"max_header_bytes", h.MaxHeaderBytes}, {"max_connections", h.MaxConnections}, {"max_in_flight", h.MaxInFlight}} {
 		if n.v < 0 {
 			errs = append(errs, fmt.Errorf("config: http.%s: %d: must not be negative", n.name, n.v))
+		}
+	}
+	for i, host := range h.OutboxUIHosts {
+		if err := outboxui.CheckHost(host); err != nil {
+			errs = append(errs, fmt.Errorf("config: http.outbox_ui_hosts[%d]: %w", i, err))
 		}
 	}
 	// Port 0 picks a free port for each, so the same ":0" is fine.

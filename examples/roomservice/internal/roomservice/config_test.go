@@ -1,6 +1,7 @@
 package roomservice
 
 import (
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -44,6 +45,16 @@ func TestShippedConfigFilesParse(t *testing.T) {
 	}
 }
 
+// TestShippedConfigsNameTheDashboardHosts: every config file says which
+// hosts the outbox dashboard answers to, and none but loopback.
+func TestShippedConfigsNameTheDashboardHosts(t *testing.T) {
+	for _, name := range shippedConfigs {
+		data, err := os.ReadFile(name)
+		require.NoError(t, err)
+		require.Regexp(t, `(?m)^  outbox_ui_hosts: \[\]`, string(data), "%s says which hosts serve the dashboard", name)
+	}
+}
+
 func TestConfigDefaults(t *testing.T) {
 	clearEnv(t)
 	minimal := "mysql:\n  dsn: \"root@tcp(db:3306)/rooms\"\n" + imBlock
@@ -56,6 +67,7 @@ func TestConfigDefaults(t *testing.T) {
 			cfg, err := ParseConfig([]byte(yaml))
 			require.NoError(t, err)
 			require.Equal(t, ":8080", cfg.HTTP.Addr)
+			require.Empty(t, cfg.HTTP.OutboxUIHosts, "the dashboard answers to loopback only")
 			require.Equal(t, 30*time.Second, cfg.ShutdownTimeout)
 			require.Equal(t, MySQLConfig{DSN: "root@tcp(db:3306)/rooms", MaxOpenConns: 20, MaxIdleConns: 10, ConnMaxLifetime: 5 * time.Minute,
 				ConnMaxIdleTime: time.Minute, StartupTimeout: time.Minute}, cfg.MySQL, "the pool is bounded by default")
@@ -104,6 +116,12 @@ func TestConfigRejectsMistakes(t *testing.T) {
 		{"negative startup timeout", base + "  startup_timeout: -1s\n" + imBlock, "startup_timeout -1s: must not be negative"},
 		{"negative pool cap", base + "  max_open_conns: -1\n" + imBlock, "mysql.max_open_conns: -1: must not be negative"},
 		{"real IM without settings", base, "tencent_im.base_url: required"},
+		{"dashboard host with a port", base + imBlock + "http:\n  outbox_ui_hosts: [ok.example, \"dash.example.com:9090\"]\n",
+			`config: http.outbox_ui_hosts[1]: outboxui: host "dash.example.com:9090": must be a host name or an IP address, without a port`},
+		{"dashboard host wildcard", base + imBlock + "http:\n  outbox_ui_hosts: [\"*.example.com\"]\n",
+			`config: http.outbox_ui_hosts[0]: outboxui: host "*.example.com": wildcards are not supported`},
+		{"dashboard host that is not one", base + imBlock + "http:\n  outbox_ui_hosts: [\"a b\\u0000\"]\n",
+			`config: http.outbox_ui_hosts[0]: outboxui: host "a b\x00": is not a host name`},
 		{"the fake", base + "tencent_im:\n  fake: true\n", "config: tencent_im.fake: true: room-service has no in-process Tencent IM fake; run the demo (go run ./examples/roomservice/demo)"},
 		{"real IM without secret", base + "tencent_im:\n  base_url: https://console.tim.qq.com\n  sdk_app_id: 1400000000\n  admin_identifier: admin\n", "tencent_im.secret_key: required (set TENCENT_IM_SECRET_KEY or TENCENT_IM_SECRET_KEY_FILE)"},
 	}

@@ -35,32 +35,36 @@ func (a *App) publicHandler() http.Handler {
 
 // adminHandler serves the admin listener (loopback by default): /metrics,
 // the probes and the outbox dashboard. It is never the public API's.
-func (a *App) adminHandler() http.Handler {
+func (a *App) adminHandler() (http.Handler, error) {
+	ui, err := a.outboxUI()
+	if err != nil {
+		return nil, err
+	}
 	mux := http.NewServeMux()
 	a.probes(mux)
 	mux.Handle("GET /metrics", promhttp.HandlerFor(a.metrics, promhttp.HandlerOpts{}))
-	mux.Handle(OutboxUIPath, a.outboxUI())
-	return mux
+	mux.Handle(OutboxUIPath, ui)
+	return mux, nil
 }
 
 // OutboxUIPath is where the admin listener serves the operators' outbox
 // dashboard (package outboxui): room_outbox's backlog, its dead letters
-// and their requeue (switched off by http.outbox_ui_read_only).
+// and their requeue (switched off by http.outbox_ui_read_only), to
+// loopback and http.outbox_ui_hosts only.
 const OutboxUIPath = "/outbox/"
 
 // outboxUI is the outbox dashboard. Its throughput sampler starts with
 // the first request; Shutdown stops it (stopHTTP) before MySQL closes.
-func (a *App) outboxUI() http.Handler {
+func (a *App) outboxUI() (*outboxui.Handler, error) {
 	ui, err := outboxui.New(outboxui.Options{
 		Outboxes: []outboxui.Outbox{outboxui.MySQL(a.store)}, Path: OutboxUIPath,
-		ReadOnly: a.cfg.HTTP.OutboxUIReadOnly, Logger: a.log,
+		ReadOnly: a.cfg.HTTP.OutboxUIReadOnly, AllowedHosts: a.cfg.HTTP.OutboxUIHosts, Logger: a.log,
 	})
-	if err != nil { // the options are fixed: only a broken build gets here
-		a.log.Error("outbox dashboard unavailable", slog.Any("error", err))
-		return http.NotFoundHandler()
+	if err != nil {
+		return nil, fmt.Errorf("outbox dashboard (http.outbox_ui_*): %w", err)
 	}
 	a.outboxUICloser = ui
-	return ui
+	return ui, nil
 }
 
 func (a *App) apiRoutes() http.Handler {
