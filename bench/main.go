@@ -47,6 +47,7 @@ type sizes struct {
 	compareEvents  int // per drain of the compare scenario
 	compareRounds  int
 	compareConfigs []compareConfig
+	histories      []historyCase
 }
 
 // compareConfigs are the configurations of the compare scenario that
@@ -59,6 +60,7 @@ var full = sizes{
 	published: 1_000_000, backlog: 100_000,
 	slowEvents: 1200, latencyRate: 1000, latencyFor: 5 * time.Second, enqueueTxs: 3000,
 	compareEvents: 30000, compareRounds: 5, compareConfigs: compareConfigs,
+	histories: []historyCase{{5_000, true}, {20_000, true}, {200_000, false}},
 }
 
 var quick = sizes{
@@ -67,6 +69,7 @@ var quick = sizes{
 	published: 20_000, backlog: 5_000,
 	slowEvents: 100, latencyRate: 200, latencyFor: time.Second, enqueueTxs: 200,
 	compareEvents: 600, compareRounds: 1, compareConfigs: compareConfigs,
+	histories: []historyCase{{2_000, true}},
 }
 
 // row is one line of the report.
@@ -77,7 +80,7 @@ type row struct {
 func main() {
 	dsn := flag.String("dsn", envOr("OUTBOXRELAY_TEST_MYSQL_DSN", "root@tcp(127.0.0.1:3306)/"), "MySQL/MariaDB server DSN")
 	q := flag.Bool("quick", false, "small sizes: a smoke test, not a measurement")
-	only := flag.String("only", "", "run only the scenarios whose names contain this (compare, relay, consumers, peer, backlog, slow, latency, enqueue); the peer needs relay")
+	only := flag.String("only", "", "run only the scenarios whose names contain this (compare, relay, consumers, peer, backlog, slow, latency, enqueue, history); the peer needs relay")
 	cpuprofile := flag.String("cpuprofile", "", "write the bench process's CPU profile to this file")
 	configs := flag.String("compare", "", "the compare scenario's configurations, as WORKERSxBATCHxPAYLOAD separated by commas (default: the four of issue 17, "+formatConfigs(compareConfigs)+")")
 	rounds := flag.Int("rounds", 0, "the compare scenario's alternating rounds (default: 5, 1 with -quick)")
@@ -130,7 +133,7 @@ func main() {
 		run  func(context.Context, sizes) ([]row, error)
 	}{
 		{"compare", b.compare}, {"relay", b.relayAndCeiling}, {"consumers", b.namedConsumers}, {"peer", b.peer}, {"backlog", b.backlogScaling},
-		{"slow", b.slowSink}, {"latency", b.latency}, {"enqueue", b.enqueueOverhead},
+		{"slow", b.slowSink}, {"latency", b.latency}, {"enqueue", b.enqueueOverhead}, {"history", b.history},
 	} {
 		if !strings.Contains(scenario.name, *only) {
 			continue
