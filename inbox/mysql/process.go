@@ -14,8 +14,8 @@ import (
 	mysqldrv "github.com/go-sql-driver/mysql"
 
 	"github.com/outboxrelay/outboxrelay/inbox"
-	"github.com/outboxrelay/outboxrelay/outbox/backend"
-	storemysql "github.com/outboxrelay/outboxrelay/store/mysql"
+	"github.com/outboxrelay/outboxrelay/internal/mysqlerr"
+	"github.com/outboxrelay/outboxrelay/internal/safetext"
 )
 
 // Process runs h once per message id of the inbox's consumer: in one
@@ -126,7 +126,7 @@ func (ib *Inbox) processOnce(ctx context.Context, id string, h inbox.Handler) (i
 	}
 	defer func() { _ = tx.Rollback() }()
 	if _, err := tx.ExecContext(ctx, ib.sql.insert, ib.consumer, id); err != nil {
-		if storemysql.IsDuplicateKey(err) {
+		if mysqlerr.IsDuplicateKey(err) {
 			return inbox.Duplicate, nil
 		}
 		return 0, err
@@ -202,8 +202,8 @@ func (ib *Inbox) call(ctx context.Context, id string, tx *sql.Tx, h inbox.Handle
 			stack := debug.Stack()
 			err = &inbox.PanicError{Value: r, Stack: stack}
 			ib.log.ErrorContext(ctx, "inbox handler panicked; rolled back",
-				slog.String("event_id", id), slog.String("panic", backend.Truncate(fmt.Sprint(r), backend.MaxLastErrorBytes)),
-				slog.String("stack", backend.Truncate(string(stack), 4096)))
+				slog.String("event_id", id), slog.String("panic", safetext.Truncate(fmt.Sprint(r), maxPanicBytes)),
+				slog.String("stack", safetext.Truncate(string(stack), 4096)))
 		}
 	}()
 	return h(ctx, tx)
@@ -221,7 +221,7 @@ func isConflict(err error) bool {
 	if errors.As(err, &he) {
 		return false
 	}
-	return storemysql.IsTransient(err)
+	return mysqlerr.IsTransient(err)
 }
 
 // isDatabaseConflict reports whether a handler's error is the database's
@@ -231,7 +231,7 @@ func isConflict(err error) bool {
 func isDatabaseConflict(err error) bool {
 	var me *mysqldrv.MySQLError
 	if errors.As(err, &me) {
-		return storemysql.IsTransient(err)
+		return mysqlerr.IsTransient(err)
 	}
 	return errors.Is(err, driver.ErrBadConn) || errors.Is(err, mysqldrv.ErrInvalidConn) || errors.Is(err, sql.ErrConnDone)
 }
@@ -250,3 +250,6 @@ func (ib *Inbox) observe(ctx context.Context, e inbox.Event) {
 		ib.opts.Observer.Observe(ctx, e)
 	}
 }
+
+// maxPanicBytes bounds a handler's panic value in a log line.
+const maxPanicBytes = 512

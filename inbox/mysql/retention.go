@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/outboxrelay/outboxrelay/inbox"
-	storemysql "github.com/outboxrelay/outboxrelay/store/mysql"
+	"github.com/outboxrelay/outboxrelay/internal/mysqlerr"
 )
 
 // MaxPurgeBatch is the largest batch Purge accepts.
@@ -64,7 +64,7 @@ func (ib *Inbox) purgeBatch(ctx context.Context, olderThan time.Duration, batch 
 	policy := newBackoff()
 	for try := 1; ; try++ {
 		found, deleted, err = ib.purgeOnce(ctx, olderThan, batch)
-		if err == nil || !storemysql.IsTransient(err) || try >= ib.opts.MaxAttempts {
+		if err == nil || !mysqlerr.IsTransient(err) || try >= ib.opts.MaxAttempts {
 			return found, deleted, err
 		}
 		if werr := pause(ctx, policy); werr != nil {

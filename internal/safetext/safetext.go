@@ -2,7 +2,8 @@
 // message) to people without letting it act on their screen: control
 // characters, bidirectional overrides and invalid UTF-8 are shown
 // escaped. outboxctl uses it for the terminal, outboxui for the browser
-// (where html/template escapes the markup on top).
+// (where html/template escapes the markup on top). Truncate cuts a text
+// to a byte budget as valid UTF-8, for error texts that are stored.
 package safetext
 
 import (
@@ -42,4 +43,44 @@ func Short(s string, n int) string {
 		return s
 	}
 	return string([]rune(s)[:n-1]) + "…"
+}
+
+// Truncate returns s as valid UTF-8 of at most maxBytes bytes: every run
+// of bytes that is not valid UTF-8 becomes U+FFFD, and a longer text is
+// cut at a character boundary and ends in "…". Control characters are
+// kept. Its work is bounded by maxBytes, not by the length of s. (The
+// stores' last_error is cut with it, through backend.Truncate; sinks and
+// the inbox cut their texts the same way.)
+func Truncate(s string, maxBytes int) string {
+	if maxBytes <= 0 {
+		return ""
+	}
+	cut := false
+	if limit := 4*maxBytes + utf8.UTFMax; len(s) > limit {
+		s, cut = s[:limit], true
+	}
+	s = strings.ToValidUTF8(s, "\uFFFD")
+	if len(s) <= maxBytes && !cut {
+		return s
+	}
+	const ellipsis = "…"
+	if maxBytes <= len(ellipsis) {
+		return cutRunes(s, maxBytes)
+	}
+	return cutRunes(s, maxBytes-len(ellipsis)) + ellipsis
+}
+
+// cutRunes returns the longest prefix of s of at most n bytes that does not
+// split a UTF-8 character.
+func cutRunes(s string, n int) string {
+	if n >= len(s) {
+		return s
+	}
+	if n <= 0 {
+		return ""
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n]
 }

@@ -2,8 +2,8 @@ package backend
 
 import (
 	"errors"
-	"strings"
-	"unicode/utf8"
+
+	"github.com/outboxrelay/outboxrelay/internal/safetext"
 )
 
 // Sentinel errors. Test for them with errors.Is; the errors returned wrap
@@ -30,39 +30,8 @@ const MaxLastErrorBytes = 512
 // Truncate returns s as valid UTF-8 of at most maxBytes bytes: every run
 // of bytes that is not valid UTF-8 becomes U+FFFD, and a longer text is
 // cut at a character boundary and ends in "…". Control characters are
-// kept. Stores use it to fit error texts into their columns, so that no
-// text a sink or a panic produces can fail the write of an outcome. Its
-// work is bounded by maxBytes, not by the length of s.
-func Truncate(s string, maxBytes int) string {
-	if maxBytes <= 0 {
-		return ""
-	}
-	cut := false
-	if limit := 4*maxBytes + utf8.UTFMax; len(s) > limit {
-		s, cut = s[:limit], true
-	}
-	s = strings.ToValidUTF8(s, "\uFFFD")
-	if len(s) <= maxBytes && !cut {
-		return s
-	}
-	const ellipsis = "…"
-	if maxBytes <= len(ellipsis) {
-		return cutRunes(s, maxBytes)
-	}
-	return cutRunes(s, maxBytes-len(ellipsis)) + ellipsis
-}
-
-// cutRunes returns the longest prefix of s of at most n bytes that does not
-// split a UTF-8 character.
-func cutRunes(s string, n int) string {
-	if n >= len(s) {
-		return s
-	}
-	if n <= 0 {
-		return ""
-	}
-	for n > 0 && !utf8.RuneStart(s[n]) {
-		n--
-	}
-	return s[:n]
-}
+// kept. Stores use it to fit error texts into their columns
+// (MaxLastErrorBytes), so that no text a sink or a panic produces can fail
+// the write of an outcome. Its work is bounded by maxBytes, not by the
+// length of s.
+func Truncate(s string, maxBytes int) string { return safetext.Truncate(s, maxBytes) }

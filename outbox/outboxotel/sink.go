@@ -11,8 +11,8 @@ import (
 	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/outboxrelay/outboxrelay/internal/safetext"
 	"github.com/outboxrelay/outboxrelay/outbox"
-	"github.com/outboxrelay/outboxrelay/outbox/backend"
 )
 
 // Attributes of publish spans that the semantic conventions do not name.
@@ -118,6 +118,10 @@ func failed(span trace.Span, err error) {
 		errType = semconv.ErrorTypeKey.String("canceled")
 	}
 	span.RecordError(err)
-	span.SetStatus(codes.Error, backend.Truncate(err.Error(), backend.MaxLastErrorBytes))
+	span.SetStatus(codes.Error, safetext.Truncate(err.Error(), maxStatusBytes))
 	span.SetAttributes(errType, AttrPermanent.Bool(permanent))
 }
+
+// maxStatusBytes bounds the error text of a span's status: as much as the
+// stores keep of it (backend.MaxLastErrorBytes).
+const maxStatusBytes = 512

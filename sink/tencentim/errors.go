@@ -6,8 +6,8 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/outboxrelay/outboxrelay/internal/safetext"
 	"github.com/outboxrelay/outboxrelay/outbox"
-	"github.com/outboxrelay/outboxrelay/outbox/backend"
 )
 
 // Sentinel errors, wrapped by the errors Publish returns.
@@ -169,7 +169,7 @@ func apiError(api string, code int, info string) error {
 	if info == "" {
 		info = meaning
 	}
-	err := &Error{API: api, HTTPStatus: 200, Code: code, Info: backend.Truncate(info, maxInfoBytes)}
+	err := &Error{API: api, HTTPStatus: 200, Code: code, Info: safetext.Truncate(info, maxInfoBytes)}
 	switch c {
 	case permanent:
 		return outbox.Permanent(err)

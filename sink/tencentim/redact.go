@@ -9,7 +9,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
-	"github.com/outboxrelay/outboxrelay/outbox/backend"
+	"github.com/outboxrelay/outboxrelay/internal/safetext"
 	"github.com/outboxrelay/outboxrelay/sink/tencentim/internal/secretfmt"
 )
 
@@ -42,12 +42,12 @@ const (
 // most maxScrubBytes. Each pass runs again over its own output, so a
 // mark can never join its neighbours into a secret's run.
 func scrub(text string, secrets []string) string {
-	text = strings.ToValidUTF8(backend.Truncate(text, maxScrubBytes), "\uFFFD")
+	text = strings.ToValidUTF8(safetext.Truncate(text, maxScrubBytes), "\uFFFD")
 	g := newGrams(secrets)
 	for range maxScrubPasses {
 		out := g.scrubOnce(text)
 		if out == text {
-			return backend.Truncate(out, maxScrubBytes)
+			return safetext.Truncate(out, maxScrubBytes)
 		}
 		text = out
 	}

@@ -9,8 +9,8 @@ import (
 	"net/http"
 	"unicode/utf8"
 
+	"github.com/outboxrelay/outboxrelay/internal/safetext"
 	"github.com/outboxrelay/outboxrelay/outbox"
-	"github.com/outboxrelay/outboxrelay/outbox/backend"
 )
 
 // REST APIs the sink calls.
@@ -77,7 +77,7 @@ func (s *Sink) Publish(ctx context.Context, msg outbox.Message) error {
 		return outbox.Permanent(err)
 	}
 	if err := s.limiter.wait(ctx, group); err != nil {
-		text := backend.Truncate(s.scrub(err.Error(), ""), maxInfoBytes)
+		text := safetext.Truncate(s.scrub(err.Error(), ""), maxInfoBytes)
 		return &Error{API: api, Info: "waiting for the rate limiter: " + text, Err: sanitizeCause(text, err)}
 	}
 	trace := msg.Headers[outbox.HeaderTraceParent]

@@ -13,7 +13,7 @@ import (
 	"net/url"
 	"strconv"
 
-	"github.com/outboxrelay/outboxrelay/outbox/backend"
+	"github.com/outboxrelay/outboxrelay/internal/safetext"
 )
 
 // maxResponseBytes bounds how much of a response is read.
@@ -77,7 +77,7 @@ func (s *Sink) interpret(api, sig string, status int, body []byte) error {
 		return nil
 	}
 	if r.ErrorCode == 0 {
-		return &Error{API: api, HTTPStatus: status, Info: "ActionStatus " + backend.Truncate(s.scrub(r.ActionStatus, sig), 32) + " without an ErrorCode"}
+		return &Error{API: api, HTTPStatus: status, Info: "ActionStatus " + safetext.Truncate(s.scrub(r.ActionStatus, sig), 32) + " without an ErrorCode"}
 	}
 	return apiError(api, r.ErrorCode, s.scrub(r.ErrorInfo, sig))
 }
@@ -92,7 +92,7 @@ func (s *Sink) transportError(api, sig string, err error) error {
 	if errors.As(err, &ue) && ue.Err != nil {
 		cause = ue.Err
 	}
-	text := backend.Truncate(s.scrub(cause.Error(), sig), maxInfoBytes)
+	text := safetext.Truncate(s.scrub(cause.Error(), sig), maxInfoBytes)
 	info := text
 	switch {
 	case errors.Is(err, context.DeadlineExceeded):
