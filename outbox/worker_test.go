@@ -21,3 +21,17 @@ func TestWorker(t *testing.T) {
 		}
 	})
 }
+
+// TestOperatorContract runs the operator contract's suite on the
+// in-memory store, so that the tools' own tests can run without a
+// database.
+func TestOperatorContract(t *testing.T) {
+	backendtest.RunOperatorTests(t, func(*testing.T) backendtest.Harness {
+		s := outboxtest.NewStore()
+		return backendtest.Harness{
+			Store:     s,
+			Begin:     func(context.Context) (backendtest.Tx, error) { return s.Begin(), nil },
+			OpenStore: func(*testing.T) backend.Store { return s },
+		}
+	})
+}

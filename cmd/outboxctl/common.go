@@ -18,9 +18,7 @@ import (
 
 	"github.com/outboxrelay/outboxrelay/internal/dsnsafe"
 	"github.com/outboxrelay/outboxrelay/internal/safetext"
-	"github.com/outboxrelay/outboxrelay/outbox"
 	"github.com/outboxrelay/outboxrelay/outbox/backend"
-	"github.com/outboxrelay/outboxrelay/store/mysql"
 )
 
 // cli is one run of a command.
@@ -39,7 +37,7 @@ type cli struct {
 	// args are the positional arguments, once parsed.
 	args  []string
 	db    *sql.DB
-	store *mysql.Store
+	store outboxStore
 }
 
 // defaultTimeout is --timeout's default.
@@ -64,7 +62,7 @@ func (c *cli) flags(usage string) *flag.FlagSet {
 	// The default is named, not shown: -h and a mistyped flag print a
 	// flag's default, and a DSN holds a password. connect reads it.
 	fs.StringVar(&c.dsn, "dsn", "", "MySQL DSN of the outbox's database (default $OUTBOXCTL_DSN, then $MYSQL_DSN)")
-	fs.StringVar(&c.table, "table", mysql.DefaultTable, "outbox table name")
+	fs.StringVar(&c.table, "table", defaultTable, "outbox table name")
 	fs.DurationVar(&c.timeout, "timeout", defaultTimeout, "the most each database operation may take, connecting included (exit 6 when exceeded)")
 	return fs
 }
@@ -85,15 +83,9 @@ func (c *cli) addConsumerFlag(fs *flag.FlagSet) {
 	fs.StringVar(&c.consumer, "consumer", "", "a named consumer's delivery state instead of the default consumer's (the table's status column)")
 }
 
-// state is the delivery state a command reads and repairs: the Store
-// (default consumer) or a ConsumerStore.
-type state interface {
-	Get(ctx context.Context, id string) (outbox.Record, error)
-	Stats(ctx context.Context) (backend.Stats, error)
-	Requeue(ctx context.Context, id string) error
-	RequeueDead(ctx context.Context, f mysql.DeadFilter, opts mysql.RequeueOptions) (int, error)
-	CountDead(ctx context.Context, f mysql.DeadFilter) (int, error)
-}
+// state is the delivery state a command reads and repairs: the default
+// consumer's or a named consumer's (the operator contract's Queue).
+type state = backend.Queue
 
 // connectState connects (see connect) and returns the delivery state
 // --consumer names, and how to name it in messages.
@@ -104,7 +96,7 @@ func (c *cli) connectState() (st state, where string, code int, ok bool) {
 	if c.consumer == "" {
 		return c.store, c.table, exitOK, true
 	}
-	cs, err := c.store.Consumer(c.consumer)
+	cs, err := c.store.ConsumerQueue(c.consumer)
 	if err != nil {
 		c.close()
 		return nil, "", c.usageError("%v", err), false
@@ -287,7 +279,7 @@ func (c *cli) open() (int, bool) {
 		}
 		return c.errorf(code, "cannot reach %s: %v", target, dsnsafe.Err(err, cfg.Passwd)), false
 	}
-	if c.store, err = mysql.New(c.db, mysql.Options{Table: c.table}); err != nil {
+	if c.store, err = openStore(c.db, c.table); err != nil {
 		return c.usageError("%v", err), false
 	}
 	return exitOK, true

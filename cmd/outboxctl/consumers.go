@@ -7,7 +7,7 @@ import (
 	"slices"
 	"time"
 
-	"github.com/outboxrelay/outboxrelay/store/mysql"
+	"github.com/outboxrelay/outboxrelay/outbox/backend"
 )
 
 // runConsumers lists, adds and removes the named consumers of a table.
@@ -36,7 +36,7 @@ func runConsumers(c *cli, args []string) int {
 }
 
 // consumersArgs reads the verb, the consumer name and --from.
-func (c *cli) consumersArgs(from string) (verb, name string, start mysql.StartFrom, code int) {
+func (c *cli) consumersArgs(from string) (verb, name string, start backend.StartFrom, code int) {
 	verb = "list"
 	if len(c.args) > 0 {
 		verb = c.args[0]
@@ -52,9 +52,9 @@ func (c *cli) consumersArgs(from string) (verb, name string, start mysql.StartFr
 	}
 	switch from {
 	case "now":
-		start = mysql.StartNow
+		start = backend.StartNow
 	case "beginning":
-		start = mysql.StartBeginning
+		start = backend.StartBeginning
 	case "":
 		if verb == "add" {
 			return "", "", 0, c.usageError("add needs --from now or --from beginning")
@@ -69,7 +69,7 @@ func (c *cli) consumersArgs(from string) (verb, name string, start mysql.StartFr
 }
 
 // jsonConsumer is a registered consumer as --json prints it
-// (mysql.ConsumerInfo has no JSON names).
+// (backend.ConsumerInfo has no JSON names).
 type jsonConsumer struct {
 	Name        string    `json:"name"`
 	StartSeq    int64     `json:"start_seq"`
@@ -108,20 +108,20 @@ func (c *cli) listConsumers() int {
 	return exitOK
 }
 
-func (c *cli) addConsumer(name string, from mysql.StartFrom, cf confirm) int {
-	if _, err := c.store.Consumer(name); err != nil {
+func (c *cli) addConsumer(name string, from backend.StartFrom, cf confirm) int {
+	if _, err := c.store.ConsumerQueue(name); err != nil {
 		return c.usageError("%v", err)
 	}
-	what := map[mysql.StartFrom]string{
-		mysql.StartNow:       "messages written from now on",
-		mysql.StartBeginning: "every retained message (backfilled in batches by its worker), then new ones",
+	what := map[backend.StartFrom]string{
+		backend.StartNow:       "messages written from now on",
+		backend.StartBeginning: "every retained message (backfilled in batches by its worker), then new ones",
 	}[from]
 	if code, ok := c.proceed(cf, fmt.Sprintf("add consumer %q to %s, getting %s", name, c.table, what)); !ok {
 		return code
 	}
 	err := call0(c, func(ctx context.Context) error { return c.store.AddConsumer(ctx, name, from) })
 	switch {
-	case errors.Is(err, mysql.ErrConsumerExists):
+	case errors.Is(err, backend.ErrConsumerExists):
 		return c.fail(exitConflict, err)
 	case err != nil:
 		return c.fail(exitFailed, err)
@@ -130,7 +130,7 @@ func (c *cli) addConsumer(name string, from mysql.StartFrom, cf confirm) int {
 }
 
 func (c *cli) removeConsumer(name string, cf confirm) int {
-	cs, err := c.store.Consumer(name)
+	cs, err := c.store.ConsumerQueue(name)
 	if err != nil {
 		return c.usageError("%v", err)
 	}
@@ -140,12 +140,12 @@ func (c *cli) removeConsumer(name string, cf confirm) int {
 	if err != nil {
 		return c.fail(exitFailed, err)
 	}
-	if !slices.ContainsFunc(infos, func(i mysql.ConsumerInfo) bool { return i.Name == name }) {
+	if !slices.ContainsFunc(infos, func(i backend.ConsumerInfo) bool { return i.Name == name }) {
 		return c.fail(exitNotFound, fmt.Errorf("no consumer %q of %s", name, c.table))
 	}
 	st, err := call(c, cs.Stats)
 	switch {
-	case errors.Is(err, mysql.ErrUnknownConsumer):
+	case errors.Is(err, backend.ErrUnknownConsumer):
 		// Its removal has started: remove finishes it.
 	case err != nil:
 		return c.fail(exitFailed, err)
@@ -154,7 +154,7 @@ func (c *cli) removeConsumer(name string, cf confirm) int {
 		return code
 	}
 	n, err := call(c, func(ctx context.Context) (int, error) { return c.store.RemoveConsumer(ctx, name) })
-	if errors.Is(err, mysql.ErrUnknownConsumer) {
+	if errors.Is(err, backend.ErrUnknownConsumer) {
 		return c.fail(exitNotFound, fmt.Errorf("no consumer %q of %s", name, c.table))
 	}
 	if err != nil {

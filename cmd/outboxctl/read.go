@@ -13,7 +13,6 @@ import (
 
 	"github.com/outboxrelay/outboxrelay/outbox"
 	"github.com/outboxrelay/outboxrelay/outbox/backend"
-	"github.com/outboxrelay/outboxrelay/store/mysql"
 )
 
 // consumerStats is one named consumer's line of stats.
@@ -84,12 +83,12 @@ func (c *cli) consumerStats() ([]consumerStats, error) {
 	}
 	consumers := make([]consumerStats, 0, len(infos))
 	for _, info := range infos {
-		cs, err := c.store.Consumer(info.Name)
+		cs, err := c.store.ConsumerQueue(info.Name)
 		if err != nil {
 			return nil, err
 		}
 		cst, err := call(c, cs.Stats)
-		if errors.Is(err, mysql.ErrUnknownConsumer) {
+		if errors.Is(err, backend.ErrUnknownConsumer) {
 			continue // removed meanwhile
 		}
 		if err != nil {
@@ -167,7 +166,7 @@ func runList(c *cli, args []string) int {
 	}
 	defer c.close()
 	recs, err := call(c, func(ctx context.Context) ([]outbox.Record, error) {
-		return c.store.List(ctx, mysql.ListFilter{Status: outbox.Status(*status), Type: *typ, Key: *key, AfterSeq: *after, Limit: *limit})
+		return c.store.List(ctx, backend.ListFilter{Status: outbox.Status(*status), Type: *typ, Key: *key, AfterSeq: *after, Limit: *limit})
 	})
 	if err != nil {
 		return c.fail(exitFailed, err)
@@ -215,7 +214,7 @@ func runShow(c *cli, args []string) int {
 	defer c.close()
 	r, err := call(c, func(ctx context.Context) (outbox.Record, error) { return st.Get(ctx, c.args[0]) })
 	switch {
-	case errors.Is(err, outbox.ErrNotFound), errors.Is(err, mysql.ErrUnknownConsumer):
+	case errors.Is(err, outbox.ErrNotFound), errors.Is(err, backend.ErrUnknownConsumer):
 		return c.fail(exitNotFound, fmt.Errorf("no record with event ID %q in %s: %w", safe(c.args[0], false), where, err))
 	case err != nil && r.ID == "":
 		return c.fail(exitFailed, err)

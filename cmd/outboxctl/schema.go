@@ -74,7 +74,8 @@ func runMigrate(c *cli, args []string) int {
 		return code
 	}
 	defer c.close()
-	st, err := call(c, c.store.SchemaStatus)
+	ms := c.store.(*mysql.Store) // the DDL is the MySQL store's
+	st, err := call(c, ms.SchemaStatus)
 	if err != nil {
 		return c.fail(exitFailed, err)
 	}
@@ -90,7 +91,7 @@ func runMigrate(c *cli, args []string) int {
 	if code, ok := c.proceed(cf, what); !ok {
 		return code
 	}
-	if err := call0(c, c.store.Migrate); err != nil {
+	if err := call0(c, ms.Migrate); err != nil {
 		return c.fail(exitFailed, err)
 	}
 	if c.json {

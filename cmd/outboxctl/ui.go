@@ -53,7 +53,7 @@ func runUI(c *cli, args []string) int {
 	}
 	defer c.close()
 	ui, err := outboxui.New(outboxui.Options{
-		Outboxes: []outboxui.Outbox{outboxui.MySQL(c.store)}, ReadOnly: *readOnly, QueryTimeout: c.timeout, AllowedHosts: hosts,
+		Outboxes: []outboxui.Outbox{c.store}, ReadOnly: *readOnly, QueryTimeout: c.timeout, AllowedHosts: hosts,
 		Logger: slog.New(slog.NewTextHandler(c.errOut, nil)),
 	})
 	if err != nil {

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/outboxrelay/outboxrelay/outbox"
-	"github.com/outboxrelay/outboxrelay/store/mysql"
+	"github.com/outboxrelay/outboxrelay/outbox/backend"
 )
 
 // confirm holds the flags every changing command has.
@@ -42,20 +42,20 @@ func (c *cli) proceed(cf confirm, what string) (int, bool) {
 
 func runRequeue(c *cli, args []string) int {
 	fs := c.flags("ID | (--type T --key K --older-than D --error-contains S | --all) [--batch N] [--limit N] [--dry-run] [--yes]")
-	var f mysql.DeadFilter
+	var f backend.DeadFilter
 	fs.StringVar(&f.Type, "type", "", "only dead letters of this event type")
 	fs.StringVar(&f.Key, "key", "", "only dead letters with this key")
 	fs.DurationVar(&f.OlderThan, "older-than", 0, "only dead letters created at least this long ago")
 	fs.StringVar(&f.ErrorContains, "error-contains", "", "only dead letters whose last error contains this text")
 	all := fs.Bool("all", false, "every dead letter (needed when no filter is given)")
-	batch := fs.Int("batch", mysql.DefaultRequeueBatch, "rows per statement")
+	batch := fs.Int("batch", backend.DefaultRequeueBatch, "rows per statement")
 	limit := fs.Int("limit", 0, "requeue at most this many (0: every match)")
 	c.addConsumerFlag(fs)
 	cf := addConfirm(fs)
 	if code, ok := c.parse(fs, args); !ok {
 		return code
 	}
-	filtered := f != mysql.DeadFilter{}
+	filtered := f != backend.DeadFilter{}
 	switch {
 	case len(c.args) > 1:
 		return c.usageError("want at most one event ID")
@@ -63,8 +63,8 @@ func runRequeue(c *cli, args []string) int {
 		return c.usageError("give an event ID or a filter, not both")
 	case len(c.args) == 0 && !filtered && !*all:
 		return c.usageError("give an event ID, a filter, or --all to requeue every dead letter")
-	case *batch < 1 || *batch > mysql.MaxRequeueBatch || *limit < 0 || f.OlderThan < 0:
-		return c.usageError("--batch must be 1 to %d, and --limit and --older-than not negative", mysql.MaxRequeueBatch)
+	case *batch < 1 || *batch > backend.MaxRequeueBatch || *limit < 0 || f.OlderThan < 0:
+		return c.usageError("--batch must be 1 to %d, and --limit and --older-than not negative", backend.MaxRequeueBatch)
 	}
 	st, where, code, ok := c.connectState()
 	if !ok {
@@ -94,7 +94,7 @@ func runRequeue(c *cli, args []string) int {
 // requeueDead requeues up to limit (0: every) dead letters that match f,
 // batch at a time, each batch one operation under --timeout, so that a
 // long requeue is not cut short while each step is bounded.
-func (c *cli) requeueDead(st state, f mysql.DeadFilter, batch, limit int) (int, error) {
+func (c *cli) requeueDead(st state, f backend.DeadFilter, batch, limit int) (int, error) {
 	total := 0
 	for limit == 0 || total < limit {
 		n := batch
@@ -102,7 +102,7 @@ func (c *cli) requeueDead(st state, f mysql.DeadFilter, batch, limit int) (int, 
 			n = min(n, limit-total)
 		}
 		done, err := call(c, func(ctx context.Context) (int, error) {
-			return st.RequeueDead(ctx, f, mysql.RequeueOptions{BatchSize: n, Limit: n})
+			return st.RequeueDead(ctx, f, backend.RequeueOptions{BatchSize: n, Limit: n})
 		})
 		total += done
 		if err != nil || done < n {
@@ -115,7 +115,7 @@ func (c *cli) requeueDead(st state, f mysql.DeadFilter, batch, limit int) (int, 
 func (c *cli) requeueOne(st state, where, id string, cf confirm) int {
 	r, err := call(c, func(ctx context.Context) (outbox.Record, error) { return st.Get(ctx, id) })
 	switch {
-	case errors.Is(err, outbox.ErrNotFound), errors.Is(err, mysql.ErrUnknownConsumer):
+	case errors.Is(err, outbox.ErrNotFound), errors.Is(err, backend.ErrUnknownConsumer):
 		return c.fail(exitNotFound, fmt.Errorf("no record with event ID %q in %s: %w", safe(id, false), where, err))
 	case err != nil && r.ID == "":
 		return c.fail(exitFailed, err)
@@ -132,7 +132,7 @@ func (c *cli) requeueOne(st state, where, id string, cf confirm) int {
 	switch {
 	case errors.Is(err, outbox.ErrNotFound):
 		return c.fail(exitNotFound, err) // purged meanwhile
-	case errors.Is(err, mysql.ErrNotDead):
+	case errors.Is(err, backend.ErrNotDead):
 		return c.fail(exitConflict, err) // requeued or settled meanwhile
 	case err != nil:
 		return c.fail(exitFailed, err)

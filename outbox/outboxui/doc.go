@@ -28,15 +28,16 @@
 // embedded and served by the handler, nothing comes from elsewhere),
 // X-Content-Type-Options and Referrer-Policy.
 //
-// The handler reads through the Queue and Outbox interfaces:
-// *mysql.Store and *mysql.ConsumerStore are Queues, and MySQL(store) is
-// the Outbox of a store/mysql table. Throughput comes from sampling each
+// The handler reads and requeues through the operator contract of
+// outbox/backend only (Outbox and Queue are backend's): a *mysql.Store of
+// store/mysql is an Outbox, its ConsumerStores are Queues, and any other
+// store that passes backendtest.RunOperatorTests works the same. Throughput comes from sampling each
 // queue's Stats and the outbox's LastSeq every Options.SampleInterval in
 // a goroutine that the first request starts and Close stops (so a handler
 // nobody opens costs nothing).
 //
 //	ui, err := outboxui.New(outboxui.Options{
-//		Outboxes: []outboxui.Outbox{outboxui.MySQL(store)},
+//		Outboxes: []outboxui.Outbox{store}, // a *mysql.Store, say
 //		Path:     "/outbox/",
 //	})
 //	if err != nil { … }

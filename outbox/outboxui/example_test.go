@@ -18,7 +18,7 @@ func Example() {
 		log.Fatal(err)
 	}
 	ui, err := outboxui.New(outboxui.Options{
-		Outboxes: []outboxui.Outbox{outboxui.MySQL(store)},
+		Outboxes: []outboxui.Outbox{store},
 		Path:     "/outbox/",
 		// Loopback (http://127.0.0.1:9090/outbox/ here) is always
 		// served; list the other names operators open it under.

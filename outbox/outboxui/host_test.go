@@ -95,7 +95,7 @@ func TestHostCheck(t *testing.T) {
 // handler may sit behind a server that checks less than net/http's).
 func TestHostileHostHeaders(t *testing.T) {
 	f := newFixture(t)
-	ui, err := New(Options{Outboxes: []Outbox{MySQL(f.store)}, AllowedHosts: []string{"dash.example.com"}, Logger: outboxtest.Logger(t)})
+	ui, err := New(Options{Outboxes: []Outbox{f.store}, AllowedHosts: []string{"dash.example.com"}, Logger: outboxtest.Logger(t)})
 	require.NoError(t, err)
 	t.Cleanup(func() { require.NoError(t, ui.Close()) })
 	for _, host := range []string{
@@ -137,7 +137,7 @@ func TestAllowedHostsAllows(t *testing.T) {
 // refuses, the error naming the field, the index and the entry.
 func TestAllowedHostsOption(t *testing.T) {
 	f := newFixture(t)
-	ob := MySQL(f.store)
+	ob := f.store
 	for _, good := range []string{"localhost", "dash.example.com", "Dash.Example.COM.", "roomservice-admin.ops.svc.cluster.local",
 		"room_service", "10.0.0.5", "::1", "[2001:db8::1]", "xn--bcher-kva.example", "a1", "1a.example"} {
 		_, err := New(Options{Outboxes: []Outbox{ob}, AllowedHosts: []string{good}})

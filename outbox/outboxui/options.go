@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/outboxrelay/outboxrelay/outbox"
-	"github.com/outboxrelay/outboxrelay/store/mysql"
+	"github.com/outboxrelay/outboxrelay/outbox/backend"
 )
 
 // Defaults and limits of Options.
@@ -34,8 +34,8 @@ const (
 // fills in the defaults and rejects bad values with an error that names
 // the field.
 type Options struct {
-	// Outboxes are the outbox tables shown, at least one, with distinct
-	// names. Use MySQL(store) for a store/mysql table.
+	// Outboxes are the outboxes shown, at least one, with distinct names:
+	// stores that implement backend.Outbox, such as a *mysql.Store.
 	Outboxes []Outbox
 	// Path is where the handler is mounted, starting and ending with "/"
 	// (e.g. "/outbox/"): its links and its session cookie use it, and it
@@ -93,7 +93,7 @@ type Options struct {
 	// Defaults to DefaultQueryTimeout.
 	QueryTimeout time.Duration
 	// RequeueBatch is the batch size of a requeue of everything a filter
-	// matches (mysql.RequeueOptions.BatchSize). Defaults to
+	// matches (backend.RequeueOptions.BatchSize). Defaults to
 	// DefaultRequeueBatch.
 	RequeueBatch int
 	// Logger receives store errors and refused requests. Defaults to
@@ -178,8 +178,8 @@ func (o Options) validate() error {
 	if o.QueryTimeout <= 0 {
 		bad("QueryTimeout %v: must be positive", o.QueryTimeout)
 	}
-	if o.RequeueBatch < 1 || o.RequeueBatch > mysql.MaxRequeueBatch {
-		bad("RequeueBatch %d: must be 1 to %d", o.RequeueBatch, mysql.MaxRequeueBatch)
+	if o.RequeueBatch < 1 || o.RequeueBatch > backend.MaxRequeueBatch {
+		bad("RequeueBatch %d: must be 1 to %d", o.RequeueBatch, backend.MaxRequeueBatch)
 	}
 	return errors.Join(errs...)
 }

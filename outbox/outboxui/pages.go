@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/outboxrelay/outboxrelay/outbox"
-	"github.com/outboxrelay/outboxrelay/store/mysql"
+	"github.com/outboxrelay/outboxrelay/outbox/backend"
 )
 
 // page is what every template gets.
@@ -49,7 +49,7 @@ func (h *Handler) failErr(w http.ResponseWriter, r *http.Request, err error) {
 	switch {
 	case errors.Is(err, errBadRequest):
 		h.fail(w, r, http.StatusBadRequest, err.Error())
-	case errors.Is(err, outbox.ErrNotFound), errors.Is(err, mysql.ErrUnknownConsumer):
+	case errors.Is(err, outbox.ErrNotFound), errors.Is(err, backend.ErrUnknownConsumer):
 		h.fail(w, r, http.StatusNotFound, err.Error())
 	default:
 		h.fail(w, r, http.StatusInternalServerError, err.Error())
@@ -193,7 +193,7 @@ func (h *Handler) records(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := h.withTimeout(r.Context())
 	defer cancel()
 	d := recordsData{Filter: f, Label: queueView{Outbox: f.Outbox, Consumer: f.Consumer}.label(), FormURL: h.opts.Path + "records", FilterNote: f.inputNote()}
-	if d.Consumers, err = ob.Consumers(ctx); err != nil {
+	if d.Consumers, err = consumerNames(ctx, ob); err != nil {
 		h.failErr(w, r, err)
 		return
 	}
@@ -282,14 +282,14 @@ func (h *Handler) record(w http.ResponseWriter, r *http.Request) {
 
 // states reads the message's state in every consumer of ob.
 func (h *Handler) states(ctx context.Context, ob Outbox, id string) []consumerState {
-	consumers, err := ob.Consumers(ctx)
+	consumers, err := consumerNames(ctx, ob)
 	if err != nil {
 		return []consumerState{{Label: "named consumers", Err: err.Error()}}
 	}
 	var out []consumerState
 	for _, c := range append([]string{""}, consumers...) {
 		s := consumerState{Consumer: c, Label: cmp.Or(c, "default consumer")}
-		q, err := ob.Queue(c)
+		q, err := ob.ConsumerQueue(c)
 		if err == nil {
 			var rec outbox.Record
 			rec, err = q.Get(ctx, id)

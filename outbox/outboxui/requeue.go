@@ -7,7 +7,7 @@ import (
 	"strconv"
 
 	"github.com/outboxrelay/outboxrelay/outbox"
-	"github.com/outboxrelay/outboxrelay/store/mysql"
+	"github.com/outboxrelay/outboxrelay/outbox/backend"
 )
 
 // Scopes of a requeue.
@@ -127,7 +127,7 @@ func (h *Handler) doRequeue(w http.ResponseWriter, r *http.Request, queue Queue,
 			h.fail(w, r, http.StatusBadRequest, "nothing was confirmed: the count is missing")
 			return
 		}
-		n, err := queue.RequeueDead(ctx, d.Filter.dead(), mysql.RequeueOptions{BatchSize: h.opts.RequeueBatch, Limit: limit})
+		n, err := queue.RequeueDead(ctx, d.Filter.dead(), backend.RequeueOptions{BatchSize: h.opts.RequeueBatch, Limit: limit})
 		done, skipped = n, limit-n
 		if err != nil {
 			h.fail(w, r, http.StatusInternalServerError, fmt.Sprintf("requeued %d, then: %v", n, err))
@@ -141,7 +141,7 @@ func (h *Handler) doRequeue(w http.ResponseWriter, r *http.Request, queue Queue,
 			switch {
 			case err == nil:
 				done++
-			case errors.Is(err, mysql.ErrNotDead), errors.Is(err, outbox.ErrNotFound):
+			case errors.Is(err, backend.ErrNotDead), errors.Is(err, outbox.ErrNotFound):
 				skipped++
 			default:
 				h.fail(w, r, http.StatusInternalServerError, fmt.Sprintf("requeued %d, then: %v", done, err))

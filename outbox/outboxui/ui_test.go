@@ -48,7 +48,7 @@ func newFixture(t *testing.T) fixture {
 	s, err := mysql.New(d.DB, mysql.Options{Table: "room_outbox"})
 	require.NoError(t, err)
 	require.NoError(t, s.Migrate(ctx))
-	require.NoError(t, s.AddConsumer(ctx, "audit", mysql.StartNow))
+	require.NoError(t, s.AddConsumer(ctx, "audit", backend.StartNow))
 	audit, err := s.Consumer("audit")
 	require.NoError(t, err)
 	return fixture{db: d, store: s, audit: audit}
@@ -98,7 +98,7 @@ type client struct {
 func newClient(t *testing.T, f fixture, opts Options) *client {
 	t.Helper()
 	if opts.Outboxes == nil {
-		opts.Outboxes = []Outbox{MySQL(f.store)}
+		opts.Outboxes = []Outbox{f.store}
 	}
 	opts.Logger = outboxtest.Logger(t)
 	ui, err := New(opts)
@@ -181,7 +181,7 @@ func statusOf(t *testing.T, q Queue, id string) outbox.Status {
 
 func TestOptions(t *testing.T) {
 	f := newFixture(t)
-	ob := MySQL(f.store)
+	ob := f.store
 	t.Run("defaults", func(t *testing.T) {
 		o := Options{Outboxes: []Outbox{ob}}.withDefaults()
 		require.NoError(t, o.validate())
@@ -223,7 +223,7 @@ func TestOptions(t *testing.T) {
 		{"refresh", Options{Outboxes: []Outbox{ob}, Refresh: time.Millisecond}, "Refresh"},
 		{"payload", Options{Outboxes: []Outbox{ob}, MaxPayloadShown: -1}, "MaxPayloadShown"},
 		{"timeout", Options{Outboxes: []Outbox{ob}, QueryTimeout: -1}, "QueryTimeout"},
-		{"batch", Options{Outboxes: []Outbox{ob}, RequeueBatch: mysql.MaxRequeueBatch + 1}, "RequeueBatch"},
+		{"batch", Options{Outboxes: []Outbox{ob}, RequeueBatch: backend.MaxRequeueBatch + 1}, "RequeueBatch"},
 		{"host", Options{Outboxes: []Outbox{ob}, AllowedHosts: []string{"dash.example.com:9090"}}, `AllowedHosts[0] "dash.example.com:9090"`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -336,8 +336,8 @@ type countingOutbox struct {
 	stats *atomic.Int64
 }
 
-func (o countingOutbox) Queue(consumer string) (Queue, error) {
-	q, err := o.Outbox.Queue(consumer)
+func (o countingOutbox) ConsumerQueue(consumer string) (Queue, error) {
+	q, err := o.Outbox.ConsumerQueue(consumer)
 	return countingQueue{q, o.stats}, err
 }
 
@@ -357,7 +357,7 @@ func (q countingQueue) Stats(ctx context.Context) (backend.Stats, error) {
 func TestOverviewReadsAreShared(t *testing.T) {
 	f := newFixture(t)
 	var stats atomic.Int64
-	ob := countingOutbox{MySQL(f.store), &stats}
+	ob := countingOutbox{f.store, &stats}
 	// The sampler reads every queue once when it starts, then not for an
 	// hour; a Refresh of an hour keeps the shared read for half of that.
 	c := newClient(t, f, Options{Outboxes: []Outbox{ob}, SampleInterval: time.Hour, Refresh: time.Hour})
@@ -442,7 +442,7 @@ func TestThroughput(t *testing.T) {
 // TestCloseStopsTheSampler: no goroutine outlives Close.
 func TestCloseStopsTheSampler(t *testing.T) {
 	f := newFixture(t)
-	ui, err := New(Options{Outboxes: []Outbox{MySQL(f.store)}, Logger: outboxtest.Logger(t)})
+	ui, err := New(Options{Outboxes: []Outbox{f.store}, Logger: outboxtest.Logger(t)})
 	require.NoError(t, err)
 	require.Nil(t, ui.sampler, "New starts nothing")
 	srv := httptest.NewServer(ui)
@@ -459,7 +459,7 @@ func TestCloseStopsTheSampler(t *testing.T) {
 		t.Fatal("the sampler still runs after Close")
 	}
 
-	idle, err := New(Options{Outboxes: []Outbox{MySQL(f.store)}, Logger: outboxtest.Logger(t)})
+	idle, err := New(Options{Outboxes: []Outbox{f.store}, Logger: outboxtest.Logger(t)})
 	require.NoError(t, err)
 	require.NoError(t, idle.Close())
 	idleSrv := httptest.NewServer(idle)

@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/outboxrelay/outboxrelay/outbox"
-	"github.com/outboxrelay/outboxrelay/store/mysql"
+	"github.com/outboxrelay/outboxrelay/outbox/backend"
 )
 
 // outboxView is what the overview shows of one outbox.
@@ -55,7 +55,7 @@ func (h *Handler) readOutbox(ctx context.Context, ob Outbox, heads bool) (outbox
 	if v.LastSeq, err = ob.LastSeq(ctx); err != nil {
 		return v, err
 	}
-	consumers, err := ob.Consumers(ctx)
+	consumers, err := consumerNames(ctx, ob)
 	if err != nil {
 		return v, err
 	}
@@ -69,7 +69,7 @@ func (h *Handler) readOutbox(ctx context.Context, ob Outbox, heads bool) (outbox
 // line.
 func (h *Handler) readQueue(ctx context.Context, ob Outbox, consumer string, heads bool) queueView {
 	qv := queueView{Outbox: ob.Name(), Consumer: consumer}
-	q, err := ob.Queue(consumer)
+	q, err := ob.ConsumerQueue(consumer)
 	if err != nil {
 		qv.Err = err.Error()
 		return qv
@@ -81,7 +81,7 @@ func (h *Handler) readQueue(ctx context.Context, ob Outbox, consumer string, hea
 	}
 	qv.Pending, qv.Leased, qv.Dead, qv.Oldest = st.Pending, st.Leased, st.Dead, st.OldestPending
 	if heads && st.Pending > 0 {
-		recs, err := q.List(ctx, mysql.ListFilter{Status: outbox.StatusPending, Limit: 1})
+		recs, err := q.List(ctx, backend.ListFilter{Status: outbox.StatusPending, Limit: 1})
 		switch {
 		case err != nil:
 			qv.Err = "oldest pending record: " + err.Error()
@@ -175,7 +175,7 @@ func (h *Handler) queueOf(vals url.Values) (Outbox, Queue, error) {
 	if !ok {
 		return nil, nil, fmt.Errorf("%w: no outbox %q here", errBadRequest, vals.Get("outbox"))
 	}
-	q, err := ob.Queue(vals.Get("consumer"))
+	q, err := ob.ConsumerQueue(vals.Get("consumer"))
 	if err != nil {
 		return nil, nil, fmt.Errorf("%w: %v", errBadRequest, err)
 	}
@@ -222,8 +222,8 @@ func parseFilter(vals url.Values) (filter, error) {
 }
 
 // list is the store filter of f's records after seq.
-func (f filter) list(after int64, limit int) mysql.ListFilter {
-	lf := mysql.ListFilter{Type: f.Type, Key: f.Key, ErrorContains: f.Error, OlderThan: f.olderThan, AfterSeq: after, Limit: limit}
+func (f filter) list(after int64, limit int) backend.ListFilter {
+	lf := backend.ListFilter{Type: f.Type, Key: f.Key, ErrorContains: f.Error, OlderThan: f.olderThan, AfterSeq: after, Limit: limit}
 	switch f.View {
 	case viewDead:
 		lf.Status = outbox.StatusDead
@@ -236,8 +236,8 @@ func (f filter) list(after int64, limit int) mysql.ListFilter {
 }
 
 // dead is the store filter of f's dead letters.
-func (f filter) dead() mysql.DeadFilter {
-	return mysql.DeadFilter{Type: f.Type, Key: f.Key, ErrorContains: f.Error, OlderThan: f.olderThan}
+func (f filter) dead() backend.DeadFilter {
+	return backend.DeadFilter{Type: f.Type, Key: f.Key, ErrorContains: f.Error, OlderThan: f.olderThan}
 }
 
 // values is f as query parameters, with extra pairs after it.

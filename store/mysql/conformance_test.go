@@ -98,3 +98,11 @@ func TestAdversarial(t *testing.T) {
 func TestConsumerAdversarial(t *testing.T) {
 	backendtest.RunAdversarialTests(t, newConsumerHarness)
 }
+
+func TestOperatorContract(t *testing.T) {
+	backendtest.RunOperatorTests(t, newHarness)
+}
+
+func TestConsumerOperatorContract(t *testing.T) {
+	backendtest.RunOperatorTests(t, newConsumerHarness)
+}

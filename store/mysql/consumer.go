@@ -6,7 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
-	"time"
+
+	"github.com/outboxrelay/outboxrelay/outbox/backend"
 )
 
 // MaxConsumerNameLength is the longest consumer name.
@@ -14,54 +15,27 @@ const MaxConsumerNameLength = 64
 
 var consumerNameRE = regexp.MustCompile(fmt.Sprintf(`^[A-Za-z0-9_][A-Za-z0-9_.-]{0,%d}$`, MaxConsumerNameLength-1))
 
-// Errors of the consumer registry.
+// Errors of the consumer registry (backend's).
 var (
 	// ErrUnknownConsumer: no consumer of that name is registered.
-	ErrUnknownConsumer = errors.New("mysql store: no such consumer")
+	ErrUnknownConsumer = backend.ErrUnknownConsumer
 	// ErrConsumerExists: AddConsumer of a name already registered.
-	ErrConsumerExists = errors.New("mysql store: consumer already exists")
+	ErrConsumerExists = backend.ErrConsumerExists
 )
 
-// StartFrom says where a consumer added to a table with history starts.
-type StartFrom int
+// StartFrom says where a consumer added to a table with history starts
+// (see backend.StartFrom).
+type StartFrom = backend.StartFrom
 
+// Where a consumer starts.
 const (
-	// StartNow: only messages written from now on. (Messages whose
-	// transaction was still open at that moment may or may not be
-	// included.)
-	StartNow StartFrom = iota + 1
-	// StartBeginning: every message still retained (handed over in
-	// batches), and everything new.
-	StartBeginning
+	StartNow       = backend.StartNow
+	StartBeginning = backend.StartBeginning
 )
 
-// String returns the word the admin CLI uses.
-func (f StartFrom) String() string {
-	switch f {
-	case StartNow:
-		return "now"
-	case StartBeginning:
-		return "beginning"
-	}
-	return fmt.Sprintf("StartFrom(%d)", int(f))
-}
-
-// ConsumerInfo describes a registered named consumer.
-type ConsumerInfo struct {
-	Name string
-	// StartSeq is the first message (Record.Seq) the consumer gets
-	// without backfill.
-	StartSeq int64
-	// Backfilling reports that older messages are still being handed
-	// over; BackfillAt is the last Seq handed over so far.
-	Backfilling bool
-	BackfillAt  int64
-	// CreatedAt is when it was added (UTC, database clock).
-	CreatedAt time.Time
-	// Removing reports a removal that started and has not finished (run
-	// RemoveConsumer again to finish it). Such a consumer gets nothing.
-	Removing bool
-}
+// ConsumerInfo describes a registered named consumer (see
+// backend.ConsumerInfo).
+type ConsumerInfo = backend.ConsumerInfo
 
 func validConsumerName(name string) error {
 	if !consumerNameRE.MatchString(name) {

@@ -42,10 +42,18 @@ type ConsumerStore struct {
 }
 
 var (
-	_ backend.Store         = (*ConsumerStore)(nil)
+	_ backend.Queue         = (*ConsumerStore)(nil)
 	_ backend.SettleClaimer = (*ConsumerStore)(nil)
-	_ backend.StatsReader   = (*ConsumerStore)(nil)
 )
+
+// ConsumerQueue returns the Queue of the named consumer of the table: its
+// ConsumerStore, or the Store itself for "" (backend.Outbox).
+func (s *Store) ConsumerQueue(name string) (backend.Queue, error) {
+	if name == "" {
+		return s, nil
+	}
+	return s.Consumer(name)
+}
 
 // Name returns the consumer's name.
 func (c *ConsumerStore) Name() string { return c.name }

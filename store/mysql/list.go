@@ -7,31 +7,11 @@ import (
 	"time"
 
 	"github.com/outboxrelay/outboxrelay/outbox"
+	"github.com/outboxrelay/outboxrelay/outbox/backend"
 )
 
-// ListFilter selects records for List. Empty fields match everything.
-type ListFilter struct {
-	// Status matches the status exactly.
-	Status outbox.Status
-	// Type matches event_type exactly.
-	Type string
-	// Key matches event_key exactly.
-	Key string
-	// ErrorContains matches records whose last_error contains it,
-	// literally (no wildcards).
-	ErrorContains string
-	// OlderThan matches records written at least this long ago, by the
-	// database clock.
-	OlderThan time.Duration
-	// MinAttempts matches records with at least this many failed worker
-	// attempts: with Status pending and MinAttempts 1, the records that
-	// are failing and will be tried again.
-	MinAttempts int
-	// AfterSeq pages: only records with a larger Seq.
-	AfterSeq int64
-	// Limit is the page size; 1 to outbox.MaxBatchSize.
-	Limit int
-}
+// ListFilter selects records for List (see backend.ListFilter).
+type ListFilter = backend.ListFilter
 
 // List returns a page of records in Seq (insert) order; pass the last
 // one's Seq as the next AfterSeq. It pages by Seq, never by OFFSET, so a
@@ -40,11 +20,8 @@ type ListFilter struct {
 // every record of the other conditions up to the page's end: combine it
 // with a Status. ConsumerStore.List lists a named consumer's records.
 func (s *channel) List(ctx context.Context, f ListFilter) ([]outbox.Record, error) {
-	if f.Limit < 1 || f.Limit > outbox.MaxBatchSize {
-		return nil, fmt.Errorf("%s: list: Limit %d: must be 1 to %d", s.what, f.Limit, outbox.MaxBatchSize)
-	}
-	if f.OlderThan < 0 || f.MinAttempts < 0 || f.AfterSeq < 0 {
-		return nil, fmt.Errorf("%s: list: OlderThan %v, MinAttempts %d and AfterSeq %d: must not be negative", s.what, f.OlderThan, f.MinAttempts, f.AfterSeq)
+	if err := f.Validate(); err != nil {
+		return nil, fmt.Errorf("%s: list: %w", s.what, err)
 	}
 	rows, err := readRows(ctx, s.db, listSQL(s.t, f))
 	if err == nil {
@@ -60,9 +37,9 @@ func (s *channel) List(ctx context.Context, f ListFilter) ([]outbox.Record, erro
 	return out, nil
 }
 
-// where returns the filter's SQL conditions and their arguments, each
-// condition starting with " AND ".
-func (f ListFilter) where() (string, []any) {
+// listWhere returns the filter's SQL conditions and their arguments,
+// each condition starting with " AND ".
+func listWhere(f ListFilter) (string, []any) {
 	var conds matchConds
 	if f.Status != "" {
 		conds.add("status = ?", string(f.Status))
@@ -120,7 +97,7 @@ func (m *matchConds) match(typ, key, errorContains string, olderThan time.Durati
 // would say the same, but the demo's embedded engine does not parse
 // "IGNORE INDEX FOR ORDER BY".
 func listSQL(t *target, f ListFilter) statement {
-	where, args := f.where()
+	where, args := listWhere(f)
 	args = append([]any{f.AfterSeq}, args...)
 	text := "SELECT {cols} FROM {table} WHERE {scope}{seq} > ?{filter} ORDER BY {seq} LIMIT ?"
 	if f.Status != "" {

@@ -9,12 +9,12 @@ import (
 	"time"
 
 	"github.com/outboxrelay/outboxrelay/outbox"
+	"github.com/outboxrelay/outboxrelay/outbox/backend"
 )
 
 // ErrNotDead is returned by Requeue for a record that exists but is not
-// dead: only dead letters are requeued, so that a requeue can never make a
-// published event go out again or disturb one in flight.
-var ErrNotDead = errors.New("mysql store: record is not dead")
+// dead (backend.ErrNotDead).
+var ErrNotDead = backend.ErrNotDead
 
 // Requeue gives the dead letter with message ID id a fresh start: status
 // pending, retry_count 0, due at once. Its last_error stays for the
@@ -144,22 +144,11 @@ func (s *channel) keyLeases(ctx context.Context, tx *sql.Tx, dead []deadLetterRo
 	return ends, rows.Err()
 }
 
-// DeadFilter selects dead letters. Empty fields match everything.
-type DeadFilter struct {
-	// Type matches event_type exactly, trailing spaces included.
-	Type string
-	// Key matches event_key exactly.
-	Key string
-	// OlderThan matches records created at least this long ago, by the
-	// database clock.
-	OlderThan time.Duration
-	// ErrorContains matches records whose last_error contains it,
-	// literally.
-	ErrorContains string
-}
+// DeadFilter selects dead letters (see backend.DeadFilter).
+type DeadFilter = backend.DeadFilter
 
-// where returns the filter's SQL conditions and their arguments.
-func (f DeadFilter) where() (string, []any) {
+// deadWhere returns the filter's SQL conditions and their arguments.
+func deadWhere(f DeadFilter) (string, []any) {
 	conds := matchConds{conds: []string{"status = 'dead'"}}
 	conds.match(f.Type, f.Key, f.ErrorContains, f.OlderThan)
 	return strings.Join(conds.conds, " AND "), conds.args
@@ -171,34 +160,25 @@ func escapeLike(s string) string {
 	return strings.NewReplacer("!", "!!", "%", "!%", "_", "!_").Replace(s)
 }
 
-// Defaults of RequeueDead.
+// Defaults and bounds of RequeueOptions (backend's).
 const (
-	DefaultRequeueBatch = 500
-	MaxRequeueBatch     = 10_000
+	DefaultRequeueBatch = backend.DefaultRequeueBatch
+	MaxRequeueBatch     = backend.MaxRequeueBatch
 )
 
-// RequeueOptions bounds RequeueDead.
-type RequeueOptions struct {
-	// BatchSize is how many records one statement requeues, so that no
-	// statement holds many row locks for long. Defaults to
-	// DefaultRequeueBatch; at most MaxRequeueBatch.
-	BatchSize int
-	// Limit is the most records requeued in all; 0 means every match.
-	Limit int
-}
+// RequeueOptions bounds RequeueDead (see backend.RequeueOptions).
+type RequeueOptions = backend.RequeueOptions
 
 // RequeueDead requeues the dead letters that match f, as Requeue does
 // one, in statements of at most opts.BatchSize rows each, and returns how
 // many it requeued. It stops at the first error, having committed the
 // batches before it.
 func (s *channel) RequeueDead(ctx context.Context, f DeadFilter, opts RequeueOptions) (int, error) {
-	if opts.BatchSize <= 0 {
-		opts.BatchSize = DefaultRequeueBatch
+	opts, err := opts.WithDefaults()
+	if err != nil {
+		return 0, fmt.Errorf("%s: requeue: %w", s.what, err)
 	}
-	if opts.BatchSize > MaxRequeueBatch || opts.Limit < 0 {
-		return 0, fmt.Errorf("mysql store: requeue: BatchSize %d and Limit %d: must be at most %d and not negative", opts.BatchSize, opts.Limit, MaxRequeueBatch)
-	}
-	where, args := f.where()
+	where, args := deadWhere(f)
 	total := 0
 	for opts.Limit == 0 || total < opts.Limit {
 		n := opts.BatchSize
@@ -220,7 +200,7 @@ func (s *channel) RequeueDead(ctx context.Context, f DeadFilter, opts RequeueOpt
 // CountDead counts the dead letters that match f: a dry run of
 // RequeueDead.
 func (s *channel) CountDead(ctx context.Context, f DeadFilter) (int, error) {
-	where, args := f.where()
+	where, args := deadWhere(f)
 	var n int
 	if err := countDeadSQL(s.t, where, args).queryRow(ctx, s.db).Scan(&n); err != nil {
 		return 0, s.wrap("count dead", err)

@@ -189,6 +189,11 @@ func New(db *sql.DB, opts Options) (*Store, error) {
 // Table returns the name of the outbox table.
 func (s *Store) Table() string { return s.table }
 
+// Name is Table: the outbox's name for operators (backend.Outbox).
+func (s *Store) Name() string { return s.table }
+
+var _ backend.Outbox = (*Store)(nil)
+
 // Get returns the record with message ID id, or an error wrapping
 // outbox.ErrNotFound. For a record that cannot be decoded it returns the
 // fields it could read together with an error saying what is wrong.

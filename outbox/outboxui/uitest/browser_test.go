@@ -171,7 +171,7 @@ func TestDashboardInABrowser(t *testing.T) {
 	require.NoError(t, store.AddConsumer(bg, "activity", mysql.StartNow))
 
 	ui, err := outboxui.New(outboxui.Options{
-		Outboxes: []outboxui.Outbox{outboxui.MySQL(store)}, Refresh: 500 * time.Millisecond,
+		Outboxes: []outboxui.Outbox{store}, Refresh: 500 * time.Millisecond,
 		SampleInterval: time.Second, Logger: outboxtest.Logger(t),
 	})
 	require.NoError(t, err)

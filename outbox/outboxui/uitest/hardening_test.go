@@ -39,7 +39,7 @@ func deadStore(t *testing.T, ids ...string) (*mysql.Store, *httptest.Server) {
 	}
 	require.NoError(t, store.Enqueue(ctx, d.DB, nil, ms...))
 	kill(t, store, ids...)
-	ui, err := outboxui.New(outboxui.Options{Outboxes: []outboxui.Outbox{outboxui.MySQL(store)}, Logger: outboxtest.Logger(t)})
+	ui, err := outboxui.New(outboxui.Options{Outboxes: []outboxui.Outbox{store}, Logger: outboxtest.Logger(t)})
 	require.NoError(t, err)
 	srv := httptest.NewServer(ui)
 	t.Cleanup(func() { srv.Close(); _ = ui.Close() })

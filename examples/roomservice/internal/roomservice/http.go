@@ -57,7 +57,7 @@ const OutboxUIPath = "/outbox/"
 // the first request; Shutdown stops it (stopHTTP) before MySQL closes.
 func (a *App) outboxUI() (*outboxui.Handler, error) {
 	ui, err := outboxui.New(outboxui.Options{
-		Outboxes: []outboxui.Outbox{outboxui.MySQL(a.store)}, Path: OutboxUIPath,
+		Outboxes: []outboxui.Outbox{a.store}, Path: OutboxUIPath,
 		ReadOnly: a.cfg.HTTP.OutboxUIReadOnly, AllowedHosts: a.cfg.HTTP.OutboxUIHosts, Logger: a.log,
 	})
 	if err != nil {

@@ -1,0 +1,37 @@
+package main
+
+import (
+	"context"
+	"database/sql"
+	"time"
+
+	"github.com/outboxrelay/outboxrelay/outbox/backend"
+	"github.com/outboxrelay/outboxrelay/store/mysql"
+)
+
+// The commands read and repair an outbox through the operator contract
+// (backend.Outbox) and the retention and schema checks below; this file
+// is the only one that knows which store implements them (schema.go,
+// which prints and runs a store's DDL, is the other place that names the
+// store).
+
+// outboxStore is what the commands need of a store.
+type outboxStore interface {
+	backend.Outbox
+	backend.Purger
+	// Verify checks that the tables have what the store needs, changing
+	// nothing.
+	Verify(ctx context.Context) error
+	// CountPurgeable counts what PurgePublished would delete.
+	CountPurgeable(ctx context.Context, olderThan time.Duration) (int, error)
+	// PurgeAll deletes everything PurgePublished would, in batches.
+	PurgeAll(ctx context.Context, olderThan time.Duration, batch int, pause time.Duration) (int, error)
+}
+
+// defaultTable is --table's default: the store's.
+const defaultTable = mysql.DefaultTable
+
+// openStore returns the store of table on db.
+func openStore(db *sql.DB, table string) (outboxStore, error) {
+	return mysql.New(db, mysql.Options{Table: table})
+}
