@@ -49,7 +49,9 @@ const (
 // no sense with an error that names the field.
 type WorkerOptions struct {
 	// Name identifies the worker in logs (field "worker") and events,
-	// for example "orders_outbox". Defaults to DefaultName.
+	// for example "orders_outbox". Defaults to the store's name, when it
+	// has one (backend.Outbox.Name: store/mysql's table), else
+	// DefaultName.
 	Name string
 	// NodeID identifies this instance in logs (field "node_id") and as the
 	// owner of its leases. Defaults to "<hostname>-<pid>". At most

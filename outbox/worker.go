@@ -58,6 +58,9 @@ func NewWorker(store Store, sink Sink, opts WorkerOptions) (*Worker, error) {
 	if sink == nil {
 		return nil, errors.New("outbox: NewWorker: sink is nil")
 	}
+	if n, ok := store.(interface{ Name() string }); ok && opts.Name == "" {
+		opts.Name = n.Name() // the outbox's name is given once, to the store
+	}
 	opts = opts.WithDefaults()
 	if err := opts.validate(); err != nil {
 		return nil, err

@@ -268,4 +268,3 @@ func testOutboxAndConsumers(t *testing.T, h Harness) {
 	_, err = o.RemoveConsumer(ctx, "audit")
 	require.ErrorIs(t, err, backend.ErrUnknownConsumer)
 }
-
