@@ -21,10 +21,8 @@ import (
 )
 
 // version1 is the outbox table as the first version of the store made
-// it (commit 94186a2): no idx_key, no fanout, no companion tables.
-// version2 added idx_key (commit 4070e8a); version 3 is previousRelease,
-// version 4 is version4, version 5 version5, version 6 version6, version
-// 7 version7.
+// it (commit 94186a2): no idx_key, no fanout, no companion tables. Every
+// later version is made from it by oldSchema.
 const version1 = `CREATE TABLE room_outbox (
   id BIGINT UNSIGNED NOT NULL AUTO_INCREMENT,
   event_id VARCHAR(255) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NOT NULL,
@@ -43,26 +41,37 @@ const version1 = `CREATE TABLE room_outbox (
   PRIMARY KEY (id), UNIQUE KEY uk_event_id (event_id), KEY idx_due (status, next_attempt_at, id)
 ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin`
 
-// oldSchema returns the DDL of schema version v (1 to 7), without data.
+// oldSchema returns the DDL of schema version v (1 to SchemaVersion-1),
+// without data: version1, then the upgrade statements of every version up
+// to v as SchemaSQL prints them (the statements Migrate runs), without
+// the record of the version, so that the tables are recognised by their
+// columns and indexes as tables from before the record were. One fixture
+// makes every version: what an upgrade file says is what its version's
+// tables are.
 func oldSchema(v int) []string {
-	switch v {
-	case 1:
-		return []string{version1}
-	case 2:
-		return []string{strings.Replace(version1, "KEY idx_due (status, next_attempt_at, id)",
-			"KEY idx_due (status, next_attempt_at, id), KEY idx_key (status, event_key, id)", 1)}
-	case 3:
-		return previousRelease[:3]
-	case 4:
-		return version4
-	case 5:
-		return version5
-	case 6:
-		return version6
-	case 7:
-		return version7
+	if v < 1 || v >= mysql.SchemaVersion {
+		panic(fmt.Sprintf("oldSchema(%d): versions 1 to %d", v, mysql.SchemaVersion-1))
 	}
-	panic(v)
+	out := []string{version1}
+	if v == 1 {
+		return out
+	}
+	script, err := mysql.SchemaSQL(testTable, 1, v)
+	if err != nil {
+		panic(err)
+	}
+	for _, chunk := range strings.Split(script, ";\n") {
+		var lines []string
+		for _, line := range strings.Split(chunk, "\n") {
+			if !strings.HasPrefix(line, "--") {
+				lines = append(lines, line)
+			}
+		}
+		if st := strings.TrimSpace(strings.Join(lines, "\n")); st != "" && !strings.Contains(st, "_schema_version") {
+			out = append(out, st)
+		}
+	}
+	return out
 }
 
 // oldRows fills tables of schema version v with a pending, a published

@@ -15,58 +15,16 @@ import (
 )
 
 // previousRelease is the schema the store made before keys became binary
-// (commit c98000e): text keys with PAD SPACE, no occurred_at, and a
-// consumer registry without removal marks.
-var previousRelease = []string{
-	`CREATE TABLE room_outbox (
-  id BIGINT UNSIGNED NOT NULL AUTO_INCREMENT,
-  event_id VARCHAR(255) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NOT NULL,
-  event_key VARCHAR(255) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NOT NULL DEFAULT '',
-  event_type VARCHAR(255) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NOT NULL,
-  payload LONGBLOB NOT NULL,
-  headers TEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NULL,
-  status VARCHAR(16) CHARACTER SET ascii COLLATE ascii_bin NOT NULL DEFAULT 'pending',
-  retry_count INT UNSIGNED NOT NULL DEFAULT 0,
-  last_error VARCHAR(512) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NULL,
-  created_at DATETIME(6) NOT NULL,
-  next_attempt_at DATETIME(6) NOT NULL,
-  published_at DATETIME(6) NULL,
-  lease_owner VARCHAR(255) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NULL,
-  lease_token CHAR(32) CHARACTER SET ascii COLLATE ascii_bin NULL,
-  fanout TINYINT UNSIGNED NOT NULL DEFAULT 0,
-  PRIMARY KEY (id), UNIQUE KEY uk_event_id (event_id), KEY idx_due (status, next_attempt_at, id),
-  KEY idx_key (status, event_key, id), KEY idx_fanout (fanout, id)
-) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin`,
-	`CREATE TABLE room_outbox_consumers (
-  name VARCHAR(64) CHARACTER SET ascii COLLATE ascii_bin NOT NULL,
-  start_seq BIGINT UNSIGNED NOT NULL,
-  backfill_cursor BIGINT UNSIGNED NULL,
-  created_at DATETIME(6) NOT NULL,
-  PRIMARY KEY (name)
-) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin`,
-	`CREATE TABLE room_outbox_consumption (
-  consumer VARCHAR(64) CHARACTER SET ascii COLLATE ascii_bin NOT NULL,
-  msg_id BIGINT UNSIGNED NOT NULL,
-  event_id VARCHAR(255) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NOT NULL,
-  event_key VARCHAR(255) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NOT NULL DEFAULT '',
-  event_type VARCHAR(255) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NOT NULL,
-  status VARCHAR(16) CHARACTER SET ascii COLLATE ascii_bin NOT NULL DEFAULT 'pending',
-  retry_count INT UNSIGNED NOT NULL DEFAULT 0,
-  last_error VARCHAR(512) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NULL,
-  created_at DATETIME(6) NOT NULL,
-  next_attempt_at DATETIME(6) NOT NULL,
-  published_at DATETIME(6) NULL,
-  lease_owner VARCHAR(255) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NULL,
-  lease_token CHAR(32) CHARACTER SET ascii COLLATE ascii_bin NULL,
-  PRIMARY KEY (consumer, msg_id), UNIQUE KEY uk_event_id (consumer, event_id),
-  KEY idx_due (consumer, status, next_attempt_at, msg_id), KEY idx_key (consumer, status, event_key, msg_id), KEY idx_msg (msg_id)
-) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin`,
-	"INSERT INTO room_outbox (event_id, event_key, event_type, payload, created_at, next_attempt_at, fanout)" +
+// (version 3, commit c98000e: text keys with PAD SPACE, no occurred_at,
+// and a consumer registry without removal marks), with a message handed
+// over to a consumer.
+var previousRelease = append(oldSchema(3),
+	"INSERT INTO room_outbox (event_id, event_key, event_type, payload, created_at, next_attempt_at, fanout)"+
 		" VALUES ('old-1', 'room-\té', 'T', 'p', UTC_TIMESTAMP(6), UTC_TIMESTAMP(6), 1)",
 	"INSERT INTO room_outbox_consumers (name, start_seq, created_at) VALUES ('activity', 1, UTC_TIMESTAMP(6))",
-	"INSERT INTO room_outbox_consumption (consumer, msg_id, event_id, event_key, event_type, created_at, next_attempt_at)" +
+	"INSERT INTO room_outbox_consumption (consumer, msg_id, event_id, event_key, event_type, created_at, next_attempt_at)"+
 		" SELECT 'activity', id, event_id, event_key, event_type, created_at, next_attempt_at FROM room_outbox",
-}
+)
 
 // TestMigrateUpgradesThePreviousRelease: Migrate brings the previous
 // release's tables up to date, keeping their data, and the store then

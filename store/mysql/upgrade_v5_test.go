@@ -18,60 +18,7 @@ import (
 // version4 is the schema the store made before its state columns became
 // fixed-width (commit 2656669): status VARCHAR(16), nullable lease_token,
 // lease_owner and published_at.
-var version4 = []string{
-	`CREATE TABLE room_outbox (
-  id              BIGINT UNSIGNED NOT NULL AUTO_INCREMENT,
-  event_id        VARCHAR(255) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NOT NULL,
-  event_key       VARBINARY(1020) NOT NULL DEFAULT '',
-  event_type      VARCHAR(255) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NOT NULL,
-  payload         LONGBLOB NOT NULL,
-  headers         TEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NULL,
-  occurred_at     DATETIME(6) NULL,
-  status          VARCHAR(16) CHARACTER SET ascii COLLATE ascii_bin NOT NULL DEFAULT 'pending',
-  retry_count     INT UNSIGNED NOT NULL DEFAULT 0,
-  last_error      VARCHAR(512) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NULL,
-  created_at      DATETIME(6) NOT NULL,
-  next_attempt_at DATETIME(6) NOT NULL,
-  published_at    DATETIME(6) NULL,
-  lease_owner     VARCHAR(255) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NULL,
-  lease_token     CHAR(32) CHARACTER SET ascii COLLATE ascii_bin NULL,
-  fanout          TINYINT UNSIGNED NOT NULL DEFAULT 0,
-  PRIMARY KEY (id),
-  UNIQUE KEY uk_event_id (event_id),
-  KEY idx_due (status, next_attempt_at, id),
-  KEY idx_key (status, event_key, id),
-  KEY idx_fanout (fanout, id)
-) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin`,
-	`CREATE TABLE room_outbox_consumers (
-  name            VARCHAR(64) CHARACTER SET ascii COLLATE ascii_bin NOT NULL,
-  start_seq       BIGINT UNSIGNED NOT NULL,
-  backfill_cursor BIGINT UNSIGNED NULL,
-  created_at      DATETIME(6) NOT NULL,
-  removing        TINYINT UNSIGNED NOT NULL DEFAULT 0,
-  add_token       CHAR(32) CHARACTER SET ascii COLLATE ascii_bin NULL,
-  PRIMARY KEY (name)
-) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin`,
-	`CREATE TABLE room_outbox_consumption (
-  consumer        VARCHAR(64) CHARACTER SET ascii COLLATE ascii_bin NOT NULL,
-  msg_id          BIGINT UNSIGNED NOT NULL,
-  event_id        VARCHAR(255) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NOT NULL,
-  event_key       VARBINARY(1020) NOT NULL DEFAULT '',
-  event_type      VARCHAR(255) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NOT NULL,
-  status          VARCHAR(16) CHARACTER SET ascii COLLATE ascii_bin NOT NULL DEFAULT 'pending',
-  retry_count     INT UNSIGNED NOT NULL DEFAULT 0,
-  last_error      VARCHAR(512) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NULL,
-  created_at      DATETIME(6) NOT NULL,
-  next_attempt_at DATETIME(6) NOT NULL,
-  published_at    DATETIME(6) NULL,
-  lease_owner     VARCHAR(255) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NULL,
-  lease_token     CHAR(32) CHARACTER SET ascii COLLATE ascii_bin NULL,
-  PRIMARY KEY (consumer, msg_id),
-  UNIQUE KEY uk_event_id (consumer, event_id),
-  KEY idx_due (consumer, status, next_attempt_at, msg_id),
-  KEY idx_key (consumer, status, event_key, msg_id),
-  KEY idx_msg (msg_id)
-) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin`,
-}
+var version4 = oldSchema(4)
 
 // TestMigrateFromVersion4KeepsLeases: pending, leased, published and dead
 // records of a version 4 table, in the outbox table and a named

@@ -18,60 +18,7 @@ import (
 // version5 is the schema the store made before its state columns
 // narrowed (commit 5f00856): status CHAR(9), the lease token in lease
 // CHAR(16).
-var version5 = []string{
-	`CREATE TABLE room_outbox (
-  id              BIGINT UNSIGNED NOT NULL AUTO_INCREMENT,
-  event_id        VARCHAR(255) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NOT NULL,
-  event_key       VARBINARY(1020) NOT NULL DEFAULT '',
-  event_type      VARCHAR(255) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NOT NULL,
-  payload         LONGBLOB NOT NULL,
-  headers         TEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NULL,
-  occurred_at     DATETIME(6) NULL,
-  status          CHAR(9) CHARACTER SET ascii COLLATE ascii_bin NOT NULL DEFAULT 'pending',
-  retry_count     INT UNSIGNED NOT NULL DEFAULT 0,
-  last_error      VARCHAR(512) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NULL,
-  created_at      DATETIME(6) NOT NULL,
-  next_attempt_at DATETIME(6) NOT NULL,
-  fanout          TINYINT UNSIGNED NOT NULL DEFAULT 0,
-  lease           CHAR(16) CHARACTER SET ascii COLLATE ascii_bin NOT NULL DEFAULT '',
-  lease_until     DATETIME(6) NOT NULL DEFAULT '1970-01-01 00:00:01',
-  lease_token     CHAR(32) CHARACTER SET ascii COLLATE ascii_bin NULL,
-  PRIMARY KEY (id),
-  UNIQUE KEY uk_event_id (event_id),
-  KEY idx_due (status, next_attempt_at, id),
-  KEY idx_key (status, event_key, id),
-  KEY idx_fanout (fanout, id)
-) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin`,
-	`CREATE TABLE room_outbox_consumers (
-  name            VARCHAR(64) CHARACTER SET ascii COLLATE ascii_bin NOT NULL,
-  start_seq       BIGINT UNSIGNED NOT NULL,
-  backfill_cursor BIGINT UNSIGNED NULL,
-  created_at      DATETIME(6) NOT NULL,
-  removing        TINYINT UNSIGNED NOT NULL DEFAULT 0,
-  add_token       CHAR(32) CHARACTER SET ascii COLLATE ascii_bin NULL,
-  PRIMARY KEY (name)
-) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin`,
-	`CREATE TABLE room_outbox_consumption (
-  consumer        VARCHAR(64) CHARACTER SET ascii COLLATE ascii_bin NOT NULL,
-  msg_id          BIGINT UNSIGNED NOT NULL,
-  event_id        VARCHAR(255) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NOT NULL,
-  event_key       VARBINARY(1020) NOT NULL DEFAULT '',
-  event_type      VARCHAR(255) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NOT NULL,
-  status          CHAR(9) CHARACTER SET ascii COLLATE ascii_bin NOT NULL DEFAULT 'pending',
-  retry_count     INT UNSIGNED NOT NULL DEFAULT 0,
-  last_error      VARCHAR(512) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NULL,
-  created_at      DATETIME(6) NOT NULL,
-  next_attempt_at DATETIME(6) NOT NULL,
-  lease           CHAR(16) CHARACTER SET ascii COLLATE ascii_bin NOT NULL DEFAULT '',
-  lease_until     DATETIME(6) NOT NULL DEFAULT '1970-01-01 00:00:01',
-  lease_token     CHAR(32) CHARACTER SET ascii COLLATE ascii_bin NULL,
-  PRIMARY KEY (consumer, msg_id),
-  UNIQUE KEY uk_event_id (consumer, event_id),
-  KEY idx_due (consumer, status, next_attempt_at, msg_id),
-  KEY idx_key (consumer, status, event_key, msg_id),
-  KEY idx_msg (msg_id)
-) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin`,
-}
+var version5 = oldSchema(5)
 
 // leaseIDOf is the lease_id the upgrade to version 6 gives a version 5
 // lease (as the store maps a token): a worker's 16 hex digits with the

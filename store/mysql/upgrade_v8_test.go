@@ -4,8 +4,6 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
-	"slices"
-	"strings"
 	"testing"
 	"time"
 
@@ -19,74 +17,12 @@ import (
 
 // version6 is the schema the store made before idx_head replaced idx_key
 // (commit d21525f).
-var version6 = []string{
-	`CREATE TABLE room_outbox (
-  id              BIGINT UNSIGNED NOT NULL AUTO_INCREMENT,
-  event_id        VARCHAR(255) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NOT NULL,
-  event_key       VARBINARY(1020) NOT NULL DEFAULT '',
-  event_type      VARCHAR(255) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NOT NULL,
-  payload         LONGBLOB NOT NULL,
-  headers         TEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NULL,
-  occurred_at     DATETIME(6) NULL,
-  status          ENUM('pending', 'published', 'dead') CHARACTER SET ascii COLLATE ascii_bin NOT NULL DEFAULT 'pending',
-  retry_count     INT UNSIGNED NOT NULL DEFAULT 0,
-  last_error      VARCHAR(512) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NULL,
-  created_at      DATETIME(6) NOT NULL,
-  next_attempt_at DATETIME(6) NOT NULL,
-  fanout          TINYINT UNSIGNED NOT NULL DEFAULT 0,
-  lease_id        BIGINT NOT NULL DEFAULT 0,
-  lease_until     DATETIME(6) NOT NULL DEFAULT '1970-01-01 00:00:01',
-  lease_token     CHAR(32) CHARACTER SET ascii COLLATE ascii_bin NULL,
-  lease           CHAR(16) CHARACTER SET ascii COLLATE ascii_bin NOT NULL DEFAULT '',
-  PRIMARY KEY (id),
-  UNIQUE KEY uk_event_id (event_id),
-  KEY idx_due (status, next_attempt_at, id),
-  KEY idx_key (status, event_key, id),
-  KEY idx_fanout (fanout, id)
-) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin`,
-	`CREATE TABLE room_outbox_consumers (
-  name            VARCHAR(64) CHARACTER SET ascii COLLATE ascii_bin NOT NULL,
-  start_seq       BIGINT UNSIGNED NOT NULL,
-  backfill_cursor BIGINT UNSIGNED NULL,
-  created_at      DATETIME(6) NOT NULL,
-  removing        TINYINT UNSIGNED NOT NULL DEFAULT 0,
-  add_token       CHAR(32) CHARACTER SET ascii COLLATE ascii_bin NULL,
-  PRIMARY KEY (name)
-) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin`,
-	`CREATE TABLE room_outbox_consumption (
-  consumer        VARCHAR(64) CHARACTER SET ascii COLLATE ascii_bin NOT NULL,
-  msg_id          BIGINT UNSIGNED NOT NULL,
-  event_id        VARCHAR(255) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NOT NULL,
-  event_key       VARBINARY(1020) NOT NULL DEFAULT '',
-  event_type      VARCHAR(255) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NOT NULL,
-  status          ENUM('pending', 'published', 'dead') CHARACTER SET ascii COLLATE ascii_bin NOT NULL DEFAULT 'pending',
-  retry_count     INT UNSIGNED NOT NULL DEFAULT 0,
-  last_error      VARCHAR(512) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NULL,
-  created_at      DATETIME(6) NOT NULL,
-  next_attempt_at DATETIME(6) NOT NULL,
-  lease_id        BIGINT NOT NULL DEFAULT 0,
-  lease_until     DATETIME(6) NOT NULL DEFAULT '1970-01-01 00:00:01',
-  lease_token     CHAR(32) CHARACTER SET ascii COLLATE ascii_bin NULL,
-  lease           CHAR(16) CHARACTER SET ascii COLLATE ascii_bin NOT NULL DEFAULT '',
-  PRIMARY KEY (consumer, msg_id),
-  UNIQUE KEY uk_event_id (consumer, event_id),
-  KEY idx_due (consumer, status, next_attempt_at, msg_id),
-  KEY idx_key (consumer, status, event_key, msg_id),
-  KEY idx_msg (msg_id)
-) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin`,
-}
+var version6 = oldSchema(6)
 
 // version7 is the schema the store made before idx_status_key replaced
 // idx_head (commit 963872d): version6 with key_state, and idx_head
 // instead of idx_key.
-var version7 = func() []string {
-	out := slices.Clone(version6)
-	out[0] = strings.NewReplacer(
-		"  PRIMARY KEY (id),", "  key_state       ENUM('pending', 'done') CHARACTER SET ascii COLLATE ascii_bin NOT NULL DEFAULT 'pending',\n  PRIMARY KEY (id),",
-		"KEY idx_key (status, event_key, id)", "KEY idx_head (key_state, event_key, id)",
-	).Replace(out[0])
-	return out
-}()
+var version7 = oldSchema(7)
 
 // hasColumn reports whether the outbox table has the column.
 func hasColumn(t *testing.T, db *sql.DB, column string) bool {
