@@ -11,7 +11,10 @@ import (
 
 // Every SQL statement of the store is written whole, once, in a function
 // named after it (claimDueSQL, settle statements in settle.go, …) that
-// returns the statement with its arguments. The text names the tables and
+// returns the statement with its arguments. testdata/statements.sql has
+// every one of them as it runs, names filled in, for the default consumer
+// and a named one, under the function's name (TestStatementsReadWhole
+// keeps it current): read the SQL there. The text names the tables and
 // columns that depend on the consumer in braces, and a target fills them
 // in:
 //
