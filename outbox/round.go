@@ -5,12 +5,20 @@ import (
 	"fmt"
 	"log/slog"
 	"runtime/debug"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/outboxrelay/outboxrelay/outbox/backend"
 )
+
+// A round of the worker, top to bottom: claim a batch (claim), publish its
+// records (publishLeased, publishGroup, publish), decide each failed
+// one's outcome (outcomeOf), settle the outcomes in the store (settle),
+// and report what was recorded (report). Run repeats rounds, ProcessBatch
+// runs one, and PublishNow (aftercommit.go) runs the publish and settle
+// steps on the messages its caller just committed.
 
 // round claims a batch and publishes it. With carry, the previous
 // batch's outcomes, it records those first, in the claim's own
@@ -49,12 +57,12 @@ func (w *Worker) claim(ctx context.Context, params backend.ClaimParams, carry *s
 			settled, batch, err := sc.SettleAndClaim(claimCtx, backend.Settlement{Token: carry.token, Outcomes: carry.outcomes}, params)
 			cancel()
 			if err == nil {
-				w.settled(ctx, carry, settled)
+				w.report(ctx, carry, settled)
 				w.wakeForWaitingKeys(carry)
 				return batch, nil
 			}
 		}
-		_, _ = w.record(ctx, carry)
+		_, _ = w.settle(ctx, carry)
 	}
 	claimCtx, cancel := context.WithTimeout(ctx, w.opts.StoreTimeout)
 	defer cancel()
@@ -80,7 +88,7 @@ func (w *Worker) publishLeased(ctx context.Context, p Path, batch backend.Batch,
 	}
 	w.eachGroup(groupByKey(batch.Records), func(group []int) { b.publishGroup(ctx, group) })
 	for _, inv := range batch.Invalid {
-		b.failed(ctx, inv.Record, Permanent(fmt.Errorf("outbox: undecodable record: %w", inv.Err)), -1)
+		b.fail(ctx, inv.Record, Permanent(fmt.Errorf("outbox: undecodable record: %w", inv.Err)), -1)
 	}
 	return b.s
 }
@@ -145,7 +153,7 @@ func (b *batchRun) publishGroup(ctx context.Context, group []int) {
 		if err != nil {
 			b.failedAny.Store(true)
 			b.w.observe(ctx, Event{Kind: EventPublishFailed, Path: b.p, Record: rec, Latency: latency, Err: err})
-			b.failed(ctx, rec, err, i)
+			b.fail(ctx, rec, err, i)
 			held = b.w.opts.Ordering && rec.Key != ""
 			continue
 		}
@@ -157,10 +165,10 @@ func (b *batchRun) publishGroup(ctx context.Context, group []int) {
 	}
 }
 
-// failed records a failed publish of rec, the i-th record of the batch (or
-// -1 for an undecodable one, whose outcome is appended).
-func (b *batchRun) failed(ctx context.Context, rec Record, err error, i int) {
-	o := b.w.failed(ctx, b.p, rec, err)
+// fail keeps the outcome of a failed publish of rec, the i-th record of
+// the batch (or -1 for an undecodable one, whose outcome is appended).
+func (b *batchRun) fail(ctx context.Context, rec Record, err error, i int) {
+	o := b.w.outcomeOf(ctx, b.p, rec, err)
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if i < 0 {
@@ -224,12 +232,12 @@ func (w *Worker) publish(ctx context.Context, p Path, msg Message) (err error) {
 	return w.sink.Publish(ctx, msg)
 }
 
-// failed turns a failed publish into an outcome and logs it, saying what
+// outcomeOf turns a failed publish into an outcome and logs it, saying what
 // happens next. On the worker path it is an attempt that the retry policy
 // schedules (an Unavailable error is retried whatever the policy, unless
 // DeadLetterUnavailable); on the after-commit path the record is only
 // released, due for the worker at once.
-func (w *Worker) failed(ctx context.Context, p Path, rec Record, err error) backend.Outcome {
+func (w *Worker) outcomeOf(ctx context.Context, p Path, rec Record, err error) backend.Outcome {
 	text := backend.Truncate(err.Error(), backend.MaxLastErrorBytes)
 	unavailable := IsUnavailable(err)
 	if p == PathAfterCommit {
@@ -276,6 +284,104 @@ func (w *Worker) failed(ctx context.Context, p Path, rec Record, err error) back
 	w.logFailure(ctx, w.retryLevel(rec.Attempts), msg,
 		append(w.recordAttrs(p, rec, StatusPending), slog.Duration("retry_in", delay), slog.String("error", text))...)
 	return backend.Outcome{ID: rec.ID, Seq: rec.Seq, Kind: backend.OutcomeRetry, RetryIn: delay, Error: text}
+}
+
+// settlement is a batch's outcomes on their way to the store, with what
+// to report once they are recorded.
+type settlement struct {
+	path     Path
+	token    string
+	outcomes []backend.Outcome
+	// keys are the records' keys, one per outcome of a decodable record.
+	keys []string
+	dead []deadLetter
+	// errs are the failed publishes, for PublishNow's error.
+	errs []error
+}
+
+type deadLetter struct {
+	rec Record
+	err error
+}
+
+// newSettlement is the settlement of a claimed batch, its outcomes to be
+// filled in.
+func newSettlement(p Path, batch backend.Batch) *settlement {
+	s := &settlement{path: p, token: batch.Token, outcomes: make([]backend.Outcome, len(batch.Records)), keys: make([]string, len(batch.Records))}
+	for i, r := range batch.Records {
+		s.keys[i] = r.Key
+	}
+	return s
+}
+
+// result counts the outcomes, before they are recorded.
+func (s *settlement) result() BatchResult {
+	res := BatchResult{Claimed: len(s.outcomes)}
+	for _, o := range s.outcomes {
+		switch o.Kind {
+		case backend.OutcomePublished:
+			res.Published++
+		case backend.OutcomeRetry:
+			res.Retried++
+		case backend.OutcomeDead:
+			res.Dead++
+		case backend.OutcomeRelease:
+			res.Released++
+		}
+	}
+	return res
+}
+
+// settle records s in the store on its own, reports what it recorded (even
+// when some of it could not be), and returns what the round did.
+func (w *Worker) settle(ctx context.Context, s *settlement) (BatchResult, error) {
+	res := s.result()
+	settleCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), w.opts.StoreTimeout)
+	settled, err := w.store.Settle(settleCtx, s.token, s.outcomes)
+	cancel()
+	w.report(ctx, s, settled)
+	w.wakeForWaitingKeys(s)
+	res.Stale, res.Dead = settled.Stale, len(settled.Dead)
+	if err != nil {
+		w.log.ErrorContext(ctx, "outbox settle failed; unrecorded outcomes are retried after the lease expires",
+			slog.String("path", string(s.path)), slog.Int("outcomes", len(s.outcomes)), slog.Int("recorded", settled.Applied), slog.Any("error", err))
+		w.observe(ctx, Event{Kind: EventSettleFailed, Path: s.path, Err: err})
+		return res, fmt.Errorf("outbox: settle: %w", err)
+	}
+	return res, nil
+}
+
+// report reports what follows from recorded outcomes: a lost lease, and
+// the dead letters the store recorded (and only those).
+func (w *Worker) report(ctx context.Context, s *settlement, res backend.SettleResult) {
+	if res.Stale > 0 {
+		w.log.WarnContext(ctx, "outbox lease lost before settle; another worker owns those records",
+			slog.String("path", string(s.path)), slog.Int("stale", res.Stale))
+		w.observe(ctx, Event{Kind: EventLeaseLost, Path: s.path, Count: res.Stale})
+	}
+	for _, d := range s.dead {
+		if _, ok := slices.BinarySearch(res.Dead, d.rec.ID); ok {
+			w.notifyDead(ctx, d)
+		}
+	}
+}
+
+// notifyDead reports a recorded dead letter to the Observer and OnDead.
+func (w *Worker) notifyDead(ctx context.Context, d deadLetter) {
+	d.rec.Attempts++
+	d.rec.Status = StatusDead
+	d.rec.LastError = backend.Truncate(d.err.Error(), backend.MaxLastErrorBytes)
+	w.observe(ctx, Event{Kind: EventDead, Path: PathWorker, Record: d.rec, Err: d.err})
+	if w.opts.OnDead == nil {
+		return
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			w.log.ErrorContext(ctx, "outbox OnDead hook panicked", slog.String("event_id", d.rec.ID),
+				slog.String("panic", backend.Truncate(fmt.Sprint(r), backend.MaxLastErrorBytes)))
+		}
+	}()
+	w.opts.OnDead(ctx, d.rec, d.err)
 }
 
 // recordAttrs are the structured log fields of one record (worker and
