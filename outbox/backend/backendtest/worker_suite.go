@@ -322,11 +322,16 @@ func testBatchIsolation(t *testing.T, h Harness) {
 }
 
 // faultyStore wraps a real store and fails chosen calls, as a database
-// outage would.
+// outage would. While leaseFor is set, its claims lease for that long
+// instead of what the worker asks: a worker's own lease must cover its
+// PublishTimeout and two StoreTimeouts, so a test that needs a lease to
+// run out soon cuts it here and leaves the worker timeouts of seconds,
+// which a loaded machine does not miss.
 type faultyStore struct {
 	backend.Store
 	failClaims  atomic.Int32
 	failSettles atomic.Int32
+	leaseFor    atomic.Int64 // a time.Duration; 0: as asked
 }
 
 var errStoreDown = errors.New("injected: database unreachable")
@@ -334,6 +339,9 @@ var errStoreDown = errors.New("injected: database unreachable")
 func (f *faultyStore) Claim(ctx context.Context, p backend.ClaimParams) (backend.Batch, error) {
 	if f.failClaims.Add(-1) >= 0 {
 		return backend.Batch{}, errStoreDown
+	}
+	if d := time.Duration(f.leaseFor.Load()); d > 0 {
+		p.LeaseFor = d
 	}
 	return f.Store.Claim(ctx, p)
 }
@@ -350,17 +358,21 @@ func testStoreErrors(t *testing.T, h Harness) {
 	enqueue(t, h, outbox.EnqueueOptions{}, ms...)
 	fs := &faultyStore{Store: h.Store}
 	rec := outboxtest.NewRecorder()
-	w := newWorker(t, fs, rec, outbox.WorkerOptions{
-		PublishTimeout: time.Second, StoreTimeout: time.Second, LeaseTimeout: 3 * time.Second,
-	})
+	// The default timeouts: a store call of a loaded machine that missed
+	// a short one would lose an outcome the test does not count on.
+	w := newWorker(t, fs, rec, outbox.WorkerOptions{})
 
 	fs.failClaims.Store(1)
 	_, err := w.ProcessBatch(context.Background())
 	require.ErrorIs(t, err, errStoreDown, "a failed claim ends the round with an error")
 	require.Zero(t, rec.Len())
 
+	// The round whose settle is lost leases for a moment only, so that
+	// its records come back soon rather than after LeaseTimeout.
 	fs.failSettles.Store(1)
+	fs.leaseFor.Store(int64(time.Millisecond))
 	res, err := w.ProcessBatch(context.Background())
+	fs.leaseFor.Store(0)
 	require.ErrorIs(t, err, errStoreDown, "a failed settle ends the round with an error")
 	require.Equal(t, 5, res.Published, "the sink took them; the outcome is what got lost")
 
