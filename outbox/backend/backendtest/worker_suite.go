@@ -79,6 +79,13 @@ func newWorker(t *testing.T, s backend.Store, sink outbox.Sink, opts outbox.Work
 // database is closed.
 func runWorker(t *testing.T, w *outbox.Worker) (stop func()) {
 	ctx, cancel := context.WithCancel(context.Background())
+	return runWorkerCtx(t, ctx, cancel, w)
+}
+
+// runWorkerCtx is runWorker on ctx, which cancel ends: a test that must
+// end Run's context at a moment of its choosing, before it waits for Run
+// to return, calls cancel itself.
+func runWorkerCtx(t *testing.T, ctx context.Context, cancel context.CancelFunc, w *outbox.Worker) (stop func()) {
 	done := make(chan error, 1)
 	go func() { done <- w.Run(ctx) }()
 	var once sync.Once
@@ -97,6 +104,17 @@ func runWorker(t *testing.T, w *outbox.Worker) (stop func()) {
 	}
 	t.Cleanup(stop)
 	return stop
+}
+
+// waitClosed waits until ch is closed, and fails t if it is not within
+// outboxtest.WaitTimeout.
+func waitClosed(t *testing.T, ch <-chan struct{}, what string) {
+	t.Helper()
+	select {
+	case <-ch:
+	case <-time.After(outboxtest.WaitTimeout):
+		t.Fatalf("timed out after %v waiting until %s", outboxtest.WaitTimeout, what)
+	}
 }
 
 func processBatch(t *testing.T, w *outbox.Worker) outbox.BatchResult {
@@ -247,19 +265,36 @@ func testSyncFailure(t *testing.T, h Harness) {
 
 func testCancel(t *testing.T, h Harness) {
 	enqueue(t, h, outbox.EnqueueOptions{}, msg("c-0"), msg("c-1"), msg("c-2"))
-	rec := outboxtest.NewRecorder()
-	sink := outboxtest.NewFlakySink(rec, 1)
-	sink.HangNext(1)
+	// The first publish hangs until the test has cancelled Run, and then
+	// until its own deadline: the cancel comes while it is in flight
+	// however slow the machine is (with a plain hang, a test slower than
+	// PublishTimeout let the worker claim c-1 before it cancelled).
+	entered, cancelled := make(chan struct{}), make(chan struct{})
+	var calls atomic.Int32
+	sink := outbox.SinkFunc(func(ctx context.Context, m outbox.Message) error {
+		if calls.Add(1) == 1 {
+			close(entered)
+			<-cancelled
+			<-ctx.Done()
+			return ctx.Err()
+		}
+		return nil
+	})
 	// c-0's retry is an hour away, so that the claim below sees only the
 	// records never attempted (with fastRetry c-0 was due again 20 ms
 	// after its outcome, and a slow run claimed it too).
 	w := newWorker(t, h.Store, sink, outbox.WorkerOptions{BatchSize: 1, PublishTimeout: 300 * time.Millisecond, Retry: outbox.FixedInterval{Interval: time.Hour}})
 
-	stop := runWorker(t, w)
-	outboxtest.Eventually(t, "the first publish is in flight", func() bool { return sink.Calls() == 1 })
-	stop() // cancels Run and waits for it to return
+	ctx, cancel := context.WithCancel(context.Background())
+	stop := runWorkerCtx(t, ctx, cancel, w)
+	letGo := sync.OnceFunc(func() { close(cancelled) })
+	t.Cleanup(letGo) // before stop, on a failure path too
+	waitClosed(t, entered, "the first publish is in flight")
+	cancel()
+	letGo()
+	stop() // waits for Run to return
 
-	require.Equal(t, 1, sink.Calls(), "no batch is claimed after cancel")
+	require.Equal(t, int32(1), calls.Load(), "no batch is claimed after cancel")
 	r := get(t, h.Store, "c-0")
 	require.Equal(t, 1, r.Attempts, "the in-flight result is recorded before Run returns")
 	require.Contains(t, r.LastError, "deadline exceeded", "the in-flight publish ran until PublishTimeout, not cut by cancel")
