@@ -336,20 +336,28 @@ func testSettlePublished(t *testing.T, h Harness) {
 }
 
 func testSettleRetry(t *testing.T, h Harness) {
+	// x's retry is an hour away: that it is not due does not depend on
+	// how fast the test runs. soon's comes in a moment.
 	enqueue(t, h, outbox.EnqueueOptions{}, msg("x"))
 	b := claim(t, h.Store, 10, time.Minute)
-	settle(t, h.Store, b.Token, backend.Outcome{ID: "x", Kind: backend.OutcomeRetry, Error: "im down", RetryIn: 300 * time.Millisecond})
+	settle(t, h.Store, b.Token, backend.Outcome{ID: "x", Kind: backend.OutcomeRetry, Error: "im down", RetryIn: time.Hour})
 
 	r := get(t, h.Store, "x")
 	require.Equal(t, outbox.StatusPending, r.Status)
 	require.Equal(t, 1, r.Attempts)
 	require.Equal(t, "im down", r.LastError)
-	require.True(t, r.NextAttemptAt.After(r.CreatedAt))
+	require.True(t, r.NextAttemptAt.After(r.CreatedAt.Add(59*time.Minute)), "next attempt %v, created %v", r.NextAttemptAt, r.CreatedAt)
 	require.Zero(t, claim(t, h.Store, 10, time.Minute).Len(), "not due before RetryIn has passed")
+
+	enqueue(t, h, outbox.EnqueueOptions{}, msg("soon"))
+	b = claim(t, h.Store, 10, time.Minute)
+	require.Equal(t, []string{"soon"}, ids(b.Records))
+	settle(t, h.Store, b.Token, backend.Outcome{ID: "soon", Kind: backend.OutcomeRetry, Error: "im down", RetryIn: 300 * time.Millisecond})
 	outboxtest.Eventually(t, "the record is due again", func() bool {
 		b = claim(t, h.Store, 10, time.Minute)
 		return b.Len() == 1
 	})
+	require.Equal(t, "soon", b.Records[0].ID, "x is still an hour away")
 	require.Equal(t, 1, b.Records[0].Attempts)
 
 	// Retries with different errors in one settle are each recorded.
@@ -410,10 +418,12 @@ func testSettleIdempotent(t *testing.T, h Harness) {
 }
 
 func testHeadStart(t *testing.T, h Harness) {
+	// later's head start is an hour: that it is not due does not depend
+	// on how fast the test runs. soon's ends in a moment.
 	enqueue(t, h, outbox.EnqueueOptions{HeadStart: time.Hour}, msg("later"))
 	enqueue(t, h, outbox.EnqueueOptions{}, msg("now"))
-	enqueue(t, h, outbox.EnqueueOptions{HeadStart: 300 * time.Millisecond}, msg("soon"))
 	require.Equal(t, []string{"now"}, ids(claim(t, h.Store, 10, time.Minute).Records), "head-started records are not due yet")
+	enqueue(t, h, outbox.EnqueueOptions{HeadStart: 300 * time.Millisecond}, msg("soon"))
 	outboxtest.Eventually(t, "the short head start passes", func() bool {
 		b := claim(t, h.Store, 10, time.Minute)
 		return b.Len() == 1 && b.Records[0].ID == "soon"
