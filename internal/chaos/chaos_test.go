@@ -6,7 +6,7 @@
 // MariaDB server itself is stopped and started again, while 20,000 events
 // over 200 keys are delivered in ordering mode. It runs in CI:
 //
-//	go test -tags chaos -count=1 -v ./internal/chaos/
+//	go test -tags chaos -count=1 -timeout=30m -v ./internal/chaos/
 //
 // Stopping the server needs a local MariaDB that this user may stop and
 // start: CHAOS_DB_STOP and CHAOS_DB_START override the commands.
