@@ -60,7 +60,7 @@ func TestEndToEnd(t *testing.T) {
 	ignore := goleak.IgnoreCurrent()
 	t.Cleanup(func() {
 		client.CloseIdleConnections()
-		goleak.VerifyNone(t, ignore)
+		testutil.VerifyNoLeaks(t, ignore)
 	})
 	var seedBytes [8]byte
 	_, _ = rand.Read(seedBytes[:])
