@@ -3,7 +3,6 @@ package mysql_test
 import (
 	"context"
 	"database/sql"
-	"sync"
 	"testing"
 	"time"
 
@@ -37,7 +36,7 @@ func harnessWith(t *testing.T, opts mysql.Options) inboxtest.Harness {
 			require.NoError(t, ib.Migrate(context.Background()))
 			return ib
 		},
-		LockWaiters: func(t *testing.T) int { return lockWaiters(t, d.DB) },
+		LockWaiters: func(t *testing.T) int { return lockWaiters(t, d.DB, d.Name) },
 		Backdate: func(t *testing.T, consumer, id string, age time.Duration) {
 			res, err := d.DB.ExecContext(context.Background(),
 				"UPDATE "+testTable+" SET processed_at = UTC_TIMESTAMP(6) - INTERVAL ? MICROSECOND WHERE consumer = ? AND msg_id = ?",
@@ -74,26 +73,10 @@ func TestConformanceRepeatableRead(t *testing.T) {
 	})
 }
 
-// innodbTrx paces the reads of information_schema.INNODB_TRX by this test
-// binary. The server fills that table from a cache that it refreshes only
-// when nobody has read it for 100ms (CACHE_MIN_IDLE_TIME), so parallel
-// tests polling it back to back would read a stale cache for ever.
-var innodbTrx struct {
-	sync.Mutex
-	last time.Time
-}
-
-// lockWaiters counts the transactions on db's database that wait for a
-// lock.
-func lockWaiters(t *testing.T, db *sql.DB) int {
-	innodbTrx.Lock()
-	defer innodbTrx.Unlock()
-	if wait := 150*time.Millisecond - time.Since(innodbTrx.last); wait > 0 {
-		time.Sleep(wait) // pacing for the server's cache, not synchronisation
-	}
-	var n int
-	require.NoError(t, db.QueryRowContext(context.Background(),
-		"SELECT COUNT(*) FROM information_schema.INNODB_TRX t JOIN information_schema.PROCESSLIST p ON p.ID = t.trx_mysql_thread_id WHERE t.trx_state = 'LOCK WAIT' AND p.DB = DATABASE()").Scan(&n))
-	innodbTrx.last = time.Now()
+// lockWaiters counts the transactions on database dbName that wait for a
+// lock (see testutil.LockWaits).
+func lockWaiters(t *testing.T, db *sql.DB, dbName string) int {
+	n, err := testutil.LockWaits(context.Background(), db, dbName)
+	require.NoError(t, err)
 	return n
 }

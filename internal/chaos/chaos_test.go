@@ -6,7 +6,7 @@
 // MariaDB server itself is stopped and started again, while 20,000 events
 // over 200 keys are delivered in ordering mode. It runs in CI:
 //
-//	go test -tags chaos -count=1 -v ./internal/chaos/
+//	go test -tags chaos -count=1 -timeout=30m -v ./internal/chaos/
 //
 // Stopping the server needs a local MariaDB that this user may stop and
 // start: CHAOS_DB_STOP and CHAOS_DB_START override the commands.
@@ -133,8 +133,10 @@ func envOr(name, fallback string) string {
 
 // produce writes the events, one transaction per round of one event per
 // key: the writes of a key are serialized, which is what per-key order
-// rests on. It retries through the faults; a duplicate ID on a retry means
-// the previous try had committed.
+// rests on. It retries through the faults, however long they last, until
+// ctx ends (the suite's deadline: a count of tries would assume how fast
+// each fails); a duplicate ID on a retry means the previous try had
+// committed.
 func produce(ctx context.Context, s *mysql.Store, db *sql.DB) error {
 	for seq := range perKey {
 		ms := make([]outbox.Message, keys)
@@ -142,15 +144,16 @@ func produce(ctx context.Context, s *mysql.Store, db *sql.DB) error {
 			ms[k] = outbox.Message{ID: eventID(k, seq), Key: fmt.Sprintf("k-%03d", k), Type: "ChaosEvent",
 				Payload: fmt.Appendf(nil, `{"key":%d,"seq":%d}`, k, seq)}
 		}
-		for try := 0; ; try++ {
+		for {
 			err := s.Enqueue(ctx, db, nil, ms...) // one INSERT: all or nothing
 			if err == nil || errors.Is(err, outbox.ErrDuplicateID) {
 				break
 			}
-			if try > 1200 || ctx.Err() != nil {
+			select {
+			case <-ctx.Done():
 				return fmt.Errorf("round %d: %w", seq, err)
+			case <-time.After(100 * time.Millisecond): // pacing of the retries
 			}
-			time.Sleep(100 * time.Millisecond)
 		}
 	}
 	return nil
@@ -181,7 +184,9 @@ func TestChaos(t *testing.T) {
 		r.spawn(i)
 	}
 	produced := make(chan error, 1)
-	go func() { produced <- produce(context.Background(), store, d.DB) }()
+	produceCtx, stopProducing := context.WithDeadline(context.Background(), began.Add(deadline))
+	t.Cleanup(stopProducing)
+	go func() { produced <- produce(produceCtx, store, d.DB) }()
 
 	// Faults until every event is published.
 	nextKill := time.Now().Add(time.Duration(1500+r.rng.IntN(2000)) * time.Millisecond)

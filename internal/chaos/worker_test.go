@@ -136,18 +136,21 @@ func (s *chaosSink) Publish(ctx context.Context, m outbox.Message) error {
 	return nil
 }
 
-// loggedStore records every claim (its token and records) and every
-// settle (its token, whether it was written, how many outcomes were stale,
-// and which records it published).
+// loggedStore records every claim (its token, when the call began, and
+// its records) and every settle (its token, whether it was written, how
+// many outcomes were stale, and which records it published).
 type loggedStore struct {
 	backend.Store
 	log *eventLog
 }
 
 func (s *loggedStore) Claim(ctx context.Context, p backend.ClaimParams) (backend.Batch, error) {
+	// The lease starts after this, on the same machine's clock: verify
+	// tells a re-claim after the lease ran out from one before by it.
+	began := time.Now().UnixNano()
 	b, err := s.Store.Claim(ctx, p)
 	if err == nil && b.Len() > 0 {
-		fields := []string{b.Token}
+		fields := []string{b.Token, strconv.FormatInt(began, 10)}
 		for _, r := range b.Records {
 			fields = append(fields, r.ID)
 		}

@@ -14,7 +14,6 @@ import (
 	"net/url"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -328,10 +327,7 @@ func TestErrorChainHoldsNoSecret(t *testing.T) {
 	s := newSink(t, f, nil)
 	require.NoError(t, s.Publish(context.Background(), m))
 	sig := lastUserSig(t, f.Requests()) // the UserSig of the hanging call too
-	f.HangNext(1)
-	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
-	defer cancel()
-	err = s.Publish(ctx, m)
+	err = publishHung(t, f, s, m)
 	require.ErrorIs(t, err, context.DeadlineExceeded)
 	require.False(t, errors.Is(err, context.Canceled))
 	requireCleanChain(t, err, secret, sig)

@@ -32,6 +32,57 @@ func newFake(t *testing.T) *tencentimtest.Server {
 	return f
 }
 
+// publishHung publishes m through s while f leaves the call unanswered,
+// and makes the call's deadline pass only once f holds it. With a
+// deadline of a few milliseconds, a loaded machine could spend it before
+// the request was sent: the call did not test a hung server, and the hang
+// stayed queued for the next call, which never returned.
+func publishHung(t *testing.T, f *tencentimtest.Server, s *tencentim.Sink, m outbox.Message) error {
+	t.Helper()
+	// Earlier calls' handlers may still be finishing after their replies.
+	outboxtest.Eventually(t, "no call in flight", func() bool { return f.InFlight() == 0 })
+	f.HangNext(1)
+	ctx := newExpiring()
+	defer ctx.expire()
+	errc := make(chan error, 1)
+	go func() { errc <- s.Publish(ctx, m) }()
+	outboxtest.Eventually(t, "the fake holds the call", func() bool { return f.InFlight() == 1 })
+	ctx.expire()
+	select {
+	case err := <-errc:
+		return err
+	case <-time.After(outboxtest.WaitTimeout):
+		t.Fatalf("Publish did not return within %v of its deadline", outboxtest.WaitTimeout)
+		return nil
+	}
+}
+
+// expiring is a context whose deadline passes when expire is called, as
+// a context.WithDeadline's would at a time the test chooses: Err returns
+// context.DeadlineExceeded from then on.
+type expiring struct {
+	context.Context
+	done chan struct{}
+	once sync.Once
+}
+
+func newExpiring() *expiring {
+	return &expiring{Context: context.Background(), done: make(chan struct{})}
+}
+
+func (e *expiring) Done() <-chan struct{} { return e.done }
+
+func (e *expiring) Err() error {
+	select {
+	case <-e.done:
+		return context.DeadlineExceeded
+	default:
+		return nil
+	}
+}
+
+func (e *expiring) expire() { e.once.Do(func() { close(e.done) }) }
+
 func newSink(t *testing.T, f *tencentimtest.Server, mod func(*tencentim.Config)) *tencentim.Sink {
 	t.Helper()
 	cfg := tencentim.Config{
@@ -202,10 +253,7 @@ func TestTransportFailuresAreRetryable(t *testing.T) {
 	s := newSink(t, f, nil)
 	m := roomMsg("evt-t", "room-1", "RoomUserJoined")
 
-	f.HangNext(1)
-	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
-	err := s.Publish(ctx, m)
-	cancel()
+	err := publishHung(t, f, s, m)
 	require.ErrorIs(t, err, context.DeadlineExceeded, "a hung server is cut off by the caller's context")
 	require.False(t, outbox.IsPermanent(err))
 	require.Contains(t, err.Error(), "timed out")

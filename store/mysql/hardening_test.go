@@ -25,17 +25,14 @@ import (
 
 // lockWaitSeen closes its channel once a transaction on database dbName
 // waits for a row lock, so that a test can let go of a lock it holds at
-// the moment that matters. It reads SHOW ENGINE INNODB STATUS, which both
-// servers fill in reliably (MariaDB leaves a waiting locking read out of
-// information_schema.INNODB_TRX).
+// the moment that matters (see testutil.LockWaits).
 func lockWaitSeen(t *testing.T, db *sql.DB, dbName string) <-chan struct{} {
 	seen := make(chan struct{})
 	go func() {
 		defer close(seen)
 		deadline := time.Now().Add(time.Minute)
 		for time.Now().Before(deadline) {
-			var typ, name, status string
-			if db.QueryRow("SHOW ENGINE INNODB STATUS").Scan(&typ, &name, &status) == nil && lockWaitIn(status, dbName) {
+			if n, err := testutil.LockWaits(context.Background(), db, dbName); err == nil && n > 0 {
 				return
 			}
 			time.Sleep(10 * time.Millisecond)
@@ -43,18 +40,6 @@ func lockWaitSeen(t *testing.T, db *sql.DB, dbName string) <-chan struct{} {
 		t.Error("no transaction waited for a lock within a minute")
 	}()
 	return seen
-}
-
-// lockWaitIn reports whether an InnoDB status report shows a transaction
-// waiting for a lock on a table of database dbName.
-func lockWaitIn(status, dbName string) bool {
-	for _, waiting := range strings.Split(status, "TRX HAS BEEN WAITING")[1:] {
-		// The next lines name the lock: "... of table `db`.`table` ...".
-		if strings.Contains(waiting[:min(len(waiting), 600)], "`"+dbName+"`.") {
-			return true
-		}
-	}
-	return false
 }
 
 // TestSettleFailureOfOneGroupKeepsTheOthers: a statement of a settle that

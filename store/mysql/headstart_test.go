@@ -23,14 +23,16 @@ func TestHeadStartLeasesToTheWriter(t *testing.T) {
 	d := testutil.NewDatabase(t)
 	ctx := context.Background()
 	s := newStore(t, d.DB)
-	require.NoError(t, s.Enqueue(ctx, d.DB, &outbox.EnqueueOptions{HeadStart: time.Hour}, outbox.Message{ID: "long", Type: "T"}, outbox.Message{ID: "long2", Type: "T"}))
-	require.NoError(t, s.Enqueue(ctx, d.DB, &outbox.EnqueueOptions{HeadStart: 300 * time.Millisecond}, outbox.Message{ID: "short", Type: "T"}))
+	// Every head start here but the last is an hour or more, so that
+	// what the test sees does not depend on how fast it runs.
+	require.NoError(t, s.Enqueue(ctx, d.DB, &outbox.EnqueueOptions{HeadStart: 2 * time.Hour}, outbox.Message{ID: "long", Type: "T"}, outbox.Message{ID: "long2", Type: "T"}))
+	require.NoError(t, s.Enqueue(ctx, d.DB, &outbox.EnqueueOptions{HeadStart: time.Hour}, outbox.Message{ID: "brief", Type: "T"}))
 	require.NoError(t, s.Enqueue(ctx, d.DB, nil, outbox.Message{ID: "none", Type: "T"}))
 
-	b, left, err := s.HeadStartBatch(ctx, []string{"none", "short", "long2", "long", "unknown"}, time.Minute)
+	b, left, err := s.HeadStartBatch(ctx, []string{"none", "brief", "long2", "long", "unknown"}, 90*time.Minute)
 	require.NoError(t, err)
-	require.Equal(t, []string{"long", "long2"}, recordIDs(b.Records), "only head starts with a minute left, in insert order")
-	require.True(t, left > 59*time.Minute && left <= time.Hour, "the head start left: %v", left)
+	require.Equal(t, []string{"long", "long2"}, recordIDs(b.Records), "only head starts with 90 minutes left, in insert order")
+	require.True(t, left > 119*time.Minute && left <= 2*time.Hour, "the head start left: %v", left)
 	require.True(t, strings.HasPrefix(b.Token, "h"), b.Token)
 	headStart := b.Token
 
@@ -51,6 +53,8 @@ func TestHeadStartLeasesToTheWriter(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, []string{"long2"}, recordIDs(w.Records), "a released record is due at once")
 
+	// A head start that ends while the test waits.
+	require.NoError(t, s.Enqueue(ctx, d.DB, &outbox.EnqueueOptions{HeadStart: 300 * time.Millisecond}, outbox.Message{ID: "short", Type: "T"}))
 	var taken backend.Batch
 	require.Eventually(t, func() bool {
 		taken, err = s.Claim(ctx, backend.ClaimParams{Owner: "w", Limit: 10, LeaseFor: time.Minute})
@@ -69,10 +73,11 @@ func TestHeadStartLeasesToTheWriter(t *testing.T) {
 	require.ErrorContains(t, err, "minLeft")
 }
 
-// TestPublishNowUsesTheWritersLease: with DefaultHeadStart, which covers
-// a publish and its settle at the default timeouts, PublishNow writes each message once (the
-// outcome), not twice (a claim, then the outcome); a failed publish
-// leaves the message due for the worker at once, its attempts unchanged.
+// TestPublishNowUsesTheWritersLease: with a head start that covers a
+// publish and its settle at the default timeouts (as DefaultHeadStart
+// does), PublishNow writes each message once (the outcome), not twice (a
+// claim, then the outcome); a failed publish leaves the message due for
+// the worker at once, its attempts unchanged.
 func TestPublishNowUsesTheWritersLease(t *testing.T) {
 	d := testutil.NewDatabase(t)
 	ctx := context.Background()
@@ -85,7 +90,11 @@ func TestPublishNowUsesTheWritersLease(t *testing.T) {
 	sink := outboxtest.NewFlakySink(rec, 1)
 	w, err := outbox.NewWorker(s, sink, outbox.WorkerOptions{Logger: outboxtest.Logger(t)})
 	require.NoError(t, err)
-	headStart := &outbox.EnqueueOptions{HeadStart: outbox.DefaultHeadStart}
+	// DefaultHeadStart leaves the fast path 2s beyond PublishTimeout+
+	// StoreTimeout, which a loaded machine could spend between the commit
+	// and PublishNow; an hour covers them whatever the machine.
+	require.GreaterOrEqual(t, outbox.DefaultHeadStart, outbox.DefaultPublishTimeout+outbox.DefaultStoreTimeout)
+	headStart := &outbox.EnqueueOptions{HeadStart: time.Hour}
 
 	ok, ok2, bad := outbox.Message{ID: "ok", Type: "T", Key: "k"}, outbox.Message{ID: "ok2", Type: "T", Key: "k"}, outbox.Message{ID: "bad", Type: "T"}
 	require.NoError(t, s.Enqueue(ctx, d.DB, headStart, ok, ok2))

@@ -191,10 +191,15 @@ func TestWorkerSurvivesKilledConnections(t *testing.T) {
 	require.NoError(t, s.Enqueue(ctx, d.DB, nil, ms...))
 
 	rec := outboxtest.NewRecorder()
+	// A killed connection fails its statement at once; the timeouts only
+	// bound a hang. (With 500ms, as before, the rounds of a loaded machine
+	// could miss it one after another and deliver nothing in time.) The
+	// lease is about as short as they allow, so that lost outcomes come
+	// back soon.
 	w, err := outbox.NewWorker(s, rec, outbox.WorkerOptions{
 		Logger:       outboxtest.Logger(t),
 		PollInterval: 10 * time.Millisecond, BatchSize: 20,
-		PublishTimeout: 200 * time.Millisecond, StoreTimeout: 500 * time.Millisecond, LeaseTimeout: 2 * time.Second,
+		PublishTimeout: 200 * time.Millisecond, StoreTimeout: 2 * time.Second, LeaseTimeout: 5 * time.Second,
 		Retry: outbox.FixedInterval{Interval: 10 * time.Millisecond},
 	})
 	require.NoError(t, err)

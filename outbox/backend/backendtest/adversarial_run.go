@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -54,6 +55,7 @@ type hostileSink struct {
 	mu        sync.Mutex
 	calls     map[string]int
 	delivered []outbox.Message
+	finished  map[string]bool // delivered, or failed for good
 	inFlight  map[string]int
 	overlaps  int
 	corrupted []string
@@ -92,12 +94,28 @@ func (s *hostileSink) Publish(ctx context.Context, m outbox.Message) error {
 			hostilePanic(int(m.ID[len(m.ID)-1]))
 		}
 	case fateDead:
+		s.finish(m.ID)
 		return outbox.Permanent(errors.New(text))
 	}
 	s.mu.Lock()
 	s.delivered = append(s.delivered, m)
 	s.mu.Unlock()
+	s.finish(m.ID)
 	return nil
+}
+
+func (s *hostileSink) finish(id string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.finished[id] = true
+}
+
+// allFinished reports whether every message has had its last call: its
+// delivery, or its permanent failure.
+func (s *hostileSink) allFinished() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.finished) == len(s.sent)
 }
 
 func sameMessage(a, b outbox.Message) bool {
@@ -124,7 +142,7 @@ func testAdversarialRun(t *testing.T, h Harness, ordering bool) {
 			keys = append(keys, key)
 		}
 	}
-	sink := &hostileSink{sent: map[string]outbox.Message{}, fate: map[string]fate{}, calls: map[string]int{}, inFlight: map[string]int{}}
+	sink := &hostileSink{sent: map[string]outbox.Message{}, fate: map[string]fate{}, calls: map[string]int{}, inFlight: map[string]int{}, finished: map[string]bool{}}
 	accepted, rejected := enqueueHostile(t, h, keys, perKey, sink)
 
 	logs := &outboxtest.LogBuffer{}
@@ -140,14 +158,7 @@ func testAdversarialRun(t *testing.T, h Harness, ordering bool) {
 		})
 		runWorker(t, w)
 	}
-	outboxtest.Eventually(t, "every accepted message is published or dead", func() bool {
-		for id := range sink.sent {
-			if get(t, h.Store, id).Status == outbox.StatusPending {
-				return false
-			}
-		}
-		return true
-	})
+	waitRunSettled(t, h, sink)
 	outcomes := checkHostileOutcomes(t, h, sink)
 
 	sink.mu.Lock()
@@ -170,6 +181,17 @@ func testAdversarialRun(t *testing.T, h Harness, ordering bool) {
 	t.Logf("adversarial run (ordering %v): %d messages over %d keys and the empty key (%d keys rejected: %q); outcomes %v; "+
 		"%d sink calls; %d duplicates (%d lost leases, %d failed settles)",
 		ordering, len(sink.sent), len(accepted), len(rejected), rejected, outcomes, sumCalls(sink.calls), len(dups), leaseLost, settleFailed)
+}
+
+// waitRunSettled waits until every message of the run is published or
+// dead: first until the sink has had each message's last call (cheap to
+// ask), then until the store holds none of them pending. Polling the
+// store from the start made each poll take seconds on a loaded machine
+// (see waitSettled).
+func waitRunSettled(t *testing.T, h Harness, sink *hostileSink) {
+	t.Helper()
+	outboxtest.EventuallyWithin(t, bulkWait, "the sink has had every message's last call", sink.allFinished)
+	waitSettled(t, h.Store, slices.Collect(maps.Keys(sink.sent)))
 }
 
 // enqueueHostile writes perKey messages of every key, one transaction

@@ -260,6 +260,12 @@ func acceptedKeys(t *testing.T, h Harness) []string {
 // outlives the lease; another worker publishes the record meanwhile. The
 // permanent error that finally comes back is not recorded (the lease is
 // lost), so neither OnDead nor the Observer may report a dead letter.
+//
+// The lease is cut short in the store (faultyStore.leaseFor), not by
+// short worker timeouts: the worker's claim and settle keep the default
+// StoreTimeout, so that a loaded machine never fails them, and the test
+// waits for events (the sink entered, the record taken over), not for
+// time.
 func testDeadOnlyWhenRecorded(t *testing.T, h Harness) {
 	enqueue(t, h, outbox.EnqueueOptions{}, msg("slow"))
 	entered, release := make(chan struct{}), make(chan struct{})
@@ -269,38 +275,26 @@ func testDeadOnlyWhenRecorded(t *testing.T, h Harness) {
 		<-release // ignores its context, as a badly written sink would
 		return outbox.Permanent(errors.New("too late: the group is gone"))
 	})
+	letGo := sync.OnceFunc(func() { close(release) })
+	t.Cleanup(letGo) // on a failure path too
 	onDead, deadCalls := deadRecorder()
 	events := &eventLog{}
-	w := newWorker(t, h.Store, sink, outbox.WorkerOptions{
-		PublishTimeout: 100 * time.Millisecond, StoreTimeout: 50 * time.Millisecond, LeaseTimeout: 200 * time.Millisecond,
-		OnDead: onDead, Observer: events,
-	})
+	store := &faultyStore{Store: h.Store}
+	store.leaseFor.Store(int64(time.Millisecond))
+	w := newWorker(t, store, sink, outbox.WorkerOptions{OnDead: onDead, Observer: events})
 	type result struct {
 		res outbox.BatchResult
 		err error
 	}
-	// The store calls have 50ms each (the lease must be short), which a
-	// loaded machine can miss: a round whose claim failed never reaches
-	// the sink, so rounds run until one does.
-	done, stop := make(chan result, 1), make(chan struct{})
+	done := make(chan result, 1)
 	go func() {
-		for {
-			res, err := w.ProcessBatch(context.Background())
-			select {
-			case <-entered:
-				done <- result{res, err}
-				return
-			case <-stop:
-				return
-			default:
-			}
-		}
+		res, err := w.ProcessBatch(context.Background())
+		done <- result{res, err}
 	}()
 	select {
 	case <-entered:
-	case <-time.After(time.Minute):
-		close(stop)
-		t.Fatal("no round reached the sink within a minute")
+	case r := <-done:
+		t.Fatalf("the round ended before it reached the sink: %+v, %v", r.res, r.err)
 	}
 	other := h.OpenStore(t)
 	var stolen backend.Batch
@@ -309,7 +303,7 @@ func testDeadOnlyWhenRecorded(t *testing.T, h Harness) {
 		return stolen.Len() == 1
 	})
 	settle(t, other, stolen.Token, backend.Outcome{ID: "slow", Kind: backend.OutcomePublished})
-	close(release)
+	letGo()
 	r := <-done
 	require.NoError(t, r.err)
 	require.Equal(t, 1, r.res.Stale)

@@ -336,20 +336,28 @@ func testSettlePublished(t *testing.T, h Harness) {
 }
 
 func testSettleRetry(t *testing.T, h Harness) {
+	// x's retry is an hour away: that it is not due does not depend on
+	// how fast the test runs. soon's comes in a moment.
 	enqueue(t, h, outbox.EnqueueOptions{}, msg("x"))
 	b := claim(t, h.Store, 10, time.Minute)
-	settle(t, h.Store, b.Token, backend.Outcome{ID: "x", Kind: backend.OutcomeRetry, Error: "im down", RetryIn: 300 * time.Millisecond})
+	settle(t, h.Store, b.Token, backend.Outcome{ID: "x", Kind: backend.OutcomeRetry, Error: "im down", RetryIn: time.Hour})
 
 	r := get(t, h.Store, "x")
 	require.Equal(t, outbox.StatusPending, r.Status)
 	require.Equal(t, 1, r.Attempts)
 	require.Equal(t, "im down", r.LastError)
-	require.True(t, r.NextAttemptAt.After(r.CreatedAt))
+	require.True(t, r.NextAttemptAt.After(r.CreatedAt.Add(59*time.Minute)), "next attempt %v, created %v", r.NextAttemptAt, r.CreatedAt)
 	require.Zero(t, claim(t, h.Store, 10, time.Minute).Len(), "not due before RetryIn has passed")
+
+	enqueue(t, h, outbox.EnqueueOptions{}, msg("soon"))
+	b = claim(t, h.Store, 10, time.Minute)
+	require.Equal(t, []string{"soon"}, ids(b.Records))
+	settle(t, h.Store, b.Token, backend.Outcome{ID: "soon", Kind: backend.OutcomeRetry, Error: "im down", RetryIn: 300 * time.Millisecond})
 	outboxtest.Eventually(t, "the record is due again", func() bool {
 		b = claim(t, h.Store, 10, time.Minute)
 		return b.Len() == 1
 	})
+	require.Equal(t, "soon", b.Records[0].ID, "x is still an hour away")
 	require.Equal(t, 1, b.Records[0].Attempts)
 
 	// Retries with different errors in one settle are each recorded.
@@ -410,10 +418,12 @@ func testSettleIdempotent(t *testing.T, h Harness) {
 }
 
 func testHeadStart(t *testing.T, h Harness) {
+	// later's head start is an hour: that it is not due does not depend
+	// on how fast the test runs. soon's ends in a moment.
 	enqueue(t, h, outbox.EnqueueOptions{HeadStart: time.Hour}, msg("later"))
 	enqueue(t, h, outbox.EnqueueOptions{}, msg("now"))
-	enqueue(t, h, outbox.EnqueueOptions{HeadStart: 300 * time.Millisecond}, msg("soon"))
 	require.Equal(t, []string{"now"}, ids(claim(t, h.Store, 10, time.Minute).Records), "head-started records are not due yet")
+	enqueue(t, h, outbox.EnqueueOptions{HeadStart: 300 * time.Millisecond}, msg("soon"))
 	outboxtest.Eventually(t, "the short head start passes", func() bool {
 		b := claim(t, h.Store, 10, time.Minute)
 		return b.Len() == 1 && b.Records[0].ID == "soon"
@@ -437,6 +447,13 @@ func testClaimByIDs(t *testing.T, h Harness) {
 	require.Zero(t, claim(t, h.Store, 10, time.Minute).Len(), "nothing else is due")
 }
 
+// testConcurrentClaims: claims running at once never take a record
+// twice, and between them take every record. Each claimer goes on until
+// every record is claimed, not until its first empty claim: a claim may
+// come back empty while another claimer's transaction holds the records
+// for a moment (store/mysql's named consumers: the hand-over before a
+// claim locks the consumption rows it writes again), and stopping there
+// made the test depend on which goroutine ran when.
 func testConcurrentClaims(t *testing.T, h Harness) {
 	const n = 300
 	enqueue(t, h, outbox.EnqueueOptions{}, msgs("c", n)...)
@@ -444,26 +461,32 @@ func testConcurrentClaims(t *testing.T, h Harness) {
 	var (
 		mu      sync.Mutex
 		claimed = map[string]int{}
+		total   int
 		wg      sync.WaitGroup
 		errs    = make(chan error, len(stores))
 	)
+	deadline := time.Now().Add(outboxtest.WaitTimeout)
 	for _, s := range stores {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			for {
+				mu.Lock()
+				done := total >= n
+				mu.Unlock()
+				if done || time.Now().After(deadline) {
+					return
+				}
 				b, err := s.Claim(context.Background(), backend.ClaimParams{Owner: "w", Limit: 7, LeaseFor: time.Hour})
 				if err != nil {
 					errs <- err
-					return
-				}
-				if b.Len() == 0 {
 					return
 				}
 				mu.Lock()
 				for _, r := range b.Records {
 					claimed[r.ID]++
 				}
+				total += b.Len()
 				mu.Unlock()
 			}
 		}()
@@ -477,6 +500,7 @@ func testConcurrentClaims(t *testing.T, h Harness) {
 	for id, c := range claimed {
 		require.Equal(t, 1, c, "%s claimed by two concurrent claims", id)
 	}
+	require.Zero(t, claim(t, h.Store, 10, time.Minute).Len(), "every record is leased")
 }
 
 func testClaimValidation(t *testing.T, h Harness) {

@@ -84,9 +84,17 @@ func testClaimWithSettle(t *testing.T, h Harness) {
 	require.Equal(t, []string{"k2"}, ids(bk2.Records))
 }
 
-// slowSink takes a while per call and records concurrency per key.
+// slowSink takes a while per call and records concurrency per key. Its
+// calls wait until gather of them have been in flight at once (or
+// outboxtest.WaitTimeout has passed), so that a worker that makes that
+// many calls at once is seen to do so however its goroutines are
+// scheduled: with the delay alone, a loaded machine could start the last
+// of them after the first had ended.
 type slowSink struct {
 	delay    time.Duration
+	gather   int
+	gathered chan struct{}
+	once     sync.Once
 	mu       sync.Mutex
 	inFlight int
 	maxSeen  int
@@ -104,7 +112,15 @@ func (s *slowSink) Publish(_ context.Context, m outbox.Message) error {
 		s.overlap++
 	}
 	s.order[m.Key] = append(s.order[m.Key], m.ID)
+	if s.inFlight == s.gather {
+		s.once.Do(func() { close(s.gathered) })
+	}
 	s.mu.Unlock()
+	select {
+	case <-s.gathered:
+	case <-time.After(outboxtest.WaitTimeout):
+		s.once.Do(func() { close(s.gathered) }) // the test fails on maxSeen, once
+	}
 	time.Sleep(s.delay) // the sink's latency, not synchronisation
 	s.mu.Lock()
 	s.inFlight--
@@ -121,10 +137,11 @@ func testConcurrency(t *testing.T, h Harness) {
 		}
 	}
 	enqueue(t, h, outbox.EnqueueOptions{}, ms...)
-	sink := &slowSink{delay: 20 * time.Millisecond, perKey: map[string]int{}, order: map[string][]string{}}
+	sink := &slowSink{delay: 20 * time.Millisecond, gather: 4, gathered: make(chan struct{}), perKey: map[string]int{}, order: map[string][]string{}}
 	w := newWorker(t, h.Store, sink, outbox.WorkerOptions{BatchSize: 40, Concurrency: 4})
-	require.Equal(t, 40, processBatch(t, w).Published)
+	res := processBatch(t, w)
 	require.Equal(t, 4, sink.maxSeen, "up to Concurrency calls at once")
+	require.Equal(t, 40, res.Published)
 	require.Zero(t, sink.overlap, "never two calls for one key at once")
 	for k := range 8 {
 		var want []string

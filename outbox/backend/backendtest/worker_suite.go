@@ -79,6 +79,13 @@ func newWorker(t *testing.T, s backend.Store, sink outbox.Sink, opts outbox.Work
 // database is closed.
 func runWorker(t *testing.T, w *outbox.Worker) (stop func()) {
 	ctx, cancel := context.WithCancel(context.Background())
+	return runWorkerCtx(t, ctx, cancel, w)
+}
+
+// runWorkerCtx is runWorker on ctx, which cancel ends: a test that must
+// end Run's context at a moment of its choosing, before it waits for Run
+// to return, calls cancel itself.
+func runWorkerCtx(t *testing.T, ctx context.Context, cancel context.CancelFunc, w *outbox.Worker) (stop func()) {
 	done := make(chan error, 1)
 	go func() { done <- w.Run(ctx) }()
 	var once sync.Once
@@ -99,6 +106,17 @@ func runWorker(t *testing.T, w *outbox.Worker) (stop func()) {
 	return stop
 }
 
+// waitClosed waits until ch is closed, and fails t if it is not within
+// outboxtest.WaitTimeout.
+func waitClosed(t *testing.T, ch <-chan struct{}, what string) {
+	t.Helper()
+	select {
+	case <-ch:
+	case <-time.After(outboxtest.WaitTimeout):
+		t.Fatalf("timed out after %v waiting until %s", outboxtest.WaitTimeout, what)
+	}
+}
+
 func processBatch(t *testing.T, w *outbox.Worker) outbox.BatchResult {
 	t.Helper()
 	res, err := w.ProcessBatch(context.Background())
@@ -106,9 +124,16 @@ func processBatch(t *testing.T, w *outbox.Worker) outbox.BatchResult {
 	return res
 }
 
+// bulkWait bounds the waits of tests that move many records through real
+// workers and a real database: thousands of sink calls, each retry a
+// round. A loaded machine took over a minute for some; the bound only
+// guards against a hang.
+const bulkWait = 5 * time.Minute
+
+// waitDistinct waits until r has n distinct messages.
 func waitDistinct(t *testing.T, r *outboxtest.Recorder, n int) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), outboxtest.WaitTimeout)
+	ctx, cancel := context.WithTimeout(context.Background(), bulkWait)
 	defer cancel()
 	require.NoError(t, r.WaitDistinct(ctx, n))
 }
@@ -120,12 +145,27 @@ func requireStatus(t *testing.T, s backend.Store, want outbox.Status, ids ...str
 	}
 }
 
-// waitPublished polls until every message of ms is published.
+// waitPublished waits until every message of ms is published.
 func waitPublished(t *testing.T, s backend.Store, ms []outbox.Message) {
 	t.Helper()
-	outboxtest.Eventually(t, fmt.Sprintf("all %d records are published", len(ms)), func() bool {
-		for _, m := range ms {
-			if get(t, s, m.ID).Status != outbox.StatusPublished {
+	waitSettled(t, s, msgIDs(ms))
+	requireStatus(t, s, outbox.StatusPublished, msgIDs(ms)...)
+}
+
+// waitSettled waits until none of the records ids names is pending. Where
+// the store reports stats, it waits until nothing at all is pending, one
+// statement a poll: a poll of one Get per record takes seconds for
+// thousands of them on a loaded machine, and takes the database from the
+// workers.
+func waitSettled(t *testing.T, s backend.Store, ids []string) {
+	t.Helper()
+	if _, ok := s.(backend.StatsReader); ok {
+		outboxtest.EventuallyWithin(t, bulkWait, "nothing is pending", func() bool { return statsOf(t, s).Pending == 0 })
+		return
+	}
+	outboxtest.EventuallyWithin(t, bulkWait, fmt.Sprintf("none of %d records is pending", len(ids)), func() bool {
+		for _, id := range ids {
+			if get(t, s, id).Status == outbox.StatusPending {
 				return false
 			}
 		}
@@ -247,19 +287,36 @@ func testSyncFailure(t *testing.T, h Harness) {
 
 func testCancel(t *testing.T, h Harness) {
 	enqueue(t, h, outbox.EnqueueOptions{}, msg("c-0"), msg("c-1"), msg("c-2"))
-	rec := outboxtest.NewRecorder()
-	sink := outboxtest.NewFlakySink(rec, 1)
-	sink.HangNext(1)
+	// The first publish hangs until the test has cancelled Run, and then
+	// until its own deadline: the cancel comes while it is in flight
+	// however slow the machine is (with a plain hang, a test slower than
+	// PublishTimeout let the worker claim c-1 before it cancelled).
+	entered, cancelled := make(chan struct{}), make(chan struct{})
+	var calls atomic.Int32
+	sink := outbox.SinkFunc(func(ctx context.Context, m outbox.Message) error {
+		if calls.Add(1) == 1 {
+			close(entered)
+			<-cancelled
+			<-ctx.Done()
+			return ctx.Err()
+		}
+		return nil
+	})
 	// c-0's retry is an hour away, so that the claim below sees only the
 	// records never attempted (with fastRetry c-0 was due again 20 ms
 	// after its outcome, and a slow run claimed it too).
 	w := newWorker(t, h.Store, sink, outbox.WorkerOptions{BatchSize: 1, PublishTimeout: 300 * time.Millisecond, Retry: outbox.FixedInterval{Interval: time.Hour}})
 
-	stop := runWorker(t, w)
-	outboxtest.Eventually(t, "the first publish is in flight", func() bool { return sink.Calls() == 1 })
-	stop() // cancels Run and waits for it to return
+	ctx, cancel := context.WithCancel(context.Background())
+	stop := runWorkerCtx(t, ctx, cancel, w)
+	letGo := sync.OnceFunc(func() { close(cancelled) })
+	t.Cleanup(letGo) // before stop, on a failure path too
+	waitClosed(t, entered, "the first publish is in flight")
+	cancel()
+	letGo()
+	stop() // waits for Run to return
 
-	require.Equal(t, 1, sink.Calls(), "no batch is claimed after cancel")
+	require.Equal(t, int32(1), calls.Load(), "no batch is claimed after cancel")
 	r := get(t, h.Store, "c-0")
 	require.Equal(t, 1, r.Attempts, "the in-flight result is recorded before Run returns")
 	require.Contains(t, r.LastError, "deadline exceeded", "the in-flight publish ran until PublishTimeout, not cut by cancel")
@@ -322,11 +379,16 @@ func testBatchIsolation(t *testing.T, h Harness) {
 }
 
 // faultyStore wraps a real store and fails chosen calls, as a database
-// outage would.
+// outage would. While leaseFor is set, its claims lease for that long
+// instead of what the worker asks: a worker's own lease must cover its
+// PublishTimeout and two StoreTimeouts, so a test that needs a lease to
+// run out soon cuts it here and leaves the worker timeouts of seconds,
+// which a loaded machine does not miss.
 type faultyStore struct {
 	backend.Store
 	failClaims  atomic.Int32
 	failSettles atomic.Int32
+	leaseFor    atomic.Int64 // a time.Duration; 0: as asked
 }
 
 var errStoreDown = errors.New("injected: database unreachable")
@@ -334,6 +396,9 @@ var errStoreDown = errors.New("injected: database unreachable")
 func (f *faultyStore) Claim(ctx context.Context, p backend.ClaimParams) (backend.Batch, error) {
 	if f.failClaims.Add(-1) >= 0 {
 		return backend.Batch{}, errStoreDown
+	}
+	if d := time.Duration(f.leaseFor.Load()); d > 0 {
+		p.LeaseFor = d
 	}
 	return f.Store.Claim(ctx, p)
 }
@@ -350,17 +415,21 @@ func testStoreErrors(t *testing.T, h Harness) {
 	enqueue(t, h, outbox.EnqueueOptions{}, ms...)
 	fs := &faultyStore{Store: h.Store}
 	rec := outboxtest.NewRecorder()
-	w := newWorker(t, fs, rec, outbox.WorkerOptions{
-		PublishTimeout: time.Second, StoreTimeout: time.Second, LeaseTimeout: 3 * time.Second,
-	})
+	// The default timeouts: a store call of a loaded machine that missed
+	// a short one would lose an outcome the test does not count on.
+	w := newWorker(t, fs, rec, outbox.WorkerOptions{})
 
 	fs.failClaims.Store(1)
 	_, err := w.ProcessBatch(context.Background())
 	require.ErrorIs(t, err, errStoreDown, "a failed claim ends the round with an error")
 	require.Zero(t, rec.Len())
 
+	// The round whose settle is lost leases for a moment only, so that
+	// its records come back soon rather than after LeaseTimeout.
 	fs.failSettles.Store(1)
+	fs.leaseFor.Store(int64(time.Millisecond))
 	res, err := w.ProcessBatch(context.Background())
+	fs.leaseFor.Store(0)
 	require.ErrorIs(t, err, errStoreDown, "a failed settle ends the round with an error")
 	require.Equal(t, 5, res.Published, "the sink took them; the outcome is what got lost")
 

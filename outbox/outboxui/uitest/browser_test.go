@@ -140,6 +140,12 @@ func waitFor[T any](t *testing.T, ctx context.Context, what string, action chrom
 	}
 }
 
+// waitLoaded waits until the page in the browser has loaded whole.
+func waitLoaded(t *testing.T, ctx context.Context) {
+	t.Helper()
+	waitFor(t, ctx, "the page loaded", chromedp.Evaluate[string](`document.readyState`), equals("complete"))
+}
+
 func equals(want string) func(string) bool {
 	return func(s string) bool { return strings.TrimSpace(s) == want }
 }
@@ -217,14 +223,18 @@ func TestDashboardInABrowser(t *testing.T) {
 		func(n int) bool { return n >= 4 })
 	screenshot(t, ctx, "overview.png")
 
-	// Find the dead letter by its error text.
+	// Find the dead letter by its error text. The unfiltered list shows
+	// its link too: wait for the filtered page itself (its address), and
+	// for it to be whole, before looking at it.
 	require.NoError(t, chromedp.Do(ctx,
 		chromedp.Click(chromedp.CSS(`[data-q="room_outbox/"] .links a`)),
 		chromedp.WaitVisible(chromedp.CSS(`#f-error`)),
 		chromedp.SendKeys(chromedp.CSS(`#f-error`), "group gone"),
 		chromedp.Click(chromedp.CSS(`#apply`)),
-		chromedp.WaitVisible(chromedp.CSS(`a[href*="id=gift-7f3a"]`)),
 	))
+	waitFor(t, ctx, "the filtered list", chromedp.Location(), func(u string) bool { return strings.Contains(u, "error=group+gone") })
+	waitLoaded(t, ctx)
+	require.NoError(t, chromedp.Do(ctx, chromedp.WaitVisible(chromedp.CSS(`a[href*="id=gift-7f3a"]`))))
 	rows, err := chromedp.Run(ctx, chromedp.Evaluate[int](`document.querySelectorAll("table.records tbody tr").length`))
 	require.NoError(t, err)
 	require.Equal(t, 1, rows, "the filter finds the one dead letter")
@@ -234,6 +244,7 @@ func TestDashboardInABrowser(t *testing.T) {
 		chromedp.Click(chromedp.CSS(`a[href*="id=gift-7f3a"]`)),
 		chromedp.WaitVisible(chromedp.CSS(`#payload`)),
 	))
+	waitLoaded(t, ctx) // every element is there to be counted
 	payload, err := chromedp.Run(ctx, chromedp.Text(chromedp.CSS(`#payload`)))
 	require.NoError(t, err)
 	scripts, err := chromedp.Run(ctx, chromedp.Evaluate[int](`document.querySelectorAll("script").length + document.querySelectorAll("img").length`))

@@ -31,7 +31,7 @@ func TestAppConsumesRoomEvents(t *testing.T) {
 	// pool on the server lives as long as the test binary.
 	testutil.ServerDSN(t)
 	ignore := goleak.IgnoreCurrent()
-	t.Cleanup(func() { goleak.VerifyNone(t, ignore) })
+	t.Cleanup(func() { testutil.VerifyNoLeaks(t, ignore) })
 	run := natstest.RunID()
 	js := natstest.JetStream(t)
 	ctx := context.Background()
