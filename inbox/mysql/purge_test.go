@@ -39,7 +39,7 @@ func TestPurgeLocksOnlyWhatItDeletes(t *testing.T) {
 		purged <- err
 	}()
 	deadline := time.Now().Add(time.Minute)
-	for lockWaiters(t, d.DB) < 1 {
+	for lockWaiters(t, d.DB, d.Name) < 1 {
 		require.True(t, time.Now().Before(deadline), "the purge did not wait for the held record within a minute")
 	}
 	// New messages, with IDs inside and after the old records' range.
