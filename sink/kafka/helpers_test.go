@@ -1,0 +1,184 @@
+package kafka_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/outboxrelay/outboxrelay/outbox"
+	"github.com/outboxrelay/outboxrelay/outbox/outboxtest"
+	"github.com/outboxrelay/outboxrelay/sink/kafka"
+)
+
+// topic is the topic the tests' clusters start with, in partitions
+// partitions.
+const (
+	topic      = "events"
+	partitions = 3
+)
+
+// cluster starts a kfake cluster of three brokers with topic, closed when
+// the test ends.
+func cluster(t testing.TB, opts ...kfake.Opt) *kfake.Cluster {
+	t.Helper()
+	c, err := kfake.NewCluster(append([]kfake.Opt{kfake.NumBrokers(3), kfake.SeedTopics(partitions, topic)}, opts...)...)
+	require.NoError(t, err)
+	t.Cleanup(c.Close)
+	return c
+}
+
+// newSink is a sink on the cluster at addrs, with cfg's other fields,
+// closed when the test ends.
+func newSink(t testing.TB, addrs []string, cfg kafka.Config) *kafka.Sink {
+	t.Helper()
+	if cfg.Client == nil && cfg.Seeds == nil {
+		cfg.Seeds = addrs
+	}
+	if cfg.Topic == "" && cfg.TopicFor == nil {
+		cfg.Topic = topic
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = outboxtest.Logger(t)
+	}
+	s, err := kafka.New(cfg)
+	require.NoError(t, err)
+	t.Cleanup(s.Close)
+	return s
+}
+
+func message(id, key string) outbox.Message {
+	return outbox.Message{ID: id, Key: key, Type: "RoomGiftSent", Payload: []byte(`{"id":"` + id + `"}`),
+		Headers: map[string]string{"traceparent": "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"}}
+}
+
+// publish publishes msg with a deadline that only guards against a hang.
+func publish(t testing.TB, s *kafka.Sink, msg outbox.Message) error {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	return s.Publish(ctx, msg)
+}
+
+// consume reads every record of topic on the cluster at addrs, from the
+// start of each partition to its end as the brokers report it now, in
+// partition and offset order.
+func consume(t testing.TB, addrs []string, topic string) []*kgo.Record {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	admin, err := kgo.NewClient(kgo.SeedBrokers(addrs...))
+	require.NoError(t, err)
+	defer admin.Close()
+	ends := endOffsets(ctx, t, admin, topic)
+	var total int64
+	offsets := map[int32]kgo.Offset{}
+	for p, end := range ends {
+		total += end
+		offsets[p] = kgo.NewOffset().AtStart()
+	}
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addrs...),
+		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: offsets}))
+	require.NoError(t, err)
+	defer cl.Close()
+	byPartition := map[int32][]*kgo.Record{}
+	for n := int64(0); n < total; {
+		fs := cl.PollFetches(ctx)
+		require.NoError(t, ctx.Err(), "consumed %d of %d records", n, total)
+		fs.EachError(func(_ string, _ int32, err error) { require.NoError(t, err) })
+		fs.EachRecord(func(r *kgo.Record) {
+			if r.Offset < ends[r.Partition] {
+				byPartition[r.Partition] = append(byPartition[r.Partition], r)
+				n++
+			}
+		})
+	}
+	var out []*kgo.Record
+	for p := range int32(len(ends)) {
+		out = append(out, byPartition[p]...)
+	}
+	return out
+}
+
+// endOffsets are the end offsets of topic's partitions.
+func endOffsets(ctx context.Context, t testing.TB, cl *kgo.Client, topic string) map[int32]int64 {
+	t.Helper()
+	meta := kmsg.NewPtrMetadataRequest()
+	mt := kmsg.NewMetadataRequestTopic()
+	mt.Topic = kmsg.StringPtr(topic)
+	meta.Topics = append(meta.Topics, mt)
+	mresp, err := meta.RequestWith(ctx, cl)
+	require.NoError(t, err)
+	require.Len(t, mresp.Topics, 1)
+	require.NoError(t, kerr.ErrorForCode(mresp.Topics[0].ErrorCode))
+	req := kmsg.NewPtrListOffsetsRequest()
+	lt := kmsg.NewListOffsetsRequestTopic()
+	lt.Topic = topic
+	for _, p := range mresp.Topics[0].Partitions {
+		lp := kmsg.NewListOffsetsRequestTopicPartition()
+		lp.Partition = p.Partition
+		lp.Timestamp = -1 // the end
+		lt.Partitions = append(lt.Partitions, lp)
+	}
+	req.Topics = append(req.Topics, lt)
+	ends := map[int32]int64{}
+	for _, shard := range cl.RequestSharded(ctx, req) {
+		require.NoError(t, shard.Err)
+		for _, rt := range shard.Resp.(*kmsg.ListOffsetsResponse).Topics {
+			for _, rp := range rt.Partitions {
+				require.NoError(t, kerr.ErrorForCode(rp.ErrorCode))
+				ends[rp.Partition] = rp.Offset
+			}
+		}
+	}
+	return ends
+}
+
+// header is the value of the header name in r, and whether it is there
+// exactly once.
+func header(r *kgo.Record, name string) (string, bool) {
+	var v string
+	n := 0
+	for _, h := range r.Headers {
+		if h.Key == name {
+			v, n = string(h.Value), n+1
+		}
+	}
+	return v, n == 1
+}
+
+// eventID is the event ID of r.
+func eventID(t testing.TB, r *kgo.Record) string {
+	t.Helper()
+	id, ok := header(r, kafka.HeaderEventID)
+	require.True(t, ok, "record at %d/%d has one %s header", r.Partition, r.Offset, kafka.HeaderEventID)
+	return id
+}
+
+// createTopic creates a topic with configs on the cluster at addrs.
+func createTopic(t testing.TB, addrs []string, name string, parts int32, configs map[string]string) {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addrs...))
+	require.NoError(t, err)
+	defer cl.Close()
+	req := kmsg.NewPtrCreateTopicsRequest()
+	rt := kmsg.NewCreateTopicsRequestTopic()
+	rt.Topic, rt.NumPartitions, rt.ReplicationFactor = name, parts, 1
+	for k, v := range configs {
+		c := kmsg.NewCreateTopicsRequestTopicConfig()
+		c.Name, c.Value = k, kmsg.StringPtr(v)
+		rt.Configs = append(rt.Configs, c)
+	}
+	req.Topics = append(req.Topics, rt)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	resp, err := req.RequestWith(ctx, cl)
+	require.NoError(t, err)
+	require.NoError(t, kerr.ErrorForCode(resp.Topics[0].ErrorCode), fmt.Sprint(resp.Topics[0].ErrorMessage))
+}
