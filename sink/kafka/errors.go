@@ -234,23 +234,31 @@ func (s *Sink) classify(ctx context.Context, id, topic string, err error, alone 
 			// records buffered with it for the partition.
 			return wrap("failed with another record of its partition", err)
 		}
-		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
-			if what, cause, ok := s.diagnose(ctx, topic); ok {
-				return outbox.Unavailable(wrap(what, fmt.Errorf("%w; asked after: %w", cause, err)))
+		if cerr := s.watch.lastErr(); cerr != nil {
+			// The client cannot connect: say why.
+			cerr = fmt.Errorf("%w; last connection attempt: %w", err, cerr)
+			if class, what := connClass(cerr); class == Unavailable {
+				return outbox.Unavailable(wrap(what, cerr))
 			}
+			return wrap("no acknowledgement in time, cannot connect", cerr)
 		}
 		return wrap("no acknowledgement in time", err)
 	}
-	if class, what := transportClass(err); class == Unavailable {
+	if class, what := connClass(err); class == Unavailable {
 		return outbox.Unavailable(wrap(what, err))
 	}
 	return wrap("produce failed", err)
 }
 
-// transportClass classes errors of the connection: a broker's
-// certificate that does not verify is the set-up's to fix (Unavailable);
-// anything else (refused, reset, timed out) is retried.
-func transportClass(err error) (Class, string) {
+// connClass classes errors of setting up a connection: refused
+// credentials and a broker's certificate that does not verify are the
+// set-up's to fix (Unavailable); anything else (refused, reset, timed
+// out) is retried.
+func connClass(err error) (Class, string) {
+	var ke *kerr.Error
+	if errors.As(err, &ke) {
+		return Code(ke.Code)
+	}
 	var (
 		unknownAuthority x509.UnknownAuthorityError
 		hostname         x509.HostnameError

@@ -4,13 +4,13 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"net"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
-	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/outboxrelay/outboxrelay/outbox"
 )
@@ -35,6 +35,8 @@ type Sink struct {
 	mu        sync.Mutex    // guards alone and closed
 	alone     *kgo.Client
 	closed    atomic.Bool
+
+	watch connWatch // of the clients the sink made
 }
 
 var _ outbox.Sink = (*Sink)(nil)
@@ -70,6 +72,7 @@ func New(cfg Config) (*Sink, error) {
 	if err != nil {
 		return nil, err
 	}
+	opts = append(opts, kgo.WithHooks(&s.watch))
 	cl, err := kgo.NewClient(opts...)
 	if err != nil {
 		return nil, errors.New(s.scrub("kafka: making the client: " + err.Error()))
@@ -94,9 +97,9 @@ func New(cfg Config) (*Sink, error) {
 // When ctx ends first, Publish returns at once; the record may still be
 // written (the client does not cancel a request already sent), which the
 // worker's next attempt then duplicates: consumers deduplicate by
-// HeaderEventID. When the deadline passed, Publish asks the cluster
-// about the topic (for at most DiagnoseTimeout more) to tell a missing
-// topic, refused rights or refused credentials from a slow broker.
+// HeaderEventID. When the deadline passed and the sink's own client
+// failed to connect, the error is that of the connection: Unavailable
+// for refused credentials or a certificate that does not verify.
 func (s *Sink) Publish(ctx context.Context, msg outbox.Message) error {
 	rec, err := s.Record(msg)
 	if err != nil {
@@ -174,40 +177,30 @@ func (s *Sink) produceAlone(ctx context.Context, rec *kgo.Record) error {
 	return produce(ctx, cl, rec)
 }
 
-// DiagnoseTimeout bounds the metadata request with which Publish, whose
-// context's deadline passed, asks why.
-const DiagnoseTimeout = time.Second
+// connWatch keeps the error of the last connection a client of the
+// sink's failed to set up, until one succeeds: franz-go retries a
+// produce whatever the connection's trouble, so a refused SASL login or
+// certificate shows only here (a kgo.HookBrokerConnect, which sees the
+// dial, TLS handshake and SASL authentication).
+type connWatch struct{ last atomic.Pointer[error] }
 
-// diagnose asks the cluster about topic, after a produce that saw no
-// acknowledgement in time: franz-go retries a produce whatever the
-// connection's trouble, so a refused SASL login or certificate shows
-// only here. It returns the class text and cause of an Unavailable
-// error to return instead of a timeout, or ok false when the answer
-// explains nothing.
-func (s *Sink) diagnose(ctx context.Context, topic string) (what string, cause error, ok bool) {
-	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), DiagnoseTimeout)
-	defer cancel()
-	req := kmsg.NewPtrMetadataRequest()
-	req.AllowAutoTopicCreation = false // asking must not create it
-	t := kmsg.NewMetadataRequestTopic()
-	t.Topic = kmsg.StringPtr(topic)
-	req.Topics = append(req.Topics, t)
-	resp, err := req.RequestWith(dctx, s.cl)
+var _ kgo.HookBrokerConnect = (*connWatch)(nil)
+
+// OnBrokerConnect records err, or forgets the last one when nil.
+func (w *connWatch) OnBrokerConnect(_ kgo.BrokerMetadata, _ time.Duration, _ net.Conn, err error) {
 	if err == nil {
-		for _, rt := range resp.Topics {
-			err = errors.Join(err, kerr.ErrorForCode(rt.ErrorCode))
-		}
-		if err == nil {
-			return "", nil, false
-		}
+		w.last.Store(nil)
+		return
 	}
-	var ke *kerr.Error
-	if errors.As(err, &ke) {
-		class, what := Code(ke.Code)
-		return what, err, class == Unavailable
+	w.last.Store(&err)
+}
+
+// lastErr is the error of the last failed connection, or nil.
+func (w *connWatch) lastErr() error {
+	if p := w.last.Load(); p != nil {
+		return *p
 	}
-	class, what := transportClass(err)
-	return what, err, class == Unavailable
+	return nil
 }
 
 // Close closes the clients the sink made: the one made from Config.Seeds
