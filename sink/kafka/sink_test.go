@@ -142,3 +142,39 @@ func TestConcurrentPublishesWaitForTheirOwnAck(t *testing.T) {
 	}
 	require.Equal(t, n, count)
 }
+
+// TestCallerOwnsItsClient: a sink on the caller's client publishes
+// through it and leaves it open at Close; its later Publish calls fail,
+// retryably.
+func TestCallerOwnsItsClient(t *testing.T) {
+	c := cluster(t)
+	cl := adminClient(t, c.ListenAddrs())
+	s := newSink(t, nil, kafka.Config{Client: cl})
+	require.NoError(t, publish(t, s, message("e-1", "room-1")))
+	s.Close()
+	s.Close() // twice is fine
+	require.NoError(t, cl.ProduceSync(t.Context(), &kgo.Record{Topic: topic, Value: []byte("x")}).FirstErr(), "the client is still open")
+	err := publish(t, s, message("e-2", "room-1"))
+	requireClass(t, err, kafka.Retryable, "e-2", "sink closed")
+	require.ErrorIs(t, err, kafka.ErrClosed)
+}
+
+// TestCloseEndsPublishes: Publish calls waiting when the sink closes
+// its own client return a retryable error; later ones too.
+func TestCloseEndsPublishes(t *testing.T) {
+	c := cluster(t)
+	s := newSink(t, c.ListenAddrs(), kafka.Config{})
+	require.NoError(t, publish(t, s, message("e-1", "room-1")))
+	c.Close() // nothing answers now
+	errs := make(chan error, 4)
+	for i := range 4 {
+		go func() { errs <- publish(t, s, message(fmt.Sprintf("e-%d", i+2), "room-1")) }()
+	}
+	s.Close()
+	for range 4 {
+		err := <-errs
+		require.Error(t, err)
+		require.False(t, outbox.IsPermanent(err), "%v", err)
+		require.False(t, outbox.IsUnavailable(err), "%v", err)
+	}
+}
