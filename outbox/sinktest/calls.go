@@ -92,3 +92,11 @@ func wantRetryable(what string, m outbox.Message, err error, delivered *[]outbox
 	}
 	return nil
 }
+
+// errText is err's text cut for a log line, or "".
+func errText(err error) string {
+	if err == nil {
+		return ""
+	}
+	return cut(err.Error())
+}

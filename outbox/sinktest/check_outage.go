@@ -89,7 +89,7 @@ func checkOutage(t *testing.T, s *suite) error {
 	if err := enqueue(outageBefore, outageDuring); err != nil {
 		return err
 	}
-	tried, delivered, err := s.callDuringOutage(tg.Sink)
+	tried, delivered, err := s.callDuringOutage(t, tg.Sink)
 	if err != nil {
 		return err
 	}
@@ -101,6 +101,8 @@ func checkOutage(t *testing.T, s *suite) error {
 		return fmt.Errorf("during the outage: after %v no publish of the worker has failed (%d of %d published)",
 			waitTimeout, countStatus(store, sent, outbox.StatusPublished), len(sent))
 	}
+	t.Logf("while the peer was away: %d failed attempts of the worker; last errors: %s",
+		failedAttempts(store, sent), lastErrors(store, sent))
 	s.Start(t)
 	away = false
 
@@ -152,11 +154,12 @@ func checkOutage(t *testing.T, s *suite) error {
 // deadline and with a cancellation: each call must return, with an
 // error the worker retries. It returns the messages it tried, and those
 // of them it was told were delivered.
-func (s *suite) callDuringOutage(sink outbox.Sink) (tried, delivered []outbox.Message, err error) {
+func (s *suite) callDuringOutage(t *testing.T, sink outbox.Sink) (tried, delivered []outbox.Message, err error) {
 	deadline := s.message("outage-call", 0, "outage-call")
 	ctx, cancel := context.WithTimeout(context.Background(), outageDeadline)
 	defer cancel()
 	err = publish(ctx, sink, deadline)
+	t.Logf("while the peer is away, with a deadline: %s %q", class(err), errText(err))
 	if err := wantRetryable("while the peer is away, with a deadline", deadline, err, &delivered); err != nil {
 		return nil, nil, err
 	}
@@ -170,6 +173,7 @@ func (s *suite) callDuringOutage(sink outbox.Sink) (tried, delivered []outbox.Me
 	time.AfterFunc(outageDeadline/4, cancel)
 	err = publish(ctx, sink, cancelled)
 	cancel()
+	t.Logf("while the peer is away, cancelled: %s %q", class(err), errText(err))
 	if err := wantRetryable("while the peer is away, cancelled", cancelled, err, &delivered); err != nil {
 		return nil, nil, err
 	}
