@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/outboxrelay/outboxrelay/outbox"
-	"github.com/outboxrelay/outboxrelay/sink/tencentim/internal/secretfmt"
+	"github.com/outboxrelay/outboxrelay/internal/secretfmt"
 )
 
 // Mode is how a message is sent to its group.
