@@ -107,11 +107,11 @@ func run(t *testing.T, p Peer, report func(*testing.T, error)) {
 						t.Skip(why)
 					}
 				}
-				report(t, c.fn(t, s))
+				report(t, s.redacted(c.fn(t, s)))
 			})
 		}
 	})
-	t.Run("Outage", func(t *testing.T) { report(t, checkOutage(t, s)) })
+	t.Run("Outage", func(t *testing.T) { report(t, s.redacted(checkOutage(t, s))) })
 	t.Run("NoGoroutineLeak", func(t *testing.T) { report(t, checkNoLeak(baseline)) })
 }
 

@@ -2,6 +2,7 @@ package sinktest
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"log/slog"
 	"strings"
@@ -69,4 +70,23 @@ func (s *suite) noSecrets(what string, err error) error {
 		}
 	}
 	return nil
+}
+
+// redacted is err, with every secret of the peer in its text replaced by
+// the secret's name: a failure that quotes what a sink delivered or
+// returned must not put the secret in the test's output.
+func (s *suite) redacted(err error) error {
+	if err == nil {
+		return nil
+	}
+	text := err.Error()
+	for i, secret := range s.Secrets {
+		if secret != "" {
+			text = strings.ReplaceAll(text, secret, fmt.Sprintf("[Peer.Secrets[%d]]", i))
+		}
+	}
+	if text == err.Error() {
+		return err
+	}
+	return errors.New(text)
 }

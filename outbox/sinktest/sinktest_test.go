@@ -1,6 +1,7 @@
 package sinktest
 
 import (
+	"errors"
 	"path"
 	"sync"
 	"testing"
@@ -106,4 +107,15 @@ func TestSameHeaders(t *testing.T) {
 	for _, tc := range cases {
 		require.Equal(t, tc.same, sameHeaders(tc.want, tc.got), "%v vs %v", tc.want, tc.got)
 	}
+}
+
+// TestFailuresDoNotQuoteSecrets: a failure that quotes what a sink
+// delivered or returned names a secret instead of showing it.
+func TestFailuresDoNotQuoteSecrets(t *testing.T) {
+	s := &suite{Peer: Peer{Secrets: []string{"", "tok-1c9e5b7f3a2d4e6f8091"}}}
+	err := s.redacted(errors.New(`Headers {"Authorization":"Bearer tok-1c9e5b7f3a2d4e6f8091"}`))
+	require.EqualError(t, err, `Headers {"Authorization":"Bearer [Peer.Secrets[1]]"}`)
+	plain := errors.New("no secret here")
+	require.Same(t, plain, s.redacted(plain))
+	require.NoError(t, s.redacted(nil))
 }
