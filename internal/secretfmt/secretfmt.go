@@ -1,5 +1,5 @@
-// Package secretfmt holds what the sinks (and sink/tencentim's fake)
-// share to keep secrets out of formatted output.
+// Package secretfmt holds what the sinks (sink/tencentim and its fake,
+// sink/webhook) share to keep secrets out of formatted output.
 package secretfmt
 
 import (

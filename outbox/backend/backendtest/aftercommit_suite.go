@@ -165,4 +165,3 @@ func testPublishNowHoldsOff(t *testing.T, h Harness) {
 	defer mu.Unlock()
 	require.Equal(t, []outbox.EventKind{outbox.EventSinkDown, outbox.EventSinkUp}, events)
 }
-
