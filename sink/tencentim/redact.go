@@ -9,8 +9,8 @@ import (
 	"strings"
 	"unicode/utf8"
 
-	"github.com/outboxrelay/outboxrelay/outbox/backend"
 	"github.com/outboxrelay/outboxrelay/internal/secretfmt"
+	"github.com/outboxrelay/outboxrelay/outbox/backend"
 )
 
 // Text from outside (Tencent's ErrorInfo, a proxy's answer, a transport
