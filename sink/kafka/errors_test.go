@@ -243,7 +243,8 @@ func TestMessageFaultsArePermanent(t *testing.T) {
 			}
 		})
 	}
-	ends := endOffsets(context.Background(), t, adminClient(t, c.ListenAddrs()), topic)
+	ends, err := endOffsets(context.Background(), adminClient(t, c.ListenAddrs()), topic)
+	require.NoError(t, err)
 	for p, end := range ends {
 		require.Zero(t, end, "partition %d: nothing was sent", p)
 	}

@@ -82,27 +82,46 @@ func publish(t testing.TB, s *kafka.Sink, msg outbox.Message) error {
 // partition and offset order.
 func consume(t testing.TB, addrs []string, topic string) []*kgo.Record {
 	t.Helper()
+	recs, err := readTopic(addrs, topic)
+	require.NoError(t, err)
+	return recs
+}
+
+// readTopic is consume, returning its error; opts are the clients'
+// (SASL).
+func readTopic(addrs []string, topic string, opts ...kgo.Opt) ([]*kgo.Record, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	admin, err := kgo.NewClient(kgo.SeedBrokers(addrs...))
-	require.NoError(t, err)
+	admin, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(addrs...)}, opts...)...)
+	if err != nil {
+		return nil, err
+	}
 	defer admin.Close()
-	ends := endOffsets(ctx, t, admin, topic)
+	ends, err := endOffsets(ctx, admin, topic)
+	if err != nil {
+		return nil, err
+	}
 	var total int64
 	offsets := map[int32]kgo.Offset{}
 	for p, end := range ends {
 		total += end
 		offsets[p] = kgo.NewOffset().AtStart()
 	}
-	cl, err := kgo.NewClient(kgo.SeedBrokers(addrs...),
-		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: offsets}))
-	require.NoError(t, err)
+	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(addrs...),
+		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: offsets})}, opts...)...)
+	if err != nil {
+		return nil, err
+	}
 	defer cl.Close()
 	byPartition := map[int32][]*kgo.Record{}
 	for n := int64(0); n < total; {
 		fs := cl.PollFetches(ctx)
-		require.NoError(t, ctx.Err(), "consumed %d of %d records", n, total)
-		fs.EachError(func(_ string, _ int32, err error) { require.NoError(t, err) })
+		if err := ctx.Err(); err != nil {
+			return nil, fmt.Errorf("consumed %d of %d records: %w", n, total, err)
+		}
+		if errs := fs.Errors(); len(errs) > 0 {
+			return nil, errs[0].Err
+		}
 		fs.EachRecord(func(r *kgo.Record) {
 			if r.Offset < ends[r.Partition] {
 				byPartition[r.Partition] = append(byPartition[r.Partition], r)
@@ -114,20 +133,25 @@ func consume(t testing.TB, addrs []string, topic string) []*kgo.Record {
 	for p := range int32(len(ends)) {
 		out = append(out, byPartition[p]...)
 	}
-	return out
+	return out, nil
 }
 
 // endOffsets are the end offsets of topic's partitions.
-func endOffsets(ctx context.Context, t testing.TB, cl *kgo.Client, topic string) map[int32]int64 {
-	t.Helper()
+func endOffsets(ctx context.Context, cl *kgo.Client, topic string) (map[int32]int64, error) {
 	meta := kmsg.NewPtrMetadataRequest()
 	mt := kmsg.NewMetadataRequestTopic()
 	mt.Topic = kmsg.StringPtr(topic)
 	meta.Topics = append(meta.Topics, mt)
 	mresp, err := meta.RequestWith(ctx, cl)
-	require.NoError(t, err)
-	require.Len(t, mresp.Topics, 1)
-	require.NoError(t, kerr.ErrorForCode(mresp.Topics[0].ErrorCode))
+	if err != nil {
+		return nil, err
+	}
+	if len(mresp.Topics) != 1 {
+		return nil, fmt.Errorf("metadata of %d topics", len(mresp.Topics))
+	}
+	if err := kerr.ErrorForCode(mresp.Topics[0].ErrorCode); err != nil {
+		return nil, err
+	}
 	req := kmsg.NewPtrListOffsetsRequest()
 	lt := kmsg.NewListOffsetsRequestTopic()
 	lt.Topic = topic
@@ -140,15 +164,19 @@ func endOffsets(ctx context.Context, t testing.TB, cl *kgo.Client, topic string)
 	req.Topics = append(req.Topics, lt)
 	ends := map[int32]int64{}
 	for _, shard := range cl.RequestSharded(ctx, req) {
-		require.NoError(t, shard.Err)
+		if shard.Err != nil {
+			return nil, shard.Err
+		}
 		for _, rt := range shard.Resp.(*kmsg.ListOffsetsResponse).Topics {
 			for _, rp := range rt.Partitions {
-				require.NoError(t, kerr.ErrorForCode(rp.ErrorCode))
+				if err := kerr.ErrorForCode(rp.ErrorCode); err != nil {
+					return nil, err
+				}
 				ends[rp.Partition] = rp.Offset
 			}
 		}
 	}
-	return ends
+	return ends, nil
 }
 
 // header is the value of the header name in r, and whether it is there
@@ -173,9 +201,9 @@ func eventID(t testing.TB, r *kgo.Record) string {
 }
 
 // createTopic creates a topic with configs on the cluster at addrs.
-func createTopic(t testing.TB, addrs []string, name string, parts int32, configs map[string]string) {
+func createTopic(t testing.TB, addrs []string, name string, parts int32, configs map[string]string, opts ...kgo.Opt) {
 	t.Helper()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(addrs...))
+	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(addrs...)}, opts...)...)
 	require.NoError(t, err)
 	defer cl.Close()
 	req := kmsg.NewPtrCreateTopicsRequest()
