@@ -33,3 +33,34 @@ func Secret(s string) string {
 	}
 	return Mark
 }
+
+// maxChain is how many errors of a chain AnyInChain looks at.
+const maxChain = 100
+
+// AnyInChain reports whether match holds for err or for any error it
+// wraps, through Unwrap() error and Unwrap() []error. A chain of more
+// than 100 errors counts as matching: too long to check, it is treated
+// as holding a secret.
+func AnyInChain(err error, match func(error) bool) bool {
+	queue := []error{err}
+	for seen := 0; len(queue) > 0; seen++ {
+		if seen == maxChain {
+			return true
+		}
+		e := queue[0]
+		queue = queue[1:]
+		if e == nil {
+			continue
+		}
+		if match(e) {
+			return true
+		}
+		switch u := e.(type) {
+		case interface{ Unwrap() error }:
+			queue = append(queue, u.Unwrap())
+		case interface{ Unwrap() []error }:
+			queue = append(queue, u.Unwrap()...)
+		}
+	}
+	return false
+}

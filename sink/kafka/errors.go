@@ -179,29 +179,9 @@ func (e *scrubbedError) Error() string        { return e.text }
 func (e *scrubbedError) Is(target error) bool { return errors.Is(e.err, target) }
 
 // chainContains reports whether the text of err or of any error it wraps
-// contains secret. A chain too long to check counts as containing it.
+// contains secret (a chain too long to check counts).
 func chainContains(err error, secret string) bool {
-	queue := []error{err}
-	for seen := 0; len(queue) > 0; seen++ {
-		if seen == 100 {
-			return true
-		}
-		e := queue[0]
-		queue = queue[1:]
-		if e == nil {
-			continue
-		}
-		if strings.Contains(e.Error(), secret) {
-			return true
-		}
-		switch u := e.(type) {
-		case interface{ Unwrap() error }:
-			queue = append(queue, u.Unwrap())
-		case interface{ Unwrap() []error }:
-			queue = append(queue, u.Unwrap()...)
-		}
-	}
-	return false
+	return secretfmt.AnyInChain(err, func(e error) bool { return strings.Contains(e.Error(), secret) })
 }
 
 // classify turns the error of producing the event id to topic into the

@@ -3,11 +3,11 @@ package kafka
 import (
 	"fmt"
 	"slices"
-	"strings"
 	"unicode/utf8"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/outboxrelay/outboxrelay/internal/headernames"
 	"github.com/outboxrelay/outboxrelay/outbox"
 )
 
@@ -30,20 +30,13 @@ const reservedPrefix = "outbox-event-"
 // stored header can make a consumer take it for another event. Kafka
 // itself acts on no header, so no other name is reserved.
 func ReservedHeader(name string) bool {
-	return len(name) >= len(reservedPrefix) && strings.EqualFold(name[:len(reservedPrefix)], reservedPrefix)
+	return headernames.HasPrefixFold(name, reservedPrefix)
 }
 
 // reservedIn returns the names in headers that ReservedHeader refuses,
 // sorted.
 func reservedIn(headers map[string]string) []string {
-	var names []string
-	for name := range headers {
-		if ReservedHeader(name) {
-			names = append(names, name)
-		}
-	}
-	slices.Sort(names)
-	return names
+	return headernames.Matching(headers, ReservedHeader)
 }
 
 // Topic returns the topic msg goes to, or the permanent error Publish
