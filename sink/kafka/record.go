@@ -2,7 +2,6 @@ package kafka
 
 import (
 	"fmt"
-	"slices"
 	"unicode/utf8"
 
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -84,14 +83,8 @@ func (s *Sink) Record(msg outbox.Message) (*kgo.Record, error) {
 	rec.Headers = append(rec.Headers,
 		kgo.RecordHeader{Key: HeaderEventID, Value: []byte(msg.ID)},
 		kgo.RecordHeader{Key: HeaderEventType, Value: []byte(msg.Type)})
-	names := make([]string, 0, len(msg.Headers))
-	for name := range msg.Headers {
-		if !ReservedHeader(name) {
-			names = append(names, name)
-		}
-	}
-	slices.Sort(names)
-	for _, name := range names {
+	forwarded := func(name string) bool { return !ReservedHeader(name) }
+	for _, name := range headernames.Matching(msg.Headers, forwarded) {
 		if !utf8.ValidString(name) {
 			return nil, s.unsendable(msg.ID, fmt.Sprintf("header name %s is not valid UTF-8", quote(name)))
 		}

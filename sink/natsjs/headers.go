@@ -48,14 +48,8 @@ func reservedIn(headers map[string]string) []string {
 // for the first header (by name) that cannot be sent as stored.
 func (s *Sink) headers(msg outbox.Message) (nats.Header, error) {
 	h := make(nats.Header, len(msg.Headers)+4)
-	names := make([]string, 0, len(msg.Headers))
-	for name := range msg.Headers {
-		if !ReservedHeader(name) {
-			names = append(names, name)
-		}
-	}
-	slices.Sort(names)
-	for _, name := range names {
+	forwarded := func(name string) bool { return !ReservedHeader(name) }
+	for _, name := range headernames.Matching(msg.Headers, forwarded) {
 		if why := nameFault(name); why != "" {
 			return nil, unsendable(msg.ID, fmt.Sprintf("header %s: name %s", quote(name), why))
 		}
