@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"regexp"
 
+	"github.com/outboxrelay/outboxrelay/internal/secretfmt"
 	"github.com/outboxrelay/outboxrelay/outbox"
 )
 
@@ -86,26 +87,9 @@ func (e *redactedError) Error() string        { return redact(e.err.Error()) }
 func (e *redactedError) Is(target error) bool { return errors.Is(e.err, target) }
 
 // leaks reports whether the text of err or of any error it wraps holds
-// a user:password@ or token@ in a URL.
+// a user:password@ or token@ in a URL (a chain too long to check counts).
 func leaks(err error) bool {
-	queue := []error{err}
-	for seen := 0; len(queue) > 0 && seen < 100; seen++ {
-		e := queue[0]
-		queue = queue[1:]
-		if e == nil {
-			continue
-		}
-		if text := e.Error(); redact(text) != text {
-			return true
-		}
-		switch u := e.(type) {
-		case interface{ Unwrap() error }:
-			queue = append(queue, u.Unwrap())
-		case interface{ Unwrap() []error }:
-			queue = append(queue, u.Unwrap()...)
-		}
-	}
-	return len(queue) > 0 // a chain too long to check is not exposed
+	return secretfmt.AnyInChain(err, func(e error) bool { text := e.Error(); return redact(text) != text })
 }
 
 var userinfoRE = regexp.MustCompile(`([A-Za-z][A-Za-z0-9+.-]*://)[^/@\s]+@`)

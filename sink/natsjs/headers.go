@@ -10,6 +10,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/outboxrelay/outboxrelay/internal/headernames"
 	"github.com/outboxrelay/outboxrelay/outbox"
 )
 
@@ -34,38 +35,21 @@ const MaxHeaderBytes = 32 << 10
 // its own). Publish leaves them out with a debug log line, and the
 // message is delivered without them.
 func ReservedHeader(name string) bool {
-	return hasPrefixFold(name, "Nats-") || hasPrefixFold(name, "Outbox-Event-")
-}
-
-func hasPrefixFold(s, prefix string) bool {
-	return len(s) >= len(prefix) && strings.EqualFold(s[:len(prefix)], prefix)
+	return headernames.HasPrefixFold(name, "Nats-") || headernames.HasPrefixFold(name, "Outbox-Event-")
 }
 
 // reservedIn returns the names in headers that ReservedHeader refuses,
 // sorted.
 func reservedIn(headers map[string]string) []string {
-	var names []string
-	for name := range headers {
-		if ReservedHeader(name) {
-			names = append(names, name)
-		}
-	}
-	slices.Sort(names)
-	return names
+	return headernames.Matching(headers, ReservedHeader)
 }
 
 // headers is the header set of msg as it is sent, or the permanent error
 // for the first header (by name) that cannot be sent as stored.
 func (s *Sink) headers(msg outbox.Message) (nats.Header, error) {
 	h := make(nats.Header, len(msg.Headers)+4)
-	names := make([]string, 0, len(msg.Headers))
-	for name := range msg.Headers {
-		if !ReservedHeader(name) {
-			names = append(names, name)
-		}
-	}
-	slices.Sort(names)
-	for _, name := range names {
+	forwarded := func(name string) bool { return !ReservedHeader(name) }
+	for _, name := range headernames.Matching(msg.Headers, forwarded) {
 		if why := nameFault(name); why != "" {
 			return nil, unsendable(msg.ID, fmt.Sprintf("header %s: name %s", quote(name), why))
 		}

@@ -6,7 +6,7 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/outboxrelay/outboxrelay/sink/tencentim/internal/secretfmt"
+	"github.com/outboxrelay/outboxrelay/internal/secretfmt"
 )
 
 // Config and Sink print (every fmt verb), log (slog.LogValuer) and

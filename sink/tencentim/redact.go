@@ -10,7 +10,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/outboxrelay/outboxrelay/internal/safetext"
-	"github.com/outboxrelay/outboxrelay/sink/tencentim/internal/secretfmt"
+	"github.com/outboxrelay/outboxrelay/internal/secretfmt"
 )
 
 // Text from outside (Tencent's ErrorInfo, a proxy's answer, a transport

@@ -6,7 +6,7 @@ import (
 	"log/slog"
 	"maps"
 
-	"github.com/outboxrelay/outboxrelay/sink/tencentim/internal/secretfmt"
+	"github.com/outboxrelay/outboxrelay/internal/secretfmt"
 )
 
 // Config, Server, Message and Request print (every fmt verb), log (slog)

@@ -6,7 +6,8 @@
 // module), keeps the messages each group received in order, discards a
 // repeated Random within five minutes as Tencent does, and can be
 // scripted to fail: answer the next calls with an ErrorCode, with HTTP
-// 502, with a malformed body, or not at all until the client gives up.
+// 502, with a malformed body, or not at all until the client gives up;
+// or go down altogether (SetDown), as the sink suite's outage needs.
 //
 // Its memory is bounded, so that it can serve a long-running local
 // setup: it keeps the last Config.MaxRecords requests and messages, and
@@ -124,6 +125,9 @@ type Server struct {
 	requests  *ring[Request]
 	duplicate int
 	inFlight  int
+	// down is closed and replaced by SetDown(false): calls wait on it
+	// while the fake is down; nil while it is up.
+	down chan struct{}
 }
 
 type faultKind int
@@ -195,6 +199,24 @@ func (s *Server) FailNextWith(n, code int, info func(userSig string) string) {
 // FailNextHTTP answers the next n calls with the HTTP status, as a proxy
 // in front of the service might.
 func (s *Server) FailNextHTTP(n, status int) { s.script(n, fault{kind: faultHTTP, status: status}) }
+
+// SetDown takes the fake down (true) or brings it back (false). While it
+// is down, every call is left unanswered until the client gives up: an
+// endpoint that takes connections and never answers, the outage that
+// tests a client's deadlines hardest. Bringing it back answers the calls
+// still waiting with HTTP 503, unprocessed, and serves later calls as
+// usual; what the fake held is kept.
+func (s *Server) SetDown(down bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	switch {
+	case down && s.down == nil:
+		s.down = make(chan struct{})
+	case !down && s.down != nil:
+		close(s.down)
+		s.down = nil
+	}
+}
 
 // HangNext leaves the next n calls unanswered until the client gives up
 // (or the server closes).
@@ -298,6 +320,20 @@ func (s *Server) handle(w http.ResponseWriter, r *http.Request) {
 		s.mu.Unlock()
 	}()
 
+	s.mu.Lock()
+	down := s.down
+	s.mu.Unlock()
+	if down != nil {
+		rec.HTTPStatus = 0
+		select {
+		case <-r.Context().Done():
+		case <-s.closed:
+		case <-down:
+			rec.HTTPStatus = http.StatusServiceUnavailable
+			http.Error(w, "the fake was down", http.StatusServiceUnavailable)
+		}
+		return
+	}
 	if f, ok := s.nextFault(); ok {
 		switch f.kind {
 		case faultHTTP:

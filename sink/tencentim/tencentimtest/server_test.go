@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/url"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 	"github.com/tencentyun/tls-sig-api-v2-golang/tencentyun"
@@ -91,4 +92,30 @@ func TestServerMaxRecordsAndForgetUserSigs(t *testing.T) {
 	c.send("room-1", 11) // a repeat of a Random still remembered
 	require.Equal(t, 1, f.Duplicates())
 	require.Len(t, f.AllMessages(), 5)
+}
+
+// TestServerSetDown: while down, a call waits unanswered; bringing the
+// fake back answers it 503 without delivering it, and serves later calls.
+func TestServerSetDown(t *testing.T) {
+	f := tencentimtest.NewServer(tencentimtest.Config{SDKAppID: testAppID, SecretKey: testKey, AdminIdentifier: testAdmin})
+	t.Cleanup(f.Close)
+	c := newCaller(t, f)
+	f.SetDown(true)
+	f.SetDown(true) // twice is once
+	status := make(chan int, 1)
+	go func() {
+		resp, err := c.client.Post(f.URL()+"/v4/"+tencentimtest.APISendGroupMsg, "application/json", bytes.NewBufferString("{}"))
+		if err != nil {
+			status <- -1
+			return
+		}
+		_ = resp.Body.Close()
+		status <- resp.StatusCode
+	}()
+	require.Eventually(t, func() bool { return f.InFlight() == 1 }, time.Minute, 5*time.Millisecond, "the call waits")
+	f.SetDown(false)
+	require.Equal(t, http.StatusServiceUnavailable, <-status)
+	require.Empty(t, f.AllMessages(), "a call answered 503 delivered nothing")
+	c.send("room-1", 1)
+	require.Len(t, f.AllMessages(), 1)
 }

@@ -46,6 +46,9 @@ func NATS(t testing.TB) *nats.Conn {
 type NATSServer struct {
 	// Addr is host:port to connect to.
 	Addr string
+	bin  string // the nats-server binary
+	conf string // its configuration file
+	log  string // where it writes its log
 	cmd  *exec.Cmd
 }
 
@@ -76,27 +79,43 @@ func StartNATSServer(t testing.TB, config string) *NATSServer {
 	if err := os.WriteFile(file, []byte(fmt.Sprintf("host: 127.0.0.1\nport: %s\n%s\n", port, config)), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	s := &NATSServer{Addr: addr, cmd: exec.Command(bin, "-c", file)}
-	logFile, err := os.Create(filepath.Join(dir, "nats.log"))
+	s := &NATSServer{Addr: addr, bin: bin, conf: file, log: filepath.Join(dir, "nats.log")}
+	t.Cleanup(s.Stop)
+	s.Start(t)
+	return s
+}
+
+// Start runs the server again after Stop, on the same address and with
+// the same JetStream store (what its streams held is still there). It
+// fails t if the server does not come up. It does nothing while the
+// server runs.
+func (s *NATSServer) Start(t testing.TB) {
+	t.Helper()
+	if s.cmd != nil && s.cmd.ProcessState == nil {
+		return
+	}
+	logFile, err := os.OpenFile(s.log, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o600)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer logFile.Close()
+	s.cmd = exec.Command(s.bin, "-c", s.conf)
 	s.cmd.Stdout, s.cmd.Stderr = logFile, logFile
 	if err := s.cmd.Start(); err != nil {
 		t.Fatalf("start nats-server: %v", err)
 	}
-	t.Cleanup(s.Stop)
-	deadline := time.Now().Add(10 * time.Second)
+	// A bound against a hang, not a timing assertion: a loaded machine
+	// may take a while to start it and recover its JetStream store.
+	deadline := time.Now().Add(time.Minute)
 	for {
-		c, err := net.DialTimeout("tcp", addr, time.Second)
+		c, err := net.DialTimeout("tcp", s.Addr, time.Second)
 		if err == nil {
 			c.Close()
-			return s
+			return
 		}
 		if time.Now().After(deadline) {
-			log, _ := os.ReadFile(logFile.Name())
-			t.Fatalf("nats-server did not come up on %s: %v\n%s", addr, err, log)
+			log, _ := os.ReadFile(s.log)
+			t.Fatalf("nats-server did not come up on %s: %v\n%s", s.Addr, err, log)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
@@ -104,7 +123,7 @@ func StartNATSServer(t testing.TB, config string) *NATSServer {
 
 // Stop kills the server and waits for it to exit.
 func (s *NATSServer) Stop() {
-	if s.cmd.ProcessState != nil {
+	if s.cmd == nil || s.cmd.ProcessState != nil {
 		return
 	}
 	_ = s.cmd.Process.Kill()

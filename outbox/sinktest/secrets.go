@@ -1,0 +1,92 @@
+package sinktest
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+)
+
+// leakRun is how many bytes of a secret in a row count as showing it.
+const leakRun = 16
+
+// printed returns x as fmt prints it with %v, %+v, %#v and %s, and as
+// slog's text and JSON handlers log it.
+func printed(x any) []string {
+	out := []string{fmt.Sprintf("%v", x), fmt.Sprintf("%+v", x), fmt.Sprintf("%#v", x), fmt.Sprintf("%s", x)}
+	var buf bytes.Buffer
+	for _, h := range []slog.Handler{slog.NewTextHandler(&buf, nil), slog.NewJSONHandler(&buf, nil)} {
+		slog.New(h).Info("sinktest", slog.Any("value", x))
+	}
+	return append(out, buf.String())
+}
+
+// noSecretIn fails if text shows a secret of the peer (see
+// Peer.Secrets); the failure shows where, never the secret.
+func (s *suite) noSecretIn(what, text string) error {
+	for i, secret := range s.Secrets {
+		if secret == "" {
+			continue
+		}
+		n := min(leakRun, len(secret))
+		for j := 0; j+n <= len(secret); j++ {
+			if k := strings.Index(text, secret[j:j+n]); k >= 0 {
+				return fmt.Errorf("%s shows %d bytes of Peer.Secrets[%d] at byte %d of %d", what, n, i, k, len(text))
+			}
+		}
+	}
+	return nil
+}
+
+// noSecrets fails if err, or any error it wraps (through Unwrap() error
+// or Unwrap() []error), shows a secret of the peer in its text or as fmt
+// prints it with %v, %+v or %#v.
+func (s *suite) noSecrets(what string, err error) error {
+	queue := []error{err}
+	for seen := 0; len(queue) > 0; seen++ {
+		if seen == 1000 {
+			return fmt.Errorf("%s wraps over 1000 errors: too many to check for secrets", what)
+		}
+		e := queue[0]
+		queue = queue[1:]
+		if e == nil {
+			continue
+		}
+		where := what
+		if seen > 0 {
+			where = fmt.Sprintf("%s, in a wrapped error of type %T,", what, e)
+		}
+		for _, text := range []string{e.Error(), fmt.Sprintf("%v", e), fmt.Sprintf("%+v", e), fmt.Sprintf("%#v", e)} {
+			if err := s.noSecretIn(where, text); err != nil {
+				return err
+			}
+		}
+		switch u := e.(type) {
+		case interface{ Unwrap() error }:
+			queue = append(queue, u.Unwrap())
+		case interface{ Unwrap() []error }:
+			queue = append(queue, u.Unwrap()...)
+		}
+	}
+	return nil
+}
+
+// redacted is err, with every secret of the peer in its text replaced by
+// the secret's name: a failure that quotes what a sink delivered or
+// returned must not put the secret in the test's output.
+func (s *suite) redacted(err error) error {
+	if err == nil {
+		return nil
+	}
+	text := err.Error()
+	for i, secret := range s.Secrets {
+		if secret != "" {
+			text = strings.ReplaceAll(text, secret, fmt.Sprintf("[Peer.Secrets[%d]]", i))
+		}
+	}
+	if text == err.Error() {
+		return err
+	}
+	return errors.New(text)
+}
