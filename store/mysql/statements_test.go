@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -47,7 +48,40 @@ func TestStatementsReadWhole(t *testing.T) {
 	}
 	want, err := os.ReadFile(path)
 	require.NoError(t, err, "run go test -run TestStatementsReadWhole -update-statements")
-	require.Equal(t, string(want), b.String(), "a statement changed: run go test -run TestStatementsReadWhole -update-statements and read the diff")
+	if got := b.String(); got != string(want) {
+		t.Errorf("statements changed (%s): run go test -run TestStatementsReadWhole -update-statements and read the diff", strings.Join(changedBlocks(string(want), got), ", "))
+	}
+}
+
+// changedBlocks names the statements (the comment line above each) that
+// differ between want and got.
+func changedBlocks(want, got string) []string {
+	blocks := func(s string) map[string]string {
+		out := map[string]string{}
+		section := ""
+		for _, b := range strings.Split(s, "\n\n") {
+			name, _, _ := strings.Cut(b, "\n")
+			if strings.HasPrefix(name, "-- The default") || strings.HasPrefix(name, "-- A named") {
+				section = name[3:10]
+			}
+			out[section+" "+name] = b
+		}
+		return out
+	}
+	w, g := blocks(want), blocks(got)
+	var changed []string
+	for name, b := range g {
+		if w[name] != b {
+			changed = append(changed, strings.TrimPrefix(name, " "))
+		}
+	}
+	for name := range w {
+		if _, ok := g[name]; !ok {
+			changed = append(changed, name+" (gone)")
+		}
+	}
+	slices.Sort(changed)
+	return changed
 }
 
 type namedStatement struct{ name, text string }
