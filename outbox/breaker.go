@@ -28,11 +28,13 @@ const (
 //     after each failed publish, up to MaxProbeInterval), so that a
 //     process that only publishes after commit finds out when the sink is
 //     back;
-//   - each round of Run tries its records until one fails, and releases
-//     the rest untried (due at once, attempts unchanged): a round costs
-//     one failed attempt, not a batch of them, and a message that fails
-//     for a reason of its own moves back in due order while the next
-//     round tries the next one, so nothing stalls behind it.
+//   - each round of Run claims one record (and a round that was under
+//     way when the sink was held off releases its records untried after
+//     its next failure): a round costs one failed attempt and one record's
+//     lease, not a batch of them, and a message that fails for a reason
+//     of its own moves back in due order while the next round tries the
+//     next one, so nothing stalls behind it. The first that goes through
+//     ends the hold-off, and full batches resume.
 //
 // ProcessBatch tries every record of its round. The worker logs when it
 // starts holding off a sink (an error), once a minute while it does, and

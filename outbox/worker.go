@@ -135,7 +135,11 @@ func (w *Worker) Run(ctx context.Context) error {
 	timer := time.NewTimer(w.opts.PollInterval)
 	defer timer.Stop()
 	for {
-		s, err := w.round(ctx, PathWorker, w.claimParams(), carry, true)
+		params := w.claimParams()
+		if w.breaker.heldOff() {
+			params.Limit = 1 // one record tells whether the sink is back; the rest stays due
+		}
+		s, err := w.round(ctx, PathWorker, params, carry, true)
 		carry = nil
 		if s != nil {
 			if ctx.Err() == nil && w.moreWork(s.result()) {
