@@ -10,8 +10,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/outboxrelay/outboxrelay/outbox"
 	"github.com/outboxrelay/outboxrelay/internal/secretfmt"
+	"github.com/outboxrelay/outboxrelay/outbox"
 )
 
 // Mode is how a message is sent to its group.

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"unicode/utf8"
 
+	"github.com/outboxrelay/outboxrelay/internal/secretfmt"
 	"github.com/outboxrelay/outboxrelay/outbox"
 	"github.com/outboxrelay/outboxrelay/outbox/backend"
 )
@@ -78,7 +79,7 @@ func (s *Sink) Publish(ctx context.Context, msg outbox.Message) error {
 	}
 	if err := s.limiter.wait(ctx, group); err != nil {
 		text := backend.Truncate(s.scrub(err.Error(), ""), maxInfoBytes)
-		return &Error{API: api, Info: "waiting for the rate limiter: " + text, Err: sanitizeCause(text, err)}
+		return &Error{API: api, Info: "waiting for the rate limiter: " + text, Err: secretfmt.Cause(text, err)}
 	}
 	trace := msg.Headers[outbox.HeaderTraceParent]
 	if !outbox.ValidTraceParent(trace) {
