@@ -31,13 +31,17 @@ func benchMessage(i int) outbox.Message {
 	}
 }
 
-// benchReceiver answers every POST 204 after reading its body, and
-// closes done once it has taken want requests.
-func benchReceiver(b *testing.B, want int64) (*httptest.Server, <-chan struct{}) {
+// benchReceiver answers every POST 204 after reading its body and
+// waiting latency (an endpoint's own work and the network's round trip),
+// and closes done once it has taken want requests.
+func benchReceiver(b *testing.B, want int64, latency time.Duration) (*httptest.Server, <-chan struct{}) {
 	var n atomic.Int64
 	done := make(chan struct{})
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		_, _ = io.Copy(io.Discard, r.Body)
+		if latency > 0 {
+			time.Sleep(latency)
+		}
 		w.WriteHeader(http.StatusNoContent)
 		if n.Add(1) == want {
 			close(done)
@@ -74,7 +78,7 @@ func BenchmarkRequest(b *testing.B) {
 // loopback that answers 204: the sink, net/http's client and server, and
 // the loopback round trip, on the same cores.
 func BenchmarkPublish(b *testing.B) {
-	srv, _ := benchReceiver(b, -1)
+	srv, _ := benchReceiver(b, -1, 0)
 	s := benchSink(b, srv.URL)
 	m := benchMessage(1)
 	ctx := context.Background()
@@ -88,38 +92,47 @@ func BenchmarkPublish(b *testing.B) {
 
 // BenchmarkWorker is events per second through an outbox.Worker on the
 // in-memory store (outboxtest.NewStore, so that no database counts),
-// publishing to a server on loopback, at Concurrency 1 and 8.
+// publishing to a server on loopback, at Concurrency 1 and 8: against a
+// server that answers at once (what the sink, net/http and the worker
+// cost, client and server on the same cores), and one that takes 2ms
+// per request (an endpoint's own work and a network's round trip).
 func BenchmarkWorker(b *testing.B) {
-	for _, concurrency := range []int{1, 8} {
-		b.Run(fmt.Sprintf("Concurrency=%d", concurrency), func(b *testing.B) {
-			srv, done := benchReceiver(b, int64(b.N))
-			s := benchSink(b, srv.URL)
-			store := outboxtest.NewStore()
-			tx := store.Begin()
-			for i := range b.N {
-				if err := store.Enqueue(context.Background(), tx, nil, benchMessage(i)); err != nil {
-					b.Fatal(err)
-				}
-			}
-			if err := tx.Commit(); err != nil {
-				b.Fatal(err)
-			}
-			w, err := outbox.NewWorker(store, s, outbox.WorkerOptions{Concurrency: concurrency, BatchSize: 100,
-				PollInterval: 10 * time.Millisecond, Logger: slog.New(slog.DiscardHandler)})
-			if err != nil {
-				b.Fatal(err)
-			}
-			ctx, cancel := context.WithCancel(context.Background())
-			ran := make(chan error, 1)
-			b.ResetTimer()
-			go func() { ran <- w.Run(ctx) }()
-			<-done
-			b.StopTimer()
-			cancel()
-			if err := <-ran; err != nil {
-				b.Fatal(err)
-			}
-			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "events/s")
-		})
+	for _, latency := range []time.Duration{0, 2 * time.Millisecond} {
+		for _, concurrency := range []int{1, 8} {
+			b.Run(fmt.Sprintf("Latency=%v/Concurrency=%d", latency, concurrency), func(b *testing.B) {
+				benchWorker(b, latency, concurrency)
+			})
+		}
 	}
+}
+
+func benchWorker(b *testing.B, latency time.Duration, concurrency int) {
+	srv, done := benchReceiver(b, int64(b.N), latency)
+	s := benchSink(b, srv.URL)
+	store := outboxtest.NewStore()
+	tx := store.Begin()
+	for i := range b.N {
+		if err := store.Enqueue(context.Background(), tx, nil, benchMessage(i)); err != nil {
+			b.Fatal(err)
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		b.Fatal(err)
+	}
+	w, err := outbox.NewWorker(store, s, outbox.WorkerOptions{Concurrency: concurrency, BatchSize: 100,
+		PollInterval: 10 * time.Millisecond, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	ran := make(chan error, 1)
+	b.ResetTimer()
+	go func() { ran <- w.Run(ctx) }()
+	<-done
+	b.StopTimer()
+	cancel()
+	if err := <-ran; err != nil {
+		b.Fatal(err)
+	}
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "events/s")
 }

@@ -115,7 +115,9 @@ func TestHostileResponses(t *testing.T) {
 			w.(http.Flusher).Flush()
 			hang(w, r)
 		})
-		s := newSink(t, srv.URL, func(c *webhook.Config) { c.BodyTimeout = 100 * time.Millisecond })
+		// The excerpt was sent with the headers; a second is long enough
+		// to read it, on any machine.
+		s := newSink(t, srv.URL, func(c *webhook.Config) { c.BodyTimeout = time.Second })
 		err := publish(s, event("e-1"))
 		require.Equal(t, retried, classOf(err))
 		require.EqualError(t, err, "webhook: HTTP 503 Service Unavailable: down for maintenance; retry after 7s (POST "+srv.URL+")")
