@@ -300,15 +300,10 @@ func shows(text string, hidden []string) bool {
 	return false
 }
 
-// quote is s quoted for an error text, cut to 64 bytes.
+// quote is s quoted for an error text, cut to 64 characters.
 func quote(s string) string {
-	const n = 64
-	if len(s) <= n {
+	if utf8.RuneCountInString(s) <= 64 {
 		return strconv.Quote(s)
 	}
-	i := n
-	for i > 0 && !utf8.RuneStart(s[i]) {
-		i--
-	}
-	return strconv.Quote(s[:i]) + "…"
+	return fmt.Sprintf("%.64q…", s)
 }
