@@ -21,9 +21,10 @@ const (
 )
 
 // outageDeadline is the deadline of the calls made while the peer is
-// away, and the worker's PublishTimeout. The suite's own tests shorten
-// it.
-var outageDeadline = 2 * time.Second
+// away, and the worker's PublishTimeout: long enough for a client that
+// connects and fetches metadata on its first publish on a loaded
+// machine. The suite's own tests shorten it.
+var outageDeadline = 5 * time.Second
 
 // checkOutage runs a worker on an in-memory store with the sink, takes
 // the peer away while messages are in flight, calls the sink directly

@@ -165,17 +165,13 @@ func checkOrder(ds []Delivery, sent []outbox.Message) error {
 	return nil
 }
 
-// quote is s quoted, cut to 64 bytes: enough to recognise in a failure.
+// quote is s quoted, cut to 64 characters: enough to recognise in a
+// failure.
 func quote(s string) string {
-	const n = 64
-	if len(s) <= n {
+	if utf8.RuneCountInString(s) <= 64 {
 		return fmt.Sprintf("%q", s)
 	}
-	i := n
-	for i > 0 && !utf8.RuneStart(s[i]) {
-		i--
-	}
-	return fmt.Sprintf("%q… (%d bytes)", s[:i], len(s))
+	return fmt.Sprintf("%.64q… (%d bytes)", s, len(s))
 }
 
 // cut is a text from a sink cut to 300 bytes, for a failure message.

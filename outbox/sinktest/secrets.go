@@ -39,22 +39,17 @@ func (s *suite) noSecretIn(what, text string) error {
 	return nil
 }
 
-// noSecrets fails if err, or any error it wraps (through Unwrap() error
-// or Unwrap() []error), shows a secret of the peer in its text or as fmt
-// prints it with %v, %+v or %#v.
+// noSecrets fails if err, or any error it wraps (see Chain), shows a
+// secret of the peer in its text or as fmt prints it with %v, %+v or
+// %#v.
 func (s *suite) noSecrets(what string, err error) error {
-	queue := []error{err}
-	for seen := 0; len(queue) > 0; seen++ {
-		if seen == 1000 {
-			return fmt.Errorf("%s wraps over 1000 errors: too many to check for secrets", what)
-		}
-		e := queue[0]
-		queue = queue[1:]
-		if e == nil {
-			continue
-		}
+	errs := Chain(err)
+	if len(errs) > maxChain {
+		return fmt.Errorf("%s wraps over %d errors: too many to check for secrets", what, maxChain)
+	}
+	for i, e := range errs {
 		where := what
-		if seen > 0 {
+		if i > 0 {
 			where = fmt.Sprintf("%s, in a wrapped error of type %T,", what, e)
 		}
 		for _, text := range []string{e.Error(), fmt.Sprintf("%v", e), fmt.Sprintf("%+v", e), fmt.Sprintf("%#v", e)} {
@@ -62,6 +57,27 @@ func (s *suite) noSecrets(what string, err error) error {
 				return err
 			}
 		}
+	}
+	return nil
+}
+
+// maxChain bounds Chain.
+const maxChain = 1000
+
+// Chain returns err and every error it wraps, through Unwrap() error and
+// Unwrap() []error (errors.Join trees), breadth first: what a sink's
+// tests check for secrets besides err's own text. It stops after 1,000
+// errors (and then returns 1,001).
+func Chain(err error) []error {
+	var out []error
+	queue := []error{err}
+	for len(queue) > 0 && len(out) <= maxChain {
+		e := queue[0]
+		queue = queue[1:]
+		if e == nil {
+			continue
+		}
+		out = append(out, e)
 		switch u := e.(type) {
 		case interface{ Unwrap() error }:
 			queue = append(queue, u.Unwrap())
@@ -69,7 +85,7 @@ func (s *suite) noSecrets(what string, err error) error {
 			queue = append(queue, u.Unwrap()...)
 		}
 	}
-	return nil
+	return out
 }
 
 // redacted is err, with every secret of the peer in its text replaced by

@@ -2,6 +2,7 @@ package sinktest
 
 import (
 	"errors"
+	"fmt"
 	"path"
 	"sync"
 	"testing"
@@ -118,4 +119,20 @@ func TestFailuresDoNotQuoteSecrets(t *testing.T) {
 	plain := errors.New("no secret here")
 	require.Same(t, plain, s.redacted(plain))
 	require.NoError(t, s.redacted(nil))
+}
+
+func TestChain(t *testing.T) {
+	a, b, c := errors.New("a"), errors.New("b"), errors.New("c")
+	joined := errors.Join(a, fmt.Errorf("wrapping: %w", b), nil)
+	top := fmt.Errorf("top: %w", joined)
+	require.Equal(t, []error{top, joined, a}, Chain(top)[:3], "breadth first")
+	require.Len(t, Chain(top), 5)
+	require.Contains(t, Chain(top), b)
+	require.NotContains(t, Chain(top), c)
+	require.Empty(t, Chain(nil))
+	var deep error = c
+	for range 2000 {
+		deep = fmt.Errorf("w: %w", deep)
+	}
+	require.Len(t, Chain(deep), maxChain+1)
 }

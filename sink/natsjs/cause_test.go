@@ -88,6 +88,11 @@ func TestStoredErrorsStartWithTheCause(t *testing.T) {
 			prefix: "natsjs: JetStream error: ", cause: "maximum messages exceeded"},
 		{name: "out of time", sink: natsjs.Config{Prefix: prefix}, ctx: past,
 			prefix: "natsjs: no acknowledgement in time: ", cause: "context deadline exceeded"},
+		{name: "cancelled", sink: natsjs.Config{Prefix: prefix}, ctx: func() (context.Context, context.CancelFunc) {
+			ctx, cancel := context.WithCancel(context.Background())
+			cancel()
+			return ctx, cancel
+		}, prefix: "natsjs: cancelled before the acknowledgement: ", cause: "context canceled"},
 	} {
 		t.Run(tc.name, func(t *testing.T) { checkCause(t, js, tc) })
 	}

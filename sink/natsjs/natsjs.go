@@ -272,6 +272,8 @@ func (s *Sink) classify(ctx context.Context, id, subject string, err error) erro
 			return outbox.Unavailable(wrap("JetStream is not enabled or not answering", err))
 		}
 		return wrap("no responders (stream unavailable)", err)
+	case errors.Is(err, context.Canceled):
+		return wrap("cancelled before the acknowledgement", err)
 	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, nats.ErrTimeout):
 		// A publish the server refused for permissions is never answered:
 		// the refusal arrives on the connection, not the request.

@@ -13,36 +13,15 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/outboxrelay/outboxrelay/outbox"
+	"github.com/outboxrelay/outboxrelay/outbox/sinktest"
 	"github.com/outboxrelay/outboxrelay/sink/natsjs"
 	"github.com/outboxrelay/outboxrelay/sink/natsjs/internal/natstest"
 )
 
-// chain is err and every error it wraps, through Unwrap() error and
-// Unwrap() []error.
-func chain(err error) []error {
-	var out []error
-	queue := []error{err}
-	for len(queue) > 0 && len(out) < 100 {
-		e := queue[0]
-		queue = queue[1:]
-		if e == nil {
-			continue
-		}
-		out = append(out, e)
-		switch u := e.(type) {
-		case interface{ Unwrap() error }:
-			queue = append(queue, u.Unwrap())
-		case interface{ Unwrap() []error }:
-			queue = append(queue, u.Unwrap()...)
-		}
-	}
-	return out
-}
-
 // requireNoSecret checks err and everything it wraps.
 func requireNoSecret(t *testing.T, err error, secret string) {
 	t.Helper()
-	for i, e := range chain(err) {
+	for i, e := range sinktest.Chain(err) {
 		require.NotContains(t, e.Error(), secret, "error %d in the chain (%T)", i, e)
 		require.NotContains(t, fmt.Sprintf("%+v", e), secret, "error %d in the chain (%T)", i, e)
 	}

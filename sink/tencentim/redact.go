@@ -2,9 +2,6 @@ package tencentim
 
 import (
 	"bytes"
-	"context"
-	"errors"
-	"os"
 	"slices"
 	"strings"
 	"unicode/utf8"
@@ -291,38 +288,4 @@ func replaceCovered(text string, cover []bool) string {
 		i = j
 	}
 	return b.String()
-}
-
-// causeError is what Error.Err holds for a failed round trip or wait: the
-// cause's text, scrubbed, and of the cause itself only the well-known
-// sentinels it wrapped (context.Canceled, context.DeadlineExceeded,
-// os.ErrDeadlineExceeded), so that errors.Is still sees them while
-// errors.As can never reach the transport's own error, which may quote
-// the request URL with its UserSig.
-type causeError struct {
-	text      string
-	timeout   bool
-	sentinels []error
-}
-
-func (e *causeError) Error() string { return e.text }
-
-// Unwrap returns the sentinels the cause wrapped.
-func (e *causeError) Unwrap() []error { return e.sentinels }
-
-// Timeout reports whether the cause was a timeout (as net.Error does).
-func (e *causeError) Timeout() bool { return e.timeout }
-
-// sanitizeCause keeps of err only text (already scrubbed) and what
-// causeError describes.
-func sanitizeCause(text string, err error) *causeError {
-	c := &causeError{text: text}
-	for _, s := range []error{context.Canceled, context.DeadlineExceeded, os.ErrDeadlineExceeded} {
-		if errors.Is(err, s) {
-			c.sentinels = append(c.sentinels, s)
-		}
-	}
-	var t interface{ Timeout() bool }
-	c.timeout = errors.As(err, &t) && t.Timeout()
-	return c
 }

@@ -10,6 +10,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/outboxrelay/outboxrelay/internal/safetext"
+	"github.com/outboxrelay/outboxrelay/internal/secretfmt"
 	"github.com/outboxrelay/outboxrelay/outbox"
 )
 
@@ -28,6 +29,7 @@ type Sink struct {
 	client  *http.Client
 	signer  *signer
 	limiter *limiter
+	own     bool // client is the sink's own (Config.HTTPClient was nil)
 }
 
 var _ outbox.Sink = (*Sink)(nil)
@@ -35,6 +37,7 @@ var _ outbox.Sink = (*Sink)(nil)
 // New returns a sink for cfg, or an error naming each missing or malformed
 // field.
 func New(cfg Config) (*Sink, error) {
+	own := cfg.HTTPClient == nil
 	cfg = cfg.withDefaults()
 	if err := cfg.validate(); err != nil {
 		return nil, err
@@ -42,6 +45,7 @@ func New(cfg Config) (*Sink, error) {
 	s := &Sink{
 		skip:    make(map[string]bool, len(cfg.SkipTypes)),
 		client:  cfg.HTTPClient,
+		own:     own,
 		signer:  newSigner(cfg),
 		limiter: newLimiter(cfg),
 	}
@@ -53,6 +57,16 @@ func New(cfg Config) (*Sink, error) {
 		s.skip[t] = true
 	}
 	return s, nil
+}
+
+// Close closes the idle connections of the sink's own HTTP client (not
+// of a Config.HTTPClient, which is the caller's to close). Publish may
+// still be called after it, and opens new ones.
+func (s *Sink) Close() error {
+	if s.own {
+		s.client.CloseIdleConnections()
+	}
+	return nil
 }
 
 // Publish sends msg to its group, waiting for the rate limiter first. It
@@ -78,7 +92,7 @@ func (s *Sink) Publish(ctx context.Context, msg outbox.Message) error {
 	}
 	if err := s.limiter.wait(ctx, group); err != nil {
 		text := safetext.Truncate(s.scrub(err.Error(), ""), maxInfoBytes)
-		return &Error{API: api, Info: "waiting for the rate limiter: " + text, Err: sanitizeCause(text, err)}
+		return &Error{API: api, Info: "waiting for the rate limiter: " + text, Err: secretfmt.Cause(text, err)}
 	}
 	trace := msg.Headers[outbox.HeaderTraceParent]
 	if !outbox.ValidTraceParent(trace) {

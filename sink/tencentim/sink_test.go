@@ -364,3 +364,26 @@ func TestTraceParentTravelsToTencent(t *testing.T) {
 	require.Equal(t, tp, reqs[0].TraceParent)
 	require.Empty(t, reqs[1].TraceParent, "a malformed traceparent is not passed on")
 }
+
+// closeCounter is a transport that counts CloseIdleConnections.
+type closeCounter struct {
+	http.RoundTripper
+	closed int
+}
+
+func (c *closeCounter) CloseIdleConnections() { c.closed++ }
+
+// TestCloseClosesOnlyItsOwnClient: Close closes the idle connections of
+// the sink's own client, and leaves a client the caller gave alone.
+func TestCloseClosesOnlyItsOwnClient(t *testing.T) {
+	f := newFake(t)
+	s := newSink(t, f, nil)
+	require.NoError(t, s.Publish(context.Background(), roomMsg("evt-1", "room-1", "RoomUserJoined")))
+	require.NoError(t, s.Close())
+	require.NoError(t, s.Publish(context.Background(), roomMsg("evt-2", "room-1", "RoomUserJoined")), "usable after Close")
+
+	mine := &closeCounter{RoundTripper: http.DefaultTransport}
+	s = newSink(t, f, func(c *tencentim.Config) { c.HTTPClient = &http.Client{Transport: mine} })
+	require.NoError(t, s.Close())
+	require.Zero(t, mine.closed, "the caller's client is the caller's to close")
+}

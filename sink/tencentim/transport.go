@@ -14,6 +14,7 @@ import (
 	"strconv"
 
 	"github.com/outboxrelay/outboxrelay/internal/safetext"
+	"github.com/outboxrelay/outboxrelay/internal/secretfmt"
 )
 
 // maxResponseBytes bounds how much of a response is read.
@@ -85,7 +86,7 @@ func (s *Sink) interpret(api, sig string, status int, body []byte) error {
 // transportError describes a failed round trip without the request URL
 // (which carries the UserSig): net/http's *url.Error prints it whole, and
 // a custom transport's error may quote it too. Err keeps only the
-// scrubbed text and the sentinels (see causeError).
+// scrubbed text and the sentinels (see secretfmt.CauseError).
 func (s *Sink) transportError(api, sig string, err error) error {
 	cause := err
 	var ue *url.Error
@@ -100,7 +101,7 @@ func (s *Sink) transportError(api, sig string, err error) error {
 	case errors.Is(err, context.Canceled):
 		info = "canceled"
 	}
-	return &Error{API: api, Info: info, Err: sanitizeCause(text, err)}
+	return &Error{API: api, Info: info, Err: secretfmt.Cause(text, err)}
 }
 
 // scrub removes from text that came from outside every form of the
