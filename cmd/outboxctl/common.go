@@ -106,7 +106,8 @@ func (c *cli) connectState() (st state, where string, code int, ok bool) {
 
 // parse parses args, flags before or after the positional arguments
 // (operators write "show ID --json"); the positional ones are left in
-// c.args. A usage problem returns (exitUsage, false); -h prints the
+// c.args. A usage problem is reported in one line, naming the flag and
+// the value at fault, and returns (exitUsage, false); -h prints the
 // usage on stdout and returns (exitOK, false).
 func (c *cli) parse(fs *flag.FlagSet, args []string) (int, bool) {
 	for {
@@ -115,12 +116,8 @@ func (c *cli) parse(fs *flag.FlagSet, args []string) (int, bool) {
 				c.printUsage(c.out, fs)
 				return exitOK, false
 			}
-			if c.json {
-				return c.usageError("%v (run outboxctl help %s)", err, c.name), false
-			}
-			fmt.Fprintf(c.errOut, "outboxctl %s: %v\n", c.name, err)
-			c.printUsage(c.errOut, fs)
-			return exitUsage, false
+			// One line, not the usage: it buries the error (-h asks for it).
+			return c.usageError("%s (run outboxctl help %s)", flagError(fs, err), c.name), false
 		}
 		if fs.NArg() == 0 {
 			return exitOK, true
@@ -186,7 +183,11 @@ type jsonError struct {
 func (c *cli) errorf(code int, format string, args ...any) int {
 	msg := fmt.Sprintf(format, args...)
 	if !c.json {
-		fmt.Fprintf(c.errOut, "outboxctl %s: %s\n", c.name, msg)
+		prefix := "outboxctl"
+		if c.name != "" {
+			prefix += " " + c.name
+		}
+		fmt.Fprintf(c.errOut, "%s: %s\n", prefix, msg)
 		return code
 	}
 	_ = json.NewEncoder(c.errOut).Encode(map[string]jsonError{"error": {Code: exitName(code), ExitCode: code, Message: msg}})

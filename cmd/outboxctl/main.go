@@ -121,12 +121,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	cmd, ok := commands[args[0]]
 	if !ok {
-		if c.json {
-			return c.usageError("unknown command %q (run outboxctl help)", safe(args[0], false))
-		}
-		fmt.Fprintf(stderr, "outboxctl: unknown command %q\n\n", safe(args[0], false))
-		usage(stderr)
-		return exitUsage
+		return c.usageError("%s", unknownCommand(args))
 	}
 	c.name, c.summary = args[0], cmd.summary
 	return cmd.run(c, args[1:])
@@ -150,10 +145,32 @@ func runHelp(c *cli, args []string) int {
 	}
 	cmd, ok := commands[names[0]]
 	if !ok {
-		return c.usageError("unknown command %q (run outboxctl help)", safe(names[0], false))
+		return c.usageError("%s", unknownCommand(names))
 	}
 	c.name, c.summary = names[0], cmd.summary
 	return cmd.run(c, []string{"-h"})
+}
+
+// unknownCommand is the error for args, whose first is no command: one
+// line with the nearest command, or, for a flag given before the
+// command, where flags go.
+func unknownCommand(args []string) string {
+	got := args[0]
+	if strings.HasPrefix(got, "-") {
+		// Only the flag's name: its value may be a DSN.
+		flagName, _, _ := strings.Cut(got, "=")
+		for _, a := range args[1:] {
+			if _, ok := commands[a]; ok {
+				return fmt.Sprintf("flags go after the command: outboxctl %s %s … (run outboxctl help %s)", a, safe(flagName, false), a)
+			}
+		}
+		return fmt.Sprintf("unknown command %q: give a command first, flags after it (run outboxctl help for the commands)", safe(flagName, false))
+	}
+	names := []string{"help"}
+	for n := range commands {
+		names = append(names, n)
+	}
+	return fmt.Sprintf("unknown command %s%s (run outboxctl help for the commands)", argText(got), didYouMean(got, "", names))
 }
 
 func usage(w io.Writer) {

@@ -243,11 +243,11 @@ func TestBadUsageAndMissingTable(t *testing.T) {
 	}{
 		{nil, f.env, 2, "usage: outboxctl"},
 		{[]string{"frobnicate"}, f.env, 2, `unknown command "frobnicate"`},
-		{[]string{"stats", "--no-such-flag"}, f.env, 2, "flag provided but not defined"},
+		{[]string{"stats", "--no-such-flag"}, f.env, 2, "unknown flag --no-such-flag"},
 		{[]string{"list", "--table", "room_outbox", "--status", "lost"}, f.env, 2, `--status "lost"`},
 		{[]string{"list", "--table", "room_outbox", "--limit", "0"}, f.env, 2, "--limit 0"},
 		{[]string{"purge", "--table", "room_outbox"}, f.env, 2, "--older-than is required"},
-		{[]string{"purge", "--table", "room_outbox", "--older-than", "soon"}, f.env, 2, "invalid value"},
+		{[]string{"purge", "--table", "room_outbox", "--older-than", "soon"}, f.env, 2, `--older-than "soon": parse error`},
 		{[]string{"requeue", "--table", "room_outbox", "a", "b"}, f.env, 2, "at most one event ID"},
 		{[]string{"show", "--table", "room_outbox"}, f.env, 2, "want one event ID"},
 		{[]string{"stats", "--table", "bad-name"}, f.env, 2, `Table "bad-name"`},
