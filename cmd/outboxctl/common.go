@@ -63,7 +63,7 @@ func (c *cli) flags(usage string) *flag.FlagSet {
 	// flag's default, and a DSN holds a password. connect reads it.
 	fs.StringVar(&c.dsn, "dsn", "", "MySQL DSN of the outbox's database (default $OUTBOXCTL_DSN, then $MYSQL_DSN)")
 	fs.StringVar(&c.table, "table", defaultTable, "outbox table name")
-	fs.DurationVar(&c.timeout, "timeout", defaultTimeout, "the most each database operation may take, connecting included (exit 6 when exceeded)")
+	durationFlag(fs, &c.timeout, "timeout", defaultTimeout, "the most each database operation may take, connecting included (exit 6 when exceeded): a `duration`, "+durationHelp)
 	return fs
 }
 

@@ -247,7 +247,7 @@ func TestBadUsageAndMissingTable(t *testing.T) {
 		{[]string{"list", "--table", "room_outbox", "--status", "lost"}, f.env, 2, `--status "lost"`},
 		{[]string{"list", "--table", "room_outbox", "--limit", "0"}, f.env, 2, "--limit 0"},
 		{[]string{"purge", "--table", "room_outbox"}, f.env, 2, "--older-than is required"},
-		{[]string{"purge", "--table", "room_outbox", "--older-than", "soon"}, f.env, 2, `--older-than "soon": parse error`},
+		{[]string{"purge", "--table", "room_outbox", "--older-than", "soon"}, f.env, 2, `--older-than "soon": not a duration`},
 		{[]string{"requeue", "--table", "room_outbox", "a", "b"}, f.env, 2, "at most one event ID"},
 		{[]string{"show", "--table", "room_outbox"}, f.env, 2, "want one event ID"},
 		{[]string{"stats", "--table", "bad-name"}, f.env, 2, `Table "bad-name"`},

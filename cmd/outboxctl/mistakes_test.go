@@ -19,6 +19,41 @@ func requireOneLine(t *testing.T, r result, args []string) {
 	require.NotContains(t, r.stderr, "usage:", args)
 }
 
+// TestDurationsTakeDaysAndWeeks: "--older-than 1d" said only "parse
+// error". Every duration flag takes days and weeks; a bad duration names
+// the flag, the value and what is wrong with it.
+func TestDurationsTakeDaysAndWeeks(t *testing.T) {
+	f := newFixture(t)
+	tbl := []string{"--table", "room_outbox"}
+	// old-1 and old-2 were published 40 days ago, new-1 just now.
+	for value, want := range map[string]string{"1d": "would delete 2 records", "5w": "would delete 2 records",
+		"2d12h": "would delete 2 records", "6w": "would delete 0 records", "1w5d": "would delete 2 records"} {
+		r := ctl(t, f.env, append([]string{"purge", "--older-than", value, "--dry-run"}, tbl...)...)
+		require.Equal(t, exitOK, r.code, "%s: %s", value, r.stderr)
+		require.Contains(t, r.stdout, want, value)
+	}
+	r := ctl(t, f.env, append([]string{"requeue", "--older-than", "1d", "--timeout", "1d", "--dry-run"}, tbl...)...)
+	require.Equal(t, exitOK, r.code, r.stderr)
+	require.Contains(t, r.stdout, "would requeue 0 dead letters", "the dead letters are younger than a day")
+	require.Contains(t, ctl(t, nil, "help", "purge").stdout, "1d, 2d12h, 1w", "the usage says so")
+
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"purge", "--older-than", "-1d"}, `--older-than "-1d": must not be negative`},
+		{[]string{"purge", "--older-than", "99999999w"}, `--older-than "99999999w": too long: at most 106751d`},
+		{[]string{"purge", "--older-than", "1x"}, `--older-than "1x": unknown unit "x": e.g. 90s, 45m, 12h, 1d, 2d12h, 1w`},
+		{[]string{"purge", "--older-than", "soon"}, `--older-than "soon": not a duration: e.g. 90s, 45m, 12h, 1d, 2d12h, 1w`},
+		{[]string{"requeue", "--older-than", "3"}, `--older-than "3": 3 what? give a unit: e.g. 90s`},
+		{[]string{"stats", "--timeout", "-5s"}, `--timeout "-5s": must not be negative`},
+	} {
+		r := ctl(t, f.env, append(tc.args, tbl...)...)
+		requireOneLine(t, r, tc.args)
+		require.Contains(t, r.stderr, tc.want, tc.args)
+	}
+}
+
 // TestMistypedFlagSuggestsTheNearest: a typo printed 40 lines of usage
 // after the error, with no suggestion. Now one line: the flag, the
 // nearest one when it is close, and where the usage is.
