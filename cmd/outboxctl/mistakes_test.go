@@ -1,10 +1,15 @@
 package main
 
 import (
+	"context"
 	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	inboxmysql "github.com/outboxrelay/outboxrelay/inbox/mysql"
+	"github.com/outboxrelay/outboxrelay/internal/testutil"
+	"github.com/outboxrelay/outboxrelay/store/mysql"
 )
 
 // The mistakes a new user made (issue 29): each error names the actual
@@ -115,4 +120,82 @@ func TestUnknownCommandSuggestsTheNearest(t *testing.T) {
 		require.Equal(t, exitOK, r.code, args)
 		require.Contains(t, r.stdout, "usage: outboxctl <command>", args)
 	}
+}
+
+// TestForgottenTableListsTheOutboxTables: forgetting --table said table
+// "outbox" does not exist and suggested creating it. The table comes
+// from $OUTBOXCTL_TABLE when --table is missing, and a missing table's
+// error lists the outbox tables that do exist (not their companions, an
+// inbox or other tables).
+func TestForgottenTableListsTheOutboxTables(t *testing.T) {
+	f := newFixture(t)
+	ctx := context.Background()
+	orders, err := mysql.New(f.db.DB, mysql.Options{Table: "orders_outbox"})
+	require.NoError(t, err)
+	require.NoError(t, orders.Migrate(ctx))
+	ib, err := inboxmysql.New(f.db.DB, inboxmysql.Options{Consumer: "activity"})
+	require.NoError(t, err)
+	require.NoError(t, ib.Migrate(ctx))
+	_, err = f.db.DB.Exec("CREATE TABLE users (id BIGINT PRIMARY KEY, status VARCHAR(16), payload BLOB)")
+	require.NoError(t, err)
+	env := func(more ...string) []string { return append(append([]string{}, f.env...), more...) }
+
+	for _, tc := range []struct {
+		name string
+		env  []string
+		args []string
+		want string
+	}{
+		{"no --table", env(), []string{"stats"},
+			`table "outbox" does not exist; outbox tables here: orders_outbox, room_outbox (pass --table or set OUTBOXCTL_TABLE)`},
+		{"--table mistyped", env(), []string{"list", "--table", "orders_outbx"},
+			`table "orders_outbx" does not exist; outbox tables here: orders_outbox, room_outbox (check --table; did you mean orders_outbox?)`},
+		{"$OUTBOXCTL_TABLE mistyped", env("OUTBOXCTL_TABLE=rooms_outbox"), []string{"stats"},
+			`table "rooms_outbox" does not exist; outbox tables here: orders_outbox, room_outbox (check $OUTBOXCTL_TABLE; did you mean room_outbox?)`},
+		{"a companion table", env(), []string{"stats", "--table", "room_outbox_consumption"},
+			`it was not made by this store; outbox tables here: orders_outbox, room_outbox (check --table)`},
+	} {
+		r := ctl(t, tc.env, tc.args...)
+		require.Equal(t, exitFailed, r.code, "%s: %s", tc.name, r.stderr)
+		require.Contains(t, r.stderr, tc.want, tc.name)
+		require.NotContains(t, r.stderr, "Migrate", "%s: no advice to create a table", tc.name)
+		r = ctl(t, tc.env, append(tc.args, "--json")...)
+		require.Equal(t, exitFailed, r.code, "%s: %s", tc.name, r.stderr)
+		require.Contains(t, readJSONError(t, r).Message, tc.want, tc.name)
+	}
+
+	// The table from the environment, and --table before it.
+	r := ctl(t, env("OUTBOXCTL_TABLE=room_outbox"), "stats")
+	require.Equal(t, exitOK, r.code, r.stderr)
+	require.Contains(t, r.stdout, "table room_outbox: 2 pending")
+	r = ctl(t, env("OUTBOXCTL_TABLE=room_outbox"), "stats", "--table", "orders_outbox")
+	require.Equal(t, exitOK, r.code, r.stderr)
+	require.Contains(t, r.stdout, "table orders_outbox: 0 pending")
+	r = ctl(t, []string{"OUTBOXCTL_TABLE=orders_outbox"}, "schema")
+	require.Equal(t, exitOK, r.code, r.stderr)
+	require.Contains(t, r.stdout, "CREATE TABLE IF NOT EXISTS `orders_outbox`")
+	r = ctl(t, []string{"OUTBOXCTL_TABLE=orders_outbox"}, "schema", "--inbox")
+	require.Contains(t, r.stdout, "CREATE TABLE IF NOT EXISTS `inbox`", "$OUTBOXCTL_TABLE names an outbox table, not an inbox")
+	r = ctl(t, env("OUTBOXCTL_TABLE=bad-name"), "stats")
+	require.Equal(t, exitUsage, r.code, r.stderr)
+	require.Contains(t, r.stderr, `$OUTBOXCTL_TABLE: mysql store: Table "bad-name"`)
+	r = ctl(t, env("OUTBOXCTL_TABLE=room_outbox"), "stats", "--table", "")
+	require.Equal(t, exitUsage, r.code, "an empty --table is a mistake, not the default: %s", r.stderr)
+	require.Contains(t, r.stderr, `--table "": give a table name`)
+	for _, args := range [][]string{{"help"}, {"help", "stats"}} {
+		require.Contains(t, ctl(t, nil, args...).stdout, "OUTBOXCTL_TABLE", "%v documents it", args)
+	}
+
+	// migrate without --table warns that it makes a new table.
+	r = ctl(t, env(), "migrate")
+	require.Equal(t, exitUnconfirmed, r.code, r.stderr)
+	require.Contains(t, r.stderr, `neither --table nor $OUTBOXCTL_TABLE given, so the default "outbox": this makes a new table "outbox" beside the outbox tables here, orders_outbox, room_outbox`)
+	require.Contains(t, r.stdout, "would bring table outbox from schema version 0")
+
+	// No outbox table at all: the error says where the name came from.
+	empty := testutil.NewDatabase(t)
+	r = ctl(t, []string{"OUTBOXCTL_DSN=" + empty.DSN}, "stats")
+	require.Equal(t, exitFailed, r.code, r.stderr)
+	require.Regexp(t, `table "outbox" does not exist in database \S+, nor does any other outbox table `+
+		`\(neither --table nor \$OUTBOXCTL_TABLE given, so the default "outbox"\): outboxctl migrate creates it`, r.stderr)
 }

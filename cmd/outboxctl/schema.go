@@ -13,7 +13,8 @@ import (
 // for golang-migrate, goose or atlas users, or a DBA.
 func runSchema(c *cli, args []string) int {
 	fs := c.baseFlags("[--table T] [--from VERSION] [--to VERSION] [--inbox]")
-	fs.StringVar(&c.table, "table", mysql.DefaultTable, "outbox table name (with --inbox: the inbox table's, default "+inboxmysql.DefaultTable+")")
+	fs.StringVar(&c.table, "table", "", fmt.Sprintf("outbox table name (default $%s, then %q; with --inbox: the inbox table's, default %q)",
+		tableEnv, defaultTable, inboxmysql.DefaultTable))
 	from := fs.Int("from", 0, "the schema version the tables are at (0: none, print the CREATE statements)")
 	to := fs.Int("to", mysql.SchemaVersion, "the schema version to reach")
 	inbox := fs.Bool("inbox", false, "print the schema of a consumer's inbox table (inbox/mysql) instead, at its current version")
@@ -45,7 +46,7 @@ func printInboxSchema(c *cli, fs *flag.FlagSet) int {
 	if set["from"] || set["to"] {
 		return c.usageError("--inbox takes no --from or --to: the inbox table has one schema version, %d", inboxmysql.SchemaVersion)
 	}
-	if !set["table"] {
+	if c.tableFrom != tableFromFlag { // $OUTBOXCTL_TABLE names an outbox table
 		c.table = inboxmysql.DefaultTable
 	}
 	sqlText, err := inboxmysql.SchemaSQL(c.table)
@@ -78,6 +79,10 @@ func runMigrate(c *cli, args []string) int {
 	st, err := call(c, ms.SchemaStatus)
 	if err != nil {
 		return c.fail(exitFailed, err)
+	}
+	if others := c.outboxesBeside(); st.Version == 0 && c.tableFrom == tableFromDefault && len(others) > 0 {
+		c.warn(fmt.Errorf("%s: this makes a new table %q beside the outbox tables here, %s (pass --table to upgrade one of them)",
+			c.tableSource(), c.table, nameList(others)))
 	}
 	if len(st.Pending) == 0 {
 		if c.json {
