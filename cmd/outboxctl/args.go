@@ -1,11 +1,14 @@
 package main
 
 import (
+	"context"
 	"flag"
 	"fmt"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/outboxrelay/outboxrelay/internal/dsnsafe"
 )
@@ -69,4 +72,66 @@ func argText(a string) string {
 		return "a DSN (" + dsnsafe.Target(cfg) + "; pass it with --dsn)"
 	}
 	return `an argument with "@" (not shown: it may be a DSN, with a password)`
+}
+
+// extraArgs reports positional arguments a command does not take, as
+// "stats takes no arguments, got "orders_outbox"": what the command
+// takes, and what it got. When one of them names a table (lookup says
+// which, if any), it says that --table was meant.
+func (c *cli) extraArgs(takes string, got []string, lookup func([]string) string) int {
+	quoted := make([]string, len(got))
+	for i, a := range got {
+		quoted[i] = argText(a)
+	}
+	msg := fmt.Sprintf("%s, got %s", takes, strings.Join(quoted, ", "))
+	if lookup != nil {
+		if t := lookup(got); t != "" {
+			msg += fmt.Sprintf(" (to use table %s, pass --table %s)", t, t)
+		}
+	}
+	return c.usageError("%s", msg)
+}
+
+// hintTimeout bounds the lookup behind a hint in a usage error: the
+// mistake is reported even if the database is slow to answer.
+const hintTimeout = 5 * time.Second
+
+// tableInDB is an extraArgs lookup for commands that read the database:
+// the first of args that is a table there. "" when none is, or the
+// database cannot be reached (the usage error stands without a hint).
+func (c *cli) tableInDB(args []string) string {
+	if !slices.ContainsFunc(args, func(a string) bool { return a != "" && !strings.Contains(a, "@") }) {
+		return ""
+	}
+	timeout := c.timeout
+	c.timeout = min(c.timeout, hintTimeout)
+	defer func() { c.timeout = timeout }()
+	if c.db == nil {
+		if _, err := c.dial(); err != nil {
+			return ""
+		}
+		defer c.close()
+	}
+	l, err := call(c, func(ctx context.Context) (tableList, error) { return listTables(ctx, c.db) })
+	if err != nil {
+		return ""
+	}
+	for _, a := range args {
+		if slices.Contains(l.all, a) {
+			return a
+		}
+	}
+	return ""
+}
+
+// givenFlags lists the flags of fs that the command line set, among
+// names, as "--name" each.
+func givenFlags(fs *flag.FlagSet, names ...string) []string {
+	var given []string
+	fs.Visit(func(f *flag.Flag) {
+		if slices.Contains(names, f.Name) {
+			given = append(given, "--"+f.Name)
+		}
+	})
+	return given
 }

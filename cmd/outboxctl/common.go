@@ -108,7 +108,7 @@ func (c *cli) connectState() (st state, where string, code int, ok bool) {
 	cs, err := c.store.ConsumerQueue(c.consumer)
 	if err != nil {
 		c.close()
-		return nil, "", c.usageError("%v", err), false
+		return nil, "", c.usageError("--consumer: %v", err), false
 	}
 	return cs, fmt.Sprintf("%s (consumer %s)", c.table, c.consumer), exitOK, true
 }

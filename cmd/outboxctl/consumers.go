@@ -41,14 +41,22 @@ func (c *cli) consumersArgs(from string) (verb, name string, start backend.Start
 	if len(c.args) > 0 {
 		verb = c.args[0]
 	}
+	changes := verb == "add" || verb == "remove"
 	switch {
 	case verb == "list" && len(c.args) <= 1:
-	case (verb == "add" || verb == "remove") && len(c.args) == 2:
+	case verb == "list":
+		return "", "", 0, c.extraArgs("consumers list takes no arguments", c.args[1:], c.tableInDB)
+	case changes && len(c.args) == 2:
 		name = c.args[1]
-	case verb == "add" || verb == "remove":
-		return "", "", 0, c.usageError("%s takes one consumer name", verb)
+	case changes && len(c.args) == 1:
+		return "", "", 0, c.usageError("consumers %s takes a consumer name: outboxctl consumers %s NAME", verb, verb)
+	case changes:
+		return "", "", 0, c.extraArgs(fmt.Sprintf("consumers %s takes one consumer name", verb), c.args[1:], c.tableInDB)
 	default:
-		return "", "", 0, c.usageError("want list, add NAME or remove NAME, got %q", c.args)
+		if s := didYouMean(verb, "", []string{"list", "add", "remove"}); s != "" {
+			return "", "", 0, c.usageError("consumers takes list, add NAME or remove NAME, got %s%s", argText(verb), s)
+		}
+		return "", "", 0, c.extraArgs("consumers takes list, add NAME or remove NAME", c.args[:1], c.tableInDB)
 	}
 	switch from {
 	case "now":
@@ -63,7 +71,7 @@ func (c *cli) consumersArgs(from string) (verb, name string, start backend.Start
 		return "", "", 0, c.usageError("--from %q: must be now or beginning", from)
 	}
 	if verb != "add" && from != "" {
-		return "", "", 0, c.usageError("--from is for add only")
+		return "", "", 0, c.usageError("--from %q: only consumers add takes it, not consumers %s", safe(from, false), verb)
 	}
 	return verb, name, start, exitOK
 }

@@ -148,7 +148,7 @@ func runHelp(c *cli, args []string) int {
 		usage(c.out)
 		return exitOK
 	case len(names) > 1:
-		return c.usageError("help takes one command name, got %d", len(names))
+		return c.extraArgs("help takes one command name", names, nil)
 	}
 	cmd, ok := commands[names[0]]
 	if !ok {

@@ -249,7 +249,7 @@ func TestBadUsageAndMissingTable(t *testing.T) {
 		{[]string{"purge", "--table", "room_outbox"}, f.env, 2, "--older-than is required"},
 		{[]string{"purge", "--table", "room_outbox", "--older-than", "soon"}, f.env, 2, `--older-than "soon": not a duration`},
 		{[]string{"requeue", "--table", "room_outbox", "a", "b"}, f.env, 2, "at most one event ID"},
-		{[]string{"show", "--table", "room_outbox"}, f.env, 2, "want one event ID"},
+		{[]string{"show", "--table", "room_outbox"}, f.env, 2, "show takes an event ID"},
 		{[]string{"stats", "--table", "bad-name"}, f.env, 2, `Table "bad-name"`},
 		{[]string{"stats"}, []string{"OUTBOXCTL_DSN=", "MYSQL_DSN="}, 2, "no database"},
 		{[]string{"stats", "--table", "no_such_table"}, f.env, 1, `table "no_such_table" does not exist`},

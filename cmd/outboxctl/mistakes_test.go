@@ -199,3 +199,73 @@ func TestForgottenTableListsTheOutboxTables(t *testing.T) {
 	require.Regexp(t, `table "outbox" does not exist in database \S+, nor does any other outbox table `+
 		`\(neither --table nor \$OUTBOXCTL_TABLE given, so the default "outbox"\): outboxctl migrate creates it`, r.stderr)
 }
+
+// TestArgumentWhereNoneIsTaken: "outboxctl list orders_outbox" said
+// "--after must not be negative" though no --after was given. An
+// argument where none is taken says so, and suggests --table when it
+// names a table.
+func TestArgumentWhereNoneIsTaken(t *testing.T) {
+	f := newFixture(t)
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"list", "room_outbox"}, `list takes no arguments, got "room_outbox" (to use table room_outbox, pass --table room_outbox)`},
+		{[]string{"stats", "room_outbox"}, `stats takes no arguments, got "room_outbox" (to use table room_outbox, pass --table room_outbox)`},
+		{[]string{"purge", "room_outbox", "--older-than", "30d"}, `purge takes no arguments, got "room_outbox" (to use table room_outbox, pass --table room_outbox)`},
+		{[]string{"show", "room_outbox", "p-1"}, `show takes one event ID, got "room_outbox", "p-1" (to use table room_outbox, pass --table room_outbox)`},
+		{[]string{"requeue", "room_outbox", "d-1"}, `requeue takes at most one event ID, got "room_outbox", "d-1" (to use table room_outbox, pass --table room_outbox)`},
+		{[]string{"consumers", "room_outbox"}, `consumers takes list, add NAME or remove NAME, got "room_outbox" (to use table room_outbox, pass --table room_outbox)`},
+		{[]string{"migrate", "room_outbox"}, `migrate takes no arguments, got "room_outbox" (to use table room_outbox, pass --table room_outbox)`},
+		{[]string{"schema", "orders_outbox"}, `schema takes no arguments, got "orders_outbox" (to use table orders_outbox, pass --table orders_outbox)`},
+		// Not a table here: no suggestion.
+		{[]string{"list", "nope"}, `list takes no arguments, got "nope"`},
+		{[]string{"list", "--table", "room_outbox", "nope", "--status", "dead"}, `list takes no arguments, got "nope"`},
+		{[]string{"version", "room_outbox"}, `version takes no arguments, got "room_outbox"`},
+	} {
+		r := ctl(t, f.env, tc.args...)
+		requireOneLine(t, r, tc.args)
+		require.Contains(t, r.stderr, tc.want, tc.args)
+		if !strings.Contains(tc.want, "pass --table") {
+			require.NotContains(t, r.stderr, "pass --table", tc.args)
+		}
+		require.NotContains(t, r.stderr, "--after", tc.args)
+	}
+	// Without a database to look in, the error stands without a hint.
+	r := ctl(t, []string{"OUTBOXCTL_DSN=", "MYSQL_DSN="}, "list", "room_outbox")
+	requireOneLine(t, r, []string{"list", "room_outbox"})
+	require.Contains(t, r.stderr, `list takes no arguments, got "room_outbox"`)
+}
+
+// TestValidationErrorsNameTheFlagAndValue: every validation error names
+// the flag (or argument) at fault and its value, not a list of rules
+// of which one was broken.
+func TestValidationErrorsNameTheFlagAndValue(t *testing.T) {
+	f := newFixture(t)
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"list", "--after", "-1"}, "--after -1: must not be negative"},
+		{[]string{"list", "--status", "ded"}, `--status "ded": must be pending, published or dead; did you mean dead?`},
+		{[]string{"list", "--limit", "5000"}, "--limit 5000: must be 1 to 1000"},
+		{[]string{"requeue", "--all", "--batch", "0"}, "--batch 0: must be 1 to 10000"},
+		{[]string{"requeue", "--all", "--limit", "-2"}, "--limit -2: must not be negative"},
+		{[]string{"requeue", "d-1", "--type", "T", "--all"}, `give an event ID or a filter, not both: got "d-1" and --all, --type`},
+		{[]string{"purge"}, "--older-than is required"},
+		{[]string{"purge", "--older-than", "0"}, "--older-than 0s: must be more than 0"},
+		{[]string{"show"}, "show takes an event ID: outboxctl show EVENT_ID"},
+		{[]string{"show", "p-1", "--consumer", "bad name"}, `--consumer: mysql store: consumer name "bad name"`},
+		{[]string{"consumers", "ad", "x"}, `consumers takes list, add NAME or remove NAME, got "ad"; did you mean add?`},
+		{[]string{"consumers", "add"}, "consumers add takes a consumer name"},
+		{[]string{"consumers", "remove", "a", "b"}, `consumers remove takes one consumer name, got "a", "b"`},
+		{[]string{"consumers", "list", "--from", "now"}, `--from "now": only consumers add takes it, not consumers list`},
+		{[]string{"schema", "--from", "5", "--to", "3"}, "--from 5: must be 0 (no tables yet) to 3 (--to)"},
+		{[]string{"schema", "--to", "99"}, "--to 99: this build knows schema versions 1 to"},
+		{[]string{"help", "stats", "list"}, `help takes one command name, got "stats", "list"`},
+	} {
+		r := ctl(t, f.env, append(tc.args, "--table", "room_outbox")...)
+		requireOneLine(t, r, tc.args)
+		require.Contains(t, r.stderr, tc.want, tc.args)
+	}
+}

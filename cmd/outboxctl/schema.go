@@ -21,21 +21,36 @@ func runSchema(c *cli, args []string) int {
 	if code, ok := c.parse(fs, args); !ok {
 		return code
 	}
-	if len(c.args) > 0 {
-		return c.usageError("schema takes no arguments")
-	}
-	if *inbox {
+	switch {
+	case len(c.args) > 0:
+		return c.extraArgs("schema takes no arguments", c.args, schemaTable)
+	case *inbox:
 		return printInboxSchema(c, fs)
+	case *to < 1 || *to > mysql.SchemaVersion:
+		return c.usageError("--to %d: this build knows schema versions 1 to %d", *to, mysql.SchemaVersion)
+	case *from < 0 || *from > *to:
+		return c.usageError("--from %d: must be 0 (no tables yet) to %d (--to)", *from, *to)
 	}
 	sqlText, err := mysql.SchemaSQL(c.table, *from, *to)
 	if err != nil {
-		return c.usageError("%v", err)
+		return c.usageError("%s: %v", c.tableSource(), err)
 	}
 	if c.json {
 		return c.printJSON(map[string]any{"table": c.table, "from": *from, "to": *to, "sql": sqlText})
 	}
 	fmt.Fprintln(c.out, sqlText)
 	return exitOK
+}
+
+// schemaTable is schema's extraArgs lookup: the first of args that is a
+// valid outbox table name (schema reads no database).
+func schemaTable(args []string) string {
+	for _, a := range args {
+		if _, err := mysql.SchemaSQL(a, 0, mysql.SchemaVersion); err == nil {
+			return a
+		}
+	}
+	return ""
 }
 
 // printInboxSchema prints inbox/mysql's SchemaSQL for --table (by
@@ -51,7 +66,7 @@ func printInboxSchema(c *cli, fs *flag.FlagSet) int {
 	}
 	sqlText, err := inboxmysql.SchemaSQL(c.table)
 	if err != nil {
-		return c.usageError("%v", err)
+		return c.usageError("--table: %v", err)
 	}
 	if c.json {
 		return c.printJSON(map[string]any{"table": c.table, "inbox": true, "to": inboxmysql.SchemaVersion, "sql": sqlText})
@@ -69,7 +84,7 @@ func runMigrate(c *cli, args []string) int {
 		return code
 	}
 	if len(c.args) > 0 {
-		return c.usageError("migrate takes no arguments")
+		return c.extraArgs("migrate takes no arguments", c.args, c.tableInDB)
 	}
 	if code, ok := c.open(); !ok {
 		return code

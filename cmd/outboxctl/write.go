@@ -5,6 +5,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/outboxrelay/outboxrelay/outbox"
@@ -57,14 +58,17 @@ func runRequeue(c *cli, args []string) int {
 	}
 	filtered := f != backend.DeadFilter{}
 	switch {
+	case *batch < 1 || *batch > backend.MaxRequeueBatch:
+		return c.usageError("--batch %d: must be 1 to %d", *batch, backend.MaxRequeueBatch)
+	case *limit < 0:
+		return c.usageError("--limit %d: must not be negative (0, the default, requeues every match)", *limit)
 	case len(c.args) > 1:
-		return c.usageError("want at most one event ID")
+		return c.extraArgs("requeue takes at most one event ID", c.args, c.tableInDB)
 	case len(c.args) == 1 && (filtered || *all):
-		return c.usageError("give an event ID or a filter, not both")
+		return c.usageError("give an event ID or a filter, not both: got %s and %s", argText(c.args[0]),
+			strings.Join(givenFlags(fs, "type", "key", "older-than", "error-contains", "all"), ", "))
 	case len(c.args) == 0 && !filtered && !*all:
 		return c.usageError("give an event ID, a filter, or --all to requeue every dead letter")
-	case *batch < 1 || *batch > backend.MaxRequeueBatch || *limit < 0 || f.OlderThan < 0:
-		return c.usageError("--batch must be 1 to %d, and --limit and --older-than not negative", backend.MaxRequeueBatch)
 	}
 	st, where, code, ok := c.connectState()
 	if !ok {
@@ -151,9 +155,11 @@ func runPurge(c *cli, args []string) int {
 	}
 	switch {
 	case len(c.args) > 0:
-		return c.usageError("purge takes no arguments")
-	case olderThan <= 0:
-		return c.usageError("--older-than is required and must be positive, e.g. --older-than 720h")
+		return c.extraArgs("purge takes no arguments", c.args, c.tableInDB)
+	case len(givenFlags(fs, "older-than")) == 0:
+		return c.usageError("--older-than is required: how long ago a record must have been published to be deleted, e.g. --older-than 30d")
+	case olderThan == 0:
+		return c.usageError("--older-than %v: must be more than 0", olderThan)
 	case *batch < 1 || *batch > outbox.MaxBatchSize:
 		return c.usageError("--batch %d: must be 1 to %d", *batch, outbox.MaxBatchSize)
 	}
