@@ -68,7 +68,7 @@ func (c *cli) consumersArgs(from string) (verb, name string, start backend.Start
 			return "", "", 0, c.usageError("add needs --from now or --from beginning")
 		}
 	default:
-		return "", "", 0, c.usageError("--from %q: must be now or beginning", from)
+		return "", "", 0, c.usageError("--from %q: must be now or beginning%s", safe(from, false), didYouMean(from, "", []string{"now", "beginning"}))
 	}
 	if verb != "add" && from != "" {
 		return "", "", 0, c.usageError("--from %q: only consumers add takes it, not consumers %s", safe(from, false), verb)
@@ -148,8 +148,12 @@ func (c *cli) removeConsumer(name string, cf confirm) int {
 	if err != nil {
 		return c.fail(exitFailed, err)
 	}
-	if !slices.ContainsFunc(infos, func(i backend.ConsumerInfo) bool { return i.Name == name }) {
-		return c.fail(exitNotFound, fmt.Errorf("no consumer %q of %s", name, c.table))
+	names := make([]string, len(infos))
+	for i, info := range infos {
+		names[i] = info.Name
+	}
+	if !slices.Contains(names, name) {
+		return c.fail(exitNotFound, fmt.Errorf("no consumer %q of %s%s", name, c.table, didYouMean(name, "", names)))
 	}
 	st, err := call(c, cs.Stats)
 	switch {

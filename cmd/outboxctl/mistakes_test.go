@@ -9,6 +9,7 @@ import (
 
 	inboxmysql "github.com/outboxrelay/outboxrelay/inbox/mysql"
 	"github.com/outboxrelay/outboxrelay/internal/testutil"
+	"github.com/outboxrelay/outboxrelay/outbox/backend"
 	"github.com/outboxrelay/outboxrelay/store/mysql"
 )
 
@@ -260,6 +261,7 @@ func TestValidationErrorsNameTheFlagAndValue(t *testing.T) {
 		{[]string{"consumers", "add"}, "consumers add takes a consumer name"},
 		{[]string{"consumers", "remove", "a", "b"}, `consumers remove takes one consumer name, got "a", "b"`},
 		{[]string{"consumers", "list", "--from", "now"}, `--from "now": only consumers add takes it, not consumers list`},
+		{[]string{"consumers", "add", "x", "--from", "begining"}, `--from "begining": must be now or beginning; did you mean beginning?`},
 		{[]string{"schema", "--from", "5", "--to", "3"}, "--from 5: must be 0 (no tables yet) to 3 (--to)"},
 		{[]string{"schema", "--to", "99"}, "--to 99: this build knows schema versions 1 to"},
 		{[]string{"help", "stats", "list"}, `help takes one command name, got "stats", "list"`},
@@ -268,4 +270,10 @@ func TestValidationErrorsNameTheFlagAndValue(t *testing.T) {
 		requireOneLine(t, r, tc.args)
 		require.Contains(t, r.stderr, tc.want, tc.args)
 	}
+
+	// A consumer that is not there: the nearest that is.
+	require.NoError(t, f.store.AddConsumer(context.Background(), "activity", backend.StartNow))
+	r := ctl(t, f.env, "consumers", "remove", "activty", "--table", "room_outbox")
+	require.Equal(t, exitNotFound, r.code, r.stderr)
+	require.Contains(t, r.stderr, `no consumer "activty" of room_outbox; did you mean activity?`)
 }
