@@ -29,6 +29,7 @@ func requireOneLine(t *testing.T, r result, args []string) {
 // error". Every duration flag takes days and weeks; a bad duration names
 // the flag, the value and what is wrong with it.
 func TestDurationsTakeDaysAndWeeks(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	tbl := []string{"--table", "room_outbox"}
 	// old-1 and old-2 were published 40 days ago, new-1 just now.
@@ -64,6 +65,7 @@ func TestDurationsTakeDaysAndWeeks(t *testing.T) {
 // after the error, with no suggestion. Now one line: the flag, the
 // nearest one when it is close, and where the usage is.
 func TestMistypedFlagSuggestsTheNearest(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	for _, tc := range []struct {
 		args       []string
@@ -76,6 +78,7 @@ func TestMistypedFlagSuggestsTheNearest(t *testing.T) {
 		{[]string{"purge", "--dryrun"}, "unknown flag --dryrun; did you mean --dry-run?", "run outboxctl help purge"},
 		{[]string{"list", "--limit", "x"}, `--limit "x": not a whole number`, "run outboxctl help list"},
 		{[]string{"list", "--table"}, "--table needs a value", "run outboxctl help list"},
+		{[]string{"purge", "--yes=maybe"}, `--yes "maybe": must be true or false`, "run outboxctl help purge"},
 	} {
 		r := ctl(t, f.env, tc.args...)
 		requireOneLine(t, r, tc.args)
@@ -98,6 +101,7 @@ func TestMistypedFlagSuggestsTheNearest(t *testing.T) {
 // TestUnknownCommandSuggestsTheNearest: one line, the nearest command
 // when it is close; the usage only when asked for.
 func TestUnknownCommandSuggestsTheNearest(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		args []string
 		want string
@@ -129,6 +133,7 @@ func TestUnknownCommandSuggestsTheNearest(t *testing.T) {
 // error lists the outbox tables that do exist (not their companions, an
 // inbox or other tables).
 func TestForgottenTableListsTheOutboxTables(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	ctx := context.Background()
 	orders, err := mysql.New(f.db.DB, mysql.Options{Table: "orders_outbox"})
@@ -206,6 +211,7 @@ func TestForgottenTableListsTheOutboxTables(t *testing.T) {
 // argument where none is taken says so, and suggests --table when it
 // names a table.
 func TestArgumentWhereNoneIsTaken(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	for _, tc := range []struct {
 		args []string
@@ -242,6 +248,7 @@ func TestArgumentWhereNoneIsTaken(t *testing.T) {
 // the flag (or argument) at fault and its value, not a list of rules
 // of which one was broken.
 func TestValidationErrorsNameTheFlagAndValue(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t)
 	for _, tc := range []struct {
 		args []string
@@ -271,9 +278,14 @@ func TestValidationErrorsNameTheFlagAndValue(t *testing.T) {
 		require.Contains(t, r.stderr, tc.want, tc.args)
 	}
 
+	// A DSN from the environment is named as such.
+	r := ctl(t, []string{"OUTBOXCTL_DSN=root@tcp(127.0.0.1:1)/"}, "stats")
+	requireOneLine(t, r, []string{"stats"})
+	require.Contains(t, r.stderr, "--dsn root@tcp(127.0.0.1:1)/ names no database (from $OUTBOXCTL_DSN: --dsn not given)")
+
 	// A consumer that is not there: the nearest that is.
 	require.NoError(t, f.store.AddConsumer(context.Background(), "activity", backend.StartNow))
-	r := ctl(t, f.env, "consumers", "remove", "activty", "--table", "room_outbox")
+	r = ctl(t, f.env, "consumers", "remove", "activty", "--table", "room_outbox")
 	require.Equal(t, exitNotFound, r.code, r.stderr)
 	require.Contains(t, r.stderr, `no consumer "activty" of room_outbox; did you mean activity?`)
 }
