@@ -28,6 +28,14 @@ type cli struct {
 	usageLine   string
 	out, errOut io.Writer
 	dsn, table  string
+	// dsnFrom names the environment variable the DSN came from; empty
+	// when --dsn gave it.
+	dsnFrom string
+	// tableFrom is where the table's name came from: tableFromFlag,
+	// tableFromEnv or tableFromDefault.
+	tableFrom string
+	// dbName is the DSN's database, once open.
+	dbName string
 	// timeout bounds each database operation (--timeout).
 	timeout time.Duration
 	// consumer is the named consumer a command looks at (--consumer);
@@ -62,8 +70,9 @@ func (c *cli) flags(usage string) *flag.FlagSet {
 	// The default is named, not shown: -h and a mistyped flag print a
 	// flag's default, and a DSN holds a password. connect reads it.
 	fs.StringVar(&c.dsn, "dsn", "", "MySQL DSN of the outbox's database (default $OUTBOXCTL_DSN, then $MYSQL_DSN)")
-	fs.StringVar(&c.table, "table", defaultTable, "outbox table name")
-	fs.DurationVar(&c.timeout, "timeout", defaultTimeout, "the most each database operation may take, connecting included (exit 6 when exceeded)")
+	// Empty: resolveTable fills it in from $OUTBOXCTL_TABLE or the default.
+	fs.StringVar(&c.table, "table", "", fmt.Sprintf("outbox table name (default $%s, then %q)", tableEnv, defaultTable))
+	durationFlag(fs, &c.timeout, "timeout", defaultTimeout, "the most each database operation may take, connecting included (exit 6 when exceeded): a `duration`, "+durationHelp)
 	return fs
 }
 
@@ -99,14 +108,15 @@ func (c *cli) connectState() (st state, where string, code int, ok bool) {
 	cs, err := c.store.ConsumerQueue(c.consumer)
 	if err != nil {
 		c.close()
-		return nil, "", c.usageError("%v", err), false
+		return nil, "", c.usageError("--consumer: %v", err), false
 	}
 	return cs, fmt.Sprintf("%s (consumer %s)", c.table, c.consumer), exitOK, true
 }
 
 // parse parses args, flags before or after the positional arguments
 // (operators write "show ID --json"); the positional ones are left in
-// c.args. A usage problem returns (exitUsage, false); -h prints the
+// c.args. A usage problem is reported in one line, naming the flag and
+// the value at fault, and returns (exitUsage, false); -h prints the
 // usage on stdout and returns (exitOK, false).
 func (c *cli) parse(fs *flag.FlagSet, args []string) (int, bool) {
 	for {
@@ -115,15 +125,11 @@ func (c *cli) parse(fs *flag.FlagSet, args []string) (int, bool) {
 				c.printUsage(c.out, fs)
 				return exitOK, false
 			}
-			if c.json {
-				return c.usageError("%v (run outboxctl help %s)", err, c.name), false
-			}
-			fmt.Fprintf(c.errOut, "outboxctl %s: %v\n", c.name, err)
-			c.printUsage(c.errOut, fs)
-			return exitUsage, false
+			// One line, not the usage: it buries the error (-h asks for it).
+			return c.usageError("%s (run outboxctl help %s)", flagError(fs, err), c.name), false
 		}
 		if fs.NArg() == 0 {
-			return exitOK, true
+			return c.resolveTable(fs)
 		}
 		c.args = append(c.args, fs.Arg(0))
 		args = fs.Args()[1:]
@@ -186,7 +192,11 @@ type jsonError struct {
 func (c *cli) errorf(code int, format string, args ...any) int {
 	msg := fmt.Sprintf(format, args...)
 	if !c.json {
-		fmt.Fprintf(c.errOut, "outboxctl %s: %s\n", c.name, msg)
+		prefix := "outboxctl"
+		if c.name != "" {
+			prefix += " " + c.name
+		}
+		fmt.Fprintf(c.errOut, "%s: %s\n", prefix, msg)
 		return code
 	}
 	_ = json.NewEncoder(c.errOut).Encode(map[string]jsonError{"error": {Code: exitName(code), ExitCode: code, Message: msg}})
@@ -239,7 +249,7 @@ func (c *cli) connect() (int, bool) {
 		return code, false
 	}
 	if err := call0(c, c.store.Verify); err != nil {
-		return c.fail(exitFailed, err), false
+		return c.fail(exitFailed, c.explainVerify(err)), false
 	}
 	return exitOK, true
 }
@@ -247,42 +257,61 @@ func (c *cli) connect() (int, bool) {
 // open opens the database and makes the store, without checking the
 // table (migrate makes or upgrades it).
 func (c *cli) open() (int, bool) {
+	if code, err := c.dial(); err != nil {
+		return c.errorf(code, "%v", err), false
+	}
+	var err error
+	if c.store, err = openStore(c.db, c.table); err != nil {
+		if strings.Contains(c.table, "@") { // the store's error would quote it
+			return c.usageError("%s %s: not a table name", c.tableFrom, argText(c.table)), false
+		}
+		return c.usageError("%s: %v", c.tableSource(), err), false
+	}
+	return exitOK, true
+}
+
+// dial opens the DSN's database and checks that it answers. Its errors
+// name the DSN's user, address and database, never its password (the
+// driver's own parse errors can quote it), and the environment variable
+// it came from; the code is the exit code they call for.
+func (c *cli) dial() (int, error) {
 	if c.timeout <= 0 {
-		return c.usageError("--timeout %v: must be positive", c.timeout), false
+		return exitUsage, fmt.Errorf("--timeout %v: must be positive", c.timeout)
 	}
 	if c.dsn == "" {
-		c.dsn = dsnFromEnv()
+		c.dsn, c.dsnFrom = dsnFromEnv()
 	}
 	if c.dsn == "" {
-		return c.usageError("no database: pass --dsn or set OUTBOXCTL_DSN"), false
+		return exitUsage, errors.New("no database: pass --dsn or set OUTBOXCTL_DSN")
 	}
-	// Errors name the DSN's user, address and database, never its
-	// password; the driver's own parse errors can quote it.
+	from := ""
+	if c.dsnFrom != "" {
+		from = fmt.Sprintf(" (from $%s: --dsn not given)", c.dsnFrom)
+	}
 	cfg, err := dsnsafe.Parse(c.dsn)
 	if err != nil {
-		return c.usageError("--dsn: %v", err), false
+		return exitUsage, fmt.Errorf("--dsn: %v%s", err, from)
 	}
 	target := dsnsafe.Target(cfg)
 	if cfg.DBName == "" {
-		return c.usageError("--dsn %s names no database", target), false
+		return exitUsage, fmt.Errorf("--dsn %s names no database%s", target, from)
 	}
 	connector, err := mysqldrv.NewConnector(cfg)
 	if err != nil {
-		return c.fail(exitFailed, fmt.Errorf("--dsn %s: %w", target, dsnsafe.Err(err, cfg.Passwd))), false
+		return exitFailed, fmt.Errorf("--dsn %s%s: %v", target, from, dsnsafe.Err(err, cfg.Passwd))
 	}
-	c.db = sql.OpenDB(connector)
-	c.db.SetMaxOpenConns(2)
-	if err := call0(c, c.db.PingContext); err != nil {
+	db := sql.OpenDB(connector)
+	db.SetMaxOpenConns(2)
+	if err := call0(c, db.PingContext); err != nil {
+		_ = db.Close()
 		code := exitFailed
 		if te := (*timeoutError)(nil); errors.As(err, &te) {
 			code = exitTimeout // the redaction below hides the type
 		}
-		return c.errorf(code, "cannot reach %s: %v", target, dsnsafe.Err(err, cfg.Passwd)), false
+		return code, fmt.Errorf("cannot reach %s: %v", target, dsnsafe.Err(err, cfg.Passwd))
 	}
-	if c.store, err = openStore(c.db, c.table); err != nil {
-		return c.usageError("%v", err), false
-	}
-	return exitOK, true
+	c.db, c.dbName = db, cfg.DBName
+	return exitOK, nil
 }
 
 func (c *cli) close() {
@@ -326,12 +355,12 @@ func age(d time.Duration) string {
 // are ever printed: a DSN holds a password.
 var dsnEnv = []string{"OUTBOXCTL_DSN", "MYSQL_DSN"}
 
-// dsnFromEnv is the first of dsnEnv that is set.
-func dsnFromEnv() string {
+// dsnFromEnv is the first of dsnEnv that is set, and its name.
+func dsnFromEnv() (dsn, name string) {
 	for _, n := range dsnEnv {
 		if v := os.Getenv(n); v != "" {
-			return v
+			return v, n
 		}
 	}
-	return ""
+	return "", ""
 }

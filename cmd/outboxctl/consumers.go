@@ -41,14 +41,22 @@ func (c *cli) consumersArgs(from string) (verb, name string, start backend.Start
 	if len(c.args) > 0 {
 		verb = c.args[0]
 	}
+	changes := verb == "add" || verb == "remove"
 	switch {
 	case verb == "list" && len(c.args) <= 1:
-	case (verb == "add" || verb == "remove") && len(c.args) == 2:
+	case verb == "list":
+		return "", "", 0, c.extraArgs("consumers list takes no arguments", c.args[1:], c.tableInDB)
+	case changes && len(c.args) == 2:
 		name = c.args[1]
-	case verb == "add" || verb == "remove":
-		return "", "", 0, c.usageError("%s takes one consumer name", verb)
+	case changes && len(c.args) == 1:
+		return "", "", 0, c.usageError("consumers %s takes a consumer name: outboxctl consumers %s NAME", verb, verb)
+	case changes:
+		return "", "", 0, c.extraArgs(fmt.Sprintf("consumers %s takes one consumer name", verb), c.args[1:], c.tableInDB)
 	default:
-		return "", "", 0, c.usageError("want list, add NAME or remove NAME, got %q", c.args)
+		if s := didYouMean(verb, "", []string{"list", "add", "remove"}); s != "" {
+			return "", "", 0, c.usageError("consumers takes list, add NAME or remove NAME, got %s%s", argText(verb), s)
+		}
+		return "", "", 0, c.extraArgs("consumers takes list, add NAME or remove NAME", c.args[:1], c.tableInDB)
 	}
 	switch from {
 	case "now":
@@ -60,10 +68,10 @@ func (c *cli) consumersArgs(from string) (verb, name string, start backend.Start
 			return "", "", 0, c.usageError("add needs --from now or --from beginning")
 		}
 	default:
-		return "", "", 0, c.usageError("--from %q: must be now or beginning", from)
+		return "", "", 0, c.usageError("--from %q: must be now or beginning%s", safe(from, false), didYouMean(from, "", []string{"now", "beginning"}))
 	}
 	if verb != "add" && from != "" {
-		return "", "", 0, c.usageError("--from is for add only")
+		return "", "", 0, c.usageError("--from %q: only consumers add takes it, not consumers %s", safe(from, false), verb)
 	}
 	return verb, name, start, exitOK
 }
@@ -140,8 +148,12 @@ func (c *cli) removeConsumer(name string, cf confirm) int {
 	if err != nil {
 		return c.fail(exitFailed, err)
 	}
-	if !slices.ContainsFunc(infos, func(i backend.ConsumerInfo) bool { return i.Name == name }) {
-		return c.fail(exitNotFound, fmt.Errorf("no consumer %q of %s", name, c.table))
+	names := make([]string, len(infos))
+	for i, info := range infos {
+		names[i] = info.Name
+	}
+	if !slices.Contains(names, name) {
+		return c.fail(exitNotFound, fmt.Errorf("no consumer %q of %s%s", name, c.table, didYouMean(name, "", names)))
 	}
 	st, err := call(c, cs.Stats)
 	switch {

@@ -15,11 +15,18 @@
 //
 // Every command that reads the database takes --dsn (or OUTBOXCTL_DSN,
 // then MYSQL_DSN; usage and errors never show a DSN's password), --table
-// (default "outbox"), --timeout (default 30s: the most any one database
-// operation may take, connecting included) and --json. requeue, purge,
-// consumers add, consumers remove and migrate change data: without --yes they only
-// show what they would do (and exit 3); --dry-run does the same and exits
-// 0.
+// (or OUTBOXCTL_TABLE, then "outbox"; when the table does not exist, the
+// error lists the outbox tables that do), --timeout (default 30s: the
+// most any one database operation may take, connecting included) and
+// --json. Durations take d (24h) and w (7d) besides Go's units: 1d,
+// 2d12h, 1w. requeue, purge, consumers add, consumers remove and migrate
+// change data: without --yes they only show what they would do (and exit
+// 3); --dry-run does the same and exits 0.
+//
+// A mistake is reported in one line that names the flag or argument and
+// the value at fault, with the nearest command, flag or table when one is
+// close; the usage is printed only when asked for (help, -h, --help) or
+// when no command is given.
 //
 // With --json, output is JSON with snake_case keys on stdout, and every
 // error is one JSON object on stderr:
@@ -121,12 +128,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	cmd, ok := commands[args[0]]
 	if !ok {
-		if c.json {
-			return c.usageError("unknown command %q (run outboxctl help)", safe(args[0], false))
-		}
-		fmt.Fprintf(stderr, "outboxctl: unknown command %q\n\n", safe(args[0], false))
-		usage(stderr)
-		return exitUsage
+		return c.usageError("%s", unknownCommand(args))
 	}
 	c.name, c.summary = args[0], cmd.summary
 	return cmd.run(c, args[1:])
@@ -146,14 +148,36 @@ func runHelp(c *cli, args []string) int {
 		usage(c.out)
 		return exitOK
 	case len(names) > 1:
-		return c.usageError("help takes one command name, got %d", len(names))
+		return c.extraArgs("help takes one command name", names, nil)
 	}
 	cmd, ok := commands[names[0]]
 	if !ok {
-		return c.usageError("unknown command %q (run outboxctl help)", safe(names[0], false))
+		return c.usageError("%s", unknownCommand(names))
 	}
 	c.name, c.summary = names[0], cmd.summary
 	return cmd.run(c, []string{"-h"})
+}
+
+// unknownCommand is the error for args, whose first is no command: one
+// line with the nearest command, or, for a flag given before the
+// command, where flags go.
+func unknownCommand(args []string) string {
+	got := args[0]
+	if strings.HasPrefix(got, "-") {
+		// Only the flag's name: its value may be a DSN.
+		flagName, _, _ := strings.Cut(got, "=")
+		for _, a := range args[1:] {
+			if _, ok := commands[a]; ok {
+				return fmt.Sprintf("flags go after the command: outboxctl %s %s … (run outboxctl help %s)", a, safe(flagName, false), a)
+			}
+		}
+		return fmt.Sprintf("unknown command %q: give a command first, flags after it (run outboxctl help for the commands)", safe(flagName, false))
+	}
+	names := []string{"help"}
+	for n := range commands {
+		names = append(names, n)
+	}
+	return fmt.Sprintf("unknown command %s%s (run outboxctl help for the commands)", argText(got), didYouMean(got, "", names))
 }
 
 func usage(w io.Writer) {
@@ -168,8 +192,9 @@ func usage(w io.Writer) {
 		fmt.Fprintf(w, "  %-9s %s\n", n, commands[n].summary)
 	}
 	fmt.Fprintf(w, "  %-9s %s\n", "help", "a command's usage and flags: outboxctl help <command>")
-	fmt.Fprintln(w, "\nflags of every command that reads the database: --dsn (or OUTBOXCTL_DSN, MYSQL_DSN), --table (default outbox),")
+	fmt.Fprintf(w, "\nflags of every command that reads the database: --dsn (or OUTBOXCTL_DSN, MYSQL_DSN), --table (or %s, then %s),\n", tableEnv, defaultTable)
 	fmt.Fprintf(w, "  --timeout (default %v, for each database operation), --json (JSON output; errors as JSON on stderr)\n", defaultTimeout)
+	fmt.Fprintln(w, "durations (--older-than, --timeout): "+durationHelp)
 	fmt.Fprintln(w, "requeue, purge and consumers add/remove change data only with --yes; --dry-run shows what they would do")
 	fmt.Fprintln(w, exitCodesText())
 	fmt.Fprintf(w, "run %q or %q for a command's flags\n", "outboxctl help <command>", "outboxctl <command> -h")

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strconv"
 	"time"
@@ -50,7 +51,7 @@ func runStats(c *cli, args []string) int {
 		return code
 	}
 	if len(c.args) > 0 {
-		return c.usageError("unexpected argument %q", c.args[0])
+		return c.extraArgs("stats takes no arguments", c.args, c.tableInDB)
 	}
 	if code, ok := c.connect(); !ok {
 		return code
@@ -150,16 +151,16 @@ func runList(c *cli, args []string) int {
 	if code, ok := c.parse(fs, args); !ok {
 		return code
 	}
-	switch outbox.Status(*status) {
-	case "", outbox.StatusPending, outbox.StatusPublished, outbox.StatusDead:
-	default:
-		return c.usageError("--status %q: must be pending, published or dead", *status)
-	}
-	if *limit < 1 || *limit > listLimitMax {
+	statuses := []string{string(outbox.StatusPending), string(outbox.StatusPublished), string(outbox.StatusDead)}
+	switch {
+	case len(c.args) > 0:
+		return c.extraArgs("list takes no arguments", c.args, c.tableInDB)
+	case *status != "" && !slices.Contains(statuses, *status):
+		return c.usageError("--status %q: must be pending, published or dead%s", safe(*status, false), didYouMean(*status, "", statuses))
+	case *limit < 1 || *limit > listLimitMax:
 		return c.usageError("--limit %d: must be 1 to %d", *limit, listLimitMax)
-	}
-	if *after < 0 || len(c.args) > 0 {
-		return c.usageError("--after must not be negative, and list takes no arguments")
+	case *after < 0:
+		return c.usageError("--after %d: must not be negative (0, the default, starts at the first record)", *after)
 	}
 	if code, ok := c.connect(); !ok {
 		return code
@@ -204,8 +205,11 @@ func runShow(c *cli, args []string) int {
 	if code, ok := c.parse(fs, args); !ok {
 		return code
 	}
-	if len(c.args) != 1 {
-		return c.usageError("want one event ID, got %d arguments", len(c.args))
+	switch {
+	case len(c.args) == 0:
+		return c.usageError("show takes an event ID: outboxctl show EVENT_ID")
+	case len(c.args) > 1:
+		return c.extraArgs("show takes one event ID", c.args, c.tableInDB)
 	}
 	st, where, code, ok := c.connectState()
 	if !ok {

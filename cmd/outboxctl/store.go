@@ -35,3 +35,39 @@ const defaultTable = mysql.DefaultTable
 func openStore(db *sql.DB, table string) (outboxStore, error) {
 	return mysql.New(db, mysql.Options{Table: table})
 }
+
+// tableList is the tables of a database, for errors that name the right
+// one.
+type tableList struct {
+	// all holds every table's name.
+	all []string
+	// outboxes holds those that look like outbox tables: they have the
+	// event_id, status and payload columns (a consumption table has the
+	// first two, not payload; an inbox table none).
+	outboxes []string
+}
+
+// listTables lists the tables of db's database, sorted.
+func listTables(ctx context.Context, db *sql.DB) (tableList, error) {
+	rows, err := db.QueryContext(ctx, `SELECT TABLE_NAME, SUM(LOWER(COLUMN_NAME) IN ('event_id', 'status', 'payload'))
+		FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = DATABASE() GROUP BY TABLE_NAME ORDER BY TABLE_NAME`)
+	if err != nil {
+		return tableList{}, err
+	}
+	defer rows.Close()
+	var l tableList
+	for rows.Next() {
+		var (
+			name    string
+			outboxy int
+		)
+		if err := rows.Scan(&name, &outboxy); err != nil {
+			return tableList{}, err
+		}
+		l.all = append(l.all, name)
+		if outboxy == 3 {
+			l.outboxes = append(l.outboxes, name)
+		}
+	}
+	return l, rows.Err()
+}

@@ -32,7 +32,7 @@ func runUI(c *cli, args []string) int {
 		return code
 	}
 	if len(c.args) > 0 {
-		return c.usageError("unexpected argument %q", safe(c.args[0], false))
+		return c.extraArgs("ui takes no arguments", c.args, c.tableInDB)
 	}
 	host, _, err := net.SplitHostPort(*addr)
 	if err != nil {

@@ -46,7 +46,7 @@ func runVersion(c *cli, args []string) int {
 		return code
 	}
 	if len(c.args) > 0 {
-		return c.usageError("unexpected argument %q", safe(c.args[0], false))
+		return c.extraArgs("version takes no arguments", c.args, nil)
 	}
 	info, ok := readBuildInfo()
 	if !ok {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/outboxrelay/outboxrelay/outbox"
@@ -45,7 +46,7 @@ func runRequeue(c *cli, args []string) int {
 	var f backend.DeadFilter
 	fs.StringVar(&f.Type, "type", "", "only dead letters of this event type")
 	fs.StringVar(&f.Key, "key", "", "only dead letters with this key")
-	fs.DurationVar(&f.OlderThan, "older-than", 0, "only dead letters created at least this long ago")
+	durationFlag(fs, &f.OlderThan, "older-than", 0, "only dead letters created at least this `duration` ago, "+durationHelp)
 	fs.StringVar(&f.ErrorContains, "error-contains", "", "only dead letters whose last error contains this text")
 	all := fs.Bool("all", false, "every dead letter (needed when no filter is given)")
 	batch := fs.Int("batch", backend.DefaultRequeueBatch, "rows per statement")
@@ -57,14 +58,17 @@ func runRequeue(c *cli, args []string) int {
 	}
 	filtered := f != backend.DeadFilter{}
 	switch {
+	case *batch < 1 || *batch > backend.MaxRequeueBatch:
+		return c.usageError("--batch %d: must be 1 to %d", *batch, backend.MaxRequeueBatch)
+	case *limit < 0:
+		return c.usageError("--limit %d: must not be negative (0, the default, requeues every match)", *limit)
 	case len(c.args) > 1:
-		return c.usageError("want at most one event ID")
+		return c.extraArgs("requeue takes at most one event ID", c.args, c.tableInDB)
 	case len(c.args) == 1 && (filtered || *all):
-		return c.usageError("give an event ID or a filter, not both")
+		return c.usageError("give an event ID or a filter, not both: got %s and %s", argText(c.args[0]),
+			strings.Join(givenFlags(fs, "type", "key", "older-than", "error-contains", "all"), ", "))
 	case len(c.args) == 0 && !filtered && !*all:
 		return c.usageError("give an event ID, a filter, or --all to requeue every dead letter")
-	case *batch < 1 || *batch > backend.MaxRequeueBatch || *limit < 0 || f.OlderThan < 0:
-		return c.usageError("--batch must be 1 to %d, and --limit and --older-than not negative", backend.MaxRequeueBatch)
 	}
 	st, where, code, ok := c.connectState()
 	if !ok {
@@ -142,7 +146,8 @@ func (c *cli) requeueOne(st state, where, id string, cf confirm) int {
 
 func runPurge(c *cli, args []string) int {
 	fs := c.flags("--older-than DURATION [--batch N] [--dry-run] [--yes]")
-	olderThan := fs.Duration("older-than", 0, "delete records published longer ago than this, e.g. 720h (required)")
+	var olderThan time.Duration
+	durationFlag(fs, &olderThan, "older-than", 0, "delete records published longer than this `duration` ago (required), "+durationHelp)
 	batch := fs.Int("batch", outbox.DefaultRetentionBatch, fmt.Sprintf("rows per DELETE, 1 to %d", outbox.MaxBatchSize))
 	cf := addConfirm(fs)
 	if code, ok := c.parse(fs, args); !ok {
@@ -150,9 +155,11 @@ func runPurge(c *cli, args []string) int {
 	}
 	switch {
 	case len(c.args) > 0:
-		return c.usageError("purge takes no arguments")
-	case *olderThan <= 0:
-		return c.usageError("--older-than is required and must be positive, e.g. --older-than 720h")
+		return c.extraArgs("purge takes no arguments", c.args, c.tableInDB)
+	case len(givenFlags(fs, "older-than")) == 0:
+		return c.usageError("--older-than is required: how long ago a record must have been published to be deleted, e.g. --older-than 30d")
+	case olderThan == 0:
+		return c.usageError("--older-than %v: must be more than 0", olderThan)
 	case *batch < 1 || *batch > outbox.MaxBatchSize:
 		return c.usageError("--batch %d: must be 1 to %d", *batch, outbox.MaxBatchSize)
 	}
@@ -160,18 +167,18 @@ func runPurge(c *cli, args []string) int {
 		return code
 	}
 	defer c.close()
-	n, err := call(c, func(ctx context.Context) (int, error) { return c.store.CountPurgeable(ctx, *olderThan) })
+	n, err := call(c, func(ctx context.Context) (int, error) { return c.store.CountPurgeable(ctx, olderThan) })
 	if err != nil {
 		return c.fail(exitFailed, err)
 	}
-	if code, ok := c.proceed(cf, fmt.Sprintf("delete %d records of %s published more than %v ago and finished by every named consumer (pending and dead records are never deleted)", n, c.table, *olderThan)); !ok {
+	if code, ok := c.proceed(cf, fmt.Sprintf("delete %d records of %s published more than %v ago and finished by every named consumer (pending and dead records are never deleted)", n, c.table, olderThan)); !ok {
 		return code
 	}
 	// The whole sweep is one operation under --timeout: the store offers
 	// no bounded step that finishes a sweep. Running purge again goes on
 	// where a timed-out one stopped. 10ms between batches spreads the load.
 	total, err := call(c, func(ctx context.Context) (int, error) {
-		return c.store.PurgeAll(ctx, *olderThan, *batch, 10*time.Millisecond)
+		return c.store.PurgeAll(ctx, olderThan, *batch, 10*time.Millisecond)
 	})
 	if err != nil {
 		return c.fail(exitFailed, fmt.Errorf("after deleting %d (run purge again to go on): %w", total, err))
