@@ -11,16 +11,21 @@
 //     testcontainers-go, where Docker is available: the image named by
 //     OUTBOXRELAY_TEST_MYSQL_IMAGE, by default the official mysql:8.4
 //     (MySQL and MariaDB images alike: the official ones, or the local
-//     ones .ci/images builds). A package's TestMain calls Main, which
-//     terminates the container when its tests end;
+//     ones .ci/images builds). The program internal/testcontainer, a
+//     module of its own, starts it and terminates it when its standard
+//     input ends: a package's TestMain calls Main, which ends it when the
+//     tests end, and a test binary that dies ends it too. (A module of its
+//     own, so that the library's module, whose tests use it, does not
+//     require testcontainers-go: a service importing outbox and
+//     store/mysql would list its fifty modules.)
 //  3. otherwise the test fails with a message saying how to provide one.
 //     Database tests never skip silently.
 //
 // testcontainers-go reads its own settings from the environment; on a
 // machine that cannot pull its reaper image, set
-// TESTCONTAINERS_RYUK_DISABLED=true (Main still removes the container,
-// and every container carries the label ContainerLabel, so that a
-// crashed run's leftovers can be found and removed).
+// TESTCONTAINERS_RYUK_DISABLED=true (the program still removes the
+// container, and every container carries the label ContainerLabel, so
+// that leftovers can be found and removed).
 package testutil
 
 import (
@@ -31,7 +36,6 @@ import (
 	"fmt"
 	"io"
 	"log"
-	"net"
 	"os"
 	"regexp"
 	"strings"
@@ -40,9 +44,6 @@ import (
 	"time"
 
 	mysqldrv "github.com/go-sql-driver/mysql"
-	"github.com/moby/moby/api/types/network"
-	"github.com/testcontainers/testcontainers-go"
-	"github.com/testcontainers/testcontainers-go/wait"
 )
 
 // EnvDSN names the environment variable that points tests at an existing
@@ -60,11 +61,6 @@ const DefaultImage = "mysql:8.4"
 // ContainerLabel is set on every container the tests start.
 const ContainerLabel = "org.outboxrelay.test"
 
-// containerPassword is the root password of a test container; the
-// container is reachable only from this machine and lives for one test
-// binary.
-const containerPassword = "test"
-
 func init() {
 	// The driver logs dropped connections on its own global logger, which
 	// tests that kill connections on purpose would flood. Set here, before
@@ -77,8 +73,9 @@ var (
 	serverDSN  string
 	serverErr  error
 	adminDB    *sql.DB
-	// container is the container findServer started, if any.
-	container testcontainers.Container
+	// container is the program that started the container findServer
+	// uses, if any.
+	container *containerProcess
 	// serverVersion is what the server's VERSION() said.
 	serverVersion string
 )
@@ -101,7 +98,7 @@ func Server(t testing.TB) string {
 func Main(m *testing.M) int {
 	code := m.Run()
 	if container != nil {
-		if err := testcontainers.TerminateContainer(container); err != nil {
+		if err := container.stop(); err != nil {
 			fmt.Fprintf(os.Stderr, "testutil: terminate the test container: %v\n", err)
 			if code == 0 {
 				code = 1
@@ -157,44 +154,6 @@ func image() string {
 		return img
 	}
 	return DefaultImage
-}
-
-// startContainer starts the test image and waits until it answers SQL: a
-// wait that fits MySQL and MariaDB alike, where a log line would not (the
-// official images start a server for their set-up first, with networking
-// off, so the first answer on the port is the real server's).
-func startContainer() (string, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
-	dsnAt := func(host, port string) string {
-		return fmt.Sprintf("root:%s@tcp(%s)/", containerPassword, net.JoinHostPort(host, port))
-	}
-	c, err := testcontainers.Run(ctx, image(),
-		testcontainers.WithExposedPorts("3306/tcp"),
-		testcontainers.WithEnv(map[string]string{
-			"MYSQL_ROOT_PASSWORD":   containerPassword,
-			"MARIADB_ROOT_PASSWORD": containerPassword,
-		}),
-		testcontainers.WithLabels(map[string]string{ContainerLabel: "1"}),
-		testcontainers.WithWaitStrategyAndDeadline(3*time.Minute,
-			wait.ForSQL("3306/tcp", "mysql", func(host string, port network.Port) string { return dsnAt(host, port.Port()) }).
-				WithPollInterval(500*time.Millisecond)),
-	)
-	if c != nil {
-		container = c
-	}
-	if err != nil {
-		return "", err
-	}
-	host, err := c.Host(ctx)
-	if err != nil {
-		return "", err
-	}
-	port, err := c.MappedPort(ctx, "3306/tcp")
-	if err != nil {
-		return "", err
-	}
-	return dsnAt(host, port.Port()), nil
 }
 
 // Database is a fresh database on the test server, dropped when the test
