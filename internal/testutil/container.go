@@ -47,7 +47,7 @@ func startContainer() (string, error) {
 	line, err := bufio.NewReader(stdout).ReadString('\n')
 	if err != nil {
 		_ = p.stop()
-		return "", fmt.Errorf("internal/testcontainer printed no DSN: %s", strings.TrimSpace(stderr.String()))
+		return "", fmt.Errorf("internal/testcontainer printed no DSN: %s", cause(stderr.String()))
 	}
 	container = p
 	return strings.TrimSpace(line), nil
@@ -64,4 +64,21 @@ func (p *containerProcess) stop() error {
 		fmt.Fprint(os.Stderr, p.stderr.String())
 	}
 	return nil
+}
+
+// cause is what the program's standard error says went wrong: its own
+// lines (prefixed "testcontainer:"), without testcontainers-go's log, or
+// else the last line (a build error, say).
+func cause(stderr string) string {
+	var own []string
+	lines := strings.Split(strings.TrimSpace(stderr), "\n")
+	for _, l := range lines {
+		if strings.HasPrefix(l, "testcontainer:") {
+			own = append(own, l)
+		}
+	}
+	if len(own) == 0 {
+		return lines[len(lines)-1]
+	}
+	return strings.Join(own, "; ")
 }
