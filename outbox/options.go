@@ -115,7 +115,7 @@ type WorkerOptions struct {
 	// different keys go on in parallel. A failing message holds back only
 	// the later messages of its key; a dead one no longer does. Messages
 	// with an empty Key stay unordered. What "enqueue order" rests on is
-	// in the README. Defaults to false: no order, more throughput.
+	// in docs/ordering.md. Defaults to false: no order, more throughput.
 	Ordering bool
 	// OnDead, if set, is called once for each message that goes to
 	// StatusDead, after that is recorded, with the record and the error

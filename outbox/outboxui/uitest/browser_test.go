@@ -25,7 +25,7 @@ import (
 	"github.com/outboxrelay/outboxrelay/store/mysql"
 )
 
-var screenshots = flag.String("screenshots", os.Getenv("OUTBOXUI_SCREENSHOTS"), "directory to write the README's screenshots to (default: none written)")
+var screenshots = flag.String("screenshots", os.Getenv("OUTBOXUI_SCREENSHOTS"), "directory to write docs/dashboard.md's screenshots to (default: none written)")
 
 func TestMain(m *testing.M) {
 	flag.Parse()

@@ -7,5 +7,5 @@
 // The test fails when no chromium is found (CHROMIUM_PATH names one
 // elsewhere); OUTBOXUI_SKIP_BROWSER=1 skips it instead, for machines
 // without a browser. -screenshots DIR (or OUTBOXUI_SCREENSHOTS=DIR)
-// writes overview.png and dead-letter.png there, for the README.
+// writes overview.png and dead-letter.png there, for docs/dashboard.md.
 package uitest
