@@ -1,0 +1,18 @@
+module github.com/outboxrelay/outboxrelay/sink/watermill
+
+go 1.26.0
+
+replace github.com/outboxrelay/outboxrelay => ../..
+
+require (
+	github.com/ThreeDotsLabs/watermill v1.5.1
+	github.com/outboxrelay/outboxrelay v0.1.0
+)
+
+require (
+	github.com/cenkalti/backoff/v4 v4.3.0 // indirect
+	github.com/google/uuid v1.6.0 // indirect
+	github.com/lithammer/shortuuid/v3 v3.0.7 // indirect
+	github.com/oklog/ulid v1.3.1 // indirect
+	github.com/pkg/errors v0.9.1 // indirect
+)
