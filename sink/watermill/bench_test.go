@@ -12,6 +12,7 @@ import (
 
 	"github.com/outboxrelay/outboxrelay/outbox"
 	"github.com/outboxrelay/outboxrelay/outbox/outboxtest"
+	"github.com/outboxrelay/outboxrelay/outbox/sinktest"
 	wmsink "github.com/outboxrelay/outboxrelay/sink/watermill"
 )
 
@@ -94,30 +95,9 @@ func BenchmarkWorker(b *testing.B) {
 	for _, br := range benchBrokers {
 		for _, conc := range []int{1, 8} {
 			b.Run(fmt.Sprintf("%s/Concurrency=%d", br.name, conc), func(b *testing.B) {
-				s := br.sink(b)
-				store := outboxtest.NewStore()
-				msgs := make([]outbox.Message, b.N)
-				for i := range msgs {
-					msgs[i] = event(fmt.Sprintf("b-%08d", i), fmt.Sprintf("room-%d", i%64))
-				}
-				tx := store.Begin()
-				require.NoError(b, store.Enqueue(context.Background(), tx, nil, msgs...))
-				require.NoError(b, tx.Commit())
-				w, err := outbox.NewWorker(store, s, outbox.WorkerOptions{
-					Ordering: true, Concurrency: conc, BatchSize: 200, PollInterval: 10 * time.Millisecond,
-					Logger: outboxtest.Logger(b),
+				sinktest.Throughput(b, br.sink(b), conc, func(i int) outbox.Message {
+					return event(fmt.Sprintf("b-%08d", i), fmt.Sprintf("room-%d", i%64))
 				})
-				require.NoError(b, err)
-				b.ReportAllocs()
-				b.ResetTimer()
-				start := time.Now()
-				for left := b.N; left > 0; {
-					r, err := w.ProcessBatch(context.Background())
-					require.NoError(b, err)
-					require.Zero(b, r.Retried+r.Dead, "failed publishes")
-					left -= r.Published
-				}
-				b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "events/s")
 			})
 		}
 	}
