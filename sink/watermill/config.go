@@ -105,6 +105,14 @@ type Config struct {
 	// is not one of the three counts as Retryable.
 	Classify func(err error) Class `yaml:"-"`
 
+	// Check, if set, checks the Watermill message (and its topic) that
+	// Publish is about to send: an error fails the message permanently
+	// (ErrUnsendable), since the broker can never carry it, and nothing
+	// is sent. For limits that a client does not enforce itself, such as
+	// AMQP's 255-byte header names, which amqp091-go cuts silently (see
+	// CheckAMQP). Defaults to nil: no check.
+	Check func(topic string, msg *message.Message) error `yaml:"-"`
+
 	// MaxInFlight bounds the Publish calls in the publisher at once,
 	// those whose context ended before the publisher returned included
 	// (the sink cannot stop a publisher that ignores the message's

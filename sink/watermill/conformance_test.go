@@ -46,7 +46,8 @@ func TestConformanceAMQP(t *testing.T) {
 		NewSink: func(t *testing.T) sinktest.Target {
 			queue := randomName("conf-")
 			c := consumeAMQP(t, rabbit.URL, queue)
-			s := newSink(t, wmsink.Config{Publisher: amqpPublisher(t, rabbit.URL), TopicFor: amqpTopicFor(queue), Redact: []string{rabbitPassword}})
+			s := newSink(t, wmsink.Config{Publisher: amqpPublisher(t, rabbit.URL), TopicFor: amqpTopicFor(queue),
+				Check: wmsink.CheckAMQP, Redact: []string{rabbitPassword}})
 			return sinktest.Target{Sink: s, Received: c.Received}
 		},
 		Stop:         func(t *testing.T) { rabbit.Freeze(t) },

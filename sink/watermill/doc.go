@@ -39,7 +39,8 @@
 //   - permanent (outbox.Permanent), what the sink knows can never pass:
 //     the message has no topic (ErrNoTopic: TopicFor failed, or answered
 //     an empty, over-long or non-UTF-8 topic, or one with control
-//     characters), and what Config.Classify calls Permanent;
+//     characters), a message Config.Check refuses (ErrUnsendable; see
+//     CheckAMQP), and what Config.Classify calls Permanent;
 //   - unavailable (outbox.Unavailable): what Config.Classify calls
 //     Unavailable (a missing exchange or stream, refused rights);
 //   - retryable: every other error of the publisher (the sink knows no

@@ -8,6 +8,8 @@ import (
 	"unicode"
 	"unicode/utf8"
 
+	"github.com/ThreeDotsLabs/watermill/message"
+
 	"github.com/outboxrelay/outboxrelay/internal/secretfmt"
 	"github.com/outboxrelay/outboxrelay/outbox"
 )
@@ -16,6 +18,10 @@ import (
 // return when a message has no topic: Config.TopicFor failed for it, or
 // its answer is not a valid topic. Nothing of such a message is sent.
 var ErrNoTopic = errors.New("watermill: no topic for the message")
+
+// ErrUnsendable is wrapped by the permanent error Publish returns when
+// Config.Check refuses a message. Nothing of such a message is sent.
+var ErrUnsendable = errors.New("watermill: message cannot be sent as stored")
 
 // ErrClosed is the cause of the (retryable) error Publish returns after
 // Close.
@@ -76,6 +82,36 @@ func (e *noTopicError) Unwrap() error        { return e.cause }
 // cause (TopicFor's error; nil for a topic that is not valid).
 func (s *Sink) noTopic(id, why string, cause error) error {
 	return outbox.Permanent(&noTopicError{text: s.scrub(errorText("no topic for the message", why, id, "")), cause: s.scrubbed(cause)})
+}
+
+// unsendableError is the text of one ErrUnsendable case.
+type unsendableError struct {
+	text  string
+	cause error
+}
+
+func (e *unsendableError) Error() string        { return e.text }
+func (e *unsendableError) Is(target error) bool { return target == ErrUnsendable }
+func (e *unsendableError) Unwrap() error        { return e.cause }
+
+// unsendable is the permanent ErrUnsendable error for the event id on
+// topic, caused by Config.Check's err.
+func (s *Sink) unsendable(id, topic string, err error) error {
+	return outbox.Permanent(&unsendableError{text: s.scrub(errorText("message cannot be sent as stored", err.Error(), id, topic)), cause: s.scrubbed(err)})
+}
+
+// CheckAMQP is a Config.Check for AMQP 0-9-1 publishers (watermill-amqp):
+// it refuses metadata names over 255 bytes, which AMQP cannot carry (a
+// field name is a short string) and amqp091-go cuts silently to their
+// length modulo 256, so that the message would arrive with another
+// header. (Topics over 255 bytes the sink refuses anyway: MaxTopicBytes.)
+func CheckAMQP(_ string, msg *message.Message) error {
+	for name := range msg.Metadata {
+		if len(name) > 255 {
+			return fmt.Errorf("header name %s is %d bytes; AMQP field names are at most 255", quote(name), len(name))
+		}
+	}
+	return nil
 }
 
 // classify turns the error of publishing the event id to topic into the

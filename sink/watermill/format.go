@@ -16,8 +16,8 @@ import (
 // String describes the config without the publisher's state or the
 // Redact texts.
 func (c Config) String() string {
-	return fmt.Sprintf("watermill.Config{Publisher:%s ClosePublisher:%t Topic:%q TopicFor:%t Classify:%t MaxInFlight:%d CloseTimeout:%v Redact:%d texts}",
-		publisherType(c), c.ClosePublisher, c.Topic, c.TopicFor != nil, c.Classify != nil, c.MaxInFlight, c.CloseTimeout, len(c.Redact))
+	return fmt.Sprintf("watermill.Config{Publisher:%s ClosePublisher:%t Topic:%q TopicFor:%t Classify:%t Check:%t MaxInFlight:%d CloseTimeout:%v Redact:%d texts}",
+		publisherType(c), c.ClosePublisher, c.Topic, c.TopicFor != nil, c.Classify != nil, c.Check != nil, c.MaxInFlight, c.CloseTimeout, len(c.Redact))
 }
 
 // GoString is String, for %#v.

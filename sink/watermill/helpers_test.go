@@ -141,6 +141,27 @@ func streamDeliveries(c *redis.Client, stream string) func() ([]sinktest.Deliver
 	}
 }
 
+// deleteQueue deletes a queue of the machine's RabbitMQ.
+func deleteQueue(t testing.TB, url, queue string) {
+	conn, err := amqp091.Dial(url)
+	if err != nil {
+		t.Logf("deleting queue %s: %v", queue, err)
+		return
+	}
+	defer conn.Close()
+	if ch, err := conn.Channel(); err == nil {
+		_, _ = ch.QueueDelete(queue, false, false, false)
+	}
+}
+
+// sharedRedisClient is a client of the machine's Redis, closed when t
+// ends.
+func sharedRedisClient(t testing.TB) *redis.Client {
+	c := redis.NewClient(&redis.Options{Addr: sharedRedis(t)})
+	t.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
 // redisPublisher is a watermill-redisstream publisher on c (which the
 // test closes).
 func redisPublisher(t testing.TB, c *redis.Client) *redisstream.Publisher {

@@ -46,6 +46,7 @@ type Sink struct {
 	topic      string
 	topicFor   func(outbox.Message) (string, error)
 	classifyFn func(error) Class
+	check      func(string, *message.Message) error
 	redact     []string
 	log        *slog.Logger
 	cfg        Config // for String and Close
@@ -69,7 +70,7 @@ func New(cfg Config) (*Sink, error) {
 		return nil, err
 	}
 	return &Sink{
-		pub: cfg.Publisher, topic: cfg.Topic, topicFor: cfg.TopicFor, classifyFn: cfg.Classify,
+		pub: cfg.Publisher, topic: cfg.Topic, topicFor: cfg.TopicFor, classifyFn: cfg.Classify, check: cfg.Check,
 		redact: cfg.Redact, log: cfg.Logger, cfg: cfg,
 		slots: make(chan struct{}, cfg.MaxInFlight), done: make(chan struct{}),
 	}, nil
@@ -133,7 +134,8 @@ func reserved(name string) bool {
 // and the worker's next attempt sends it again. Consumers deduplicate by
 // the Watermill UUID (the outbox message ID).
 //
-// Errors: permanent (wrapping ErrNoTopic) when the message has no topic;
+// Errors: permanent (wrapping ErrNoTopic) when the message has no topic,
+// and (wrapping ErrUnsendable) when Config.Check refuses it;
 // what Config.Classify says for an error of the publisher, and retryable
 // without it; retryable when ctx ends, after Close (ErrClosed) and when
 // the publisher panics (ErrPublisherPanicked). Texts start with the
@@ -155,6 +157,11 @@ func (s *Sink) Publish(ctx context.Context, msg outbox.Message) error {
 			slog.String("event_id", msg.ID), slog.Any("headers", dropped))
 	}
 	wm := s.Message(msg)
+	if s.check != nil {
+		if err := s.check(topic, wm); err != nil {
+			return s.unsendable(msg.ID, topic, err)
+		}
+	}
 	wm.SetContext(ctx)
 	select {
 	case s.slots <- struct{}{}:
