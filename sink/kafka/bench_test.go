@@ -4,12 +4,12 @@ import (
 	"context"
 	"fmt"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/outboxrelay/outboxrelay/outbox"
 	"github.com/outboxrelay/outboxrelay/outbox/outboxtest"
+	"github.com/outboxrelay/outboxrelay/outbox/sinktest"
 	"github.com/outboxrelay/outboxrelay/sink/kafka"
 )
 
@@ -53,29 +53,9 @@ func BenchmarkWorker(b *testing.B) {
 		b.Run(fmt.Sprintf("Concurrency=%d", conc), func(b *testing.B) {
 			c := cluster(b)
 			s := newSink(b, c.ListenAddrs(), kafka.Config{Logger: outboxtest.Logger(b)})
-			store := outboxtest.NewStore()
-			msgs := make([]outbox.Message, b.N)
-			for i := range msgs {
-				msgs[i] = message(fmt.Sprintf("b-%08d", i), fmt.Sprintf("room-%d", i%64))
-			}
-			tx := store.Begin()
-			require.NoError(b, store.Enqueue(context.Background(), tx, nil, msgs...))
-			require.NoError(b, tx.Commit())
-			w, err := outbox.NewWorker(store, s, outbox.WorkerOptions{
-				Ordering: true, Concurrency: conc, BatchSize: 200, PollInterval: 10 * time.Millisecond,
-				Logger: outboxtest.Logger(b),
+			sinktest.Throughput(b, s, conc, func(i int) outbox.Message {
+				return message(fmt.Sprintf("b-%08d", i), fmt.Sprintf("room-%d", i%64))
 			})
-			require.NoError(b, err)
-			b.ReportAllocs()
-			b.ResetTimer()
-			start := time.Now()
-			for left := b.N; left > 0; {
-				r, err := w.ProcessBatch(context.Background())
-				require.NoError(b, err)
-				require.Zero(b, r.Retried+r.Dead, "failed publishes")
-				left -= r.Published
-			}
-			b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "events/s")
 		})
 	}
 }
