@@ -72,11 +72,11 @@ const (
 func (c NATSConfig) Enabled() bool { return c.URL != "" }
 
 func (c NATSConfig) withDefaults() NATSConfig {
-	orDefault(&c.Stream, DefaultNATSStream)
-	orDefault(&c.SubjectPrefix, DefaultNATSSubjectPrefix)
-	orDefault(&c.Consumer, DefaultNATSConsumer)
-	orDefault(&c.Duplicates, DefaultNATSDuplicates)
-	orDefault(&c.StartupTimeout, DefaultNATSStartupTimeout)
+	svckit.OrDefault(&c.Stream, DefaultNATSStream)
+	svckit.OrDefault(&c.SubjectPrefix, DefaultNATSSubjectPrefix)
+	svckit.OrDefault(&c.Consumer, DefaultNATSConsumer)
+	svckit.OrDefault(&c.Duplicates, DefaultNATSDuplicates)
+	svckit.OrDefault(&c.StartupTimeout, DefaultNATSStartupTimeout)
 	return c
 }
 
@@ -210,17 +210,9 @@ func (a *App) natsErr(what string, err error) error {
 	return fmt.Errorf("nats %s: %s: %w", svckit.RedactNATSURL(a.cfg.NATS.URL), what, err)
 }
 
-// startBroker runs the broker's worker until ctx ends; brokerDone closes
-// when it has returned, at once without a broker.
-func (a *App) startBroker(ctx context.Context) {
-	if a.broker == nil || !a.cfg.OutboxWorker.WorkerEnabled() {
-		close(a.brokerDone)
-		return
-	}
-	go func() {
-		defer close(a.brokerDone)
-		_ = a.broker.worker.Run(ctx)
-	}()
+// runBroker runs the broker's worker until ctx ends.
+func (a *App) runBroker(ctx context.Context) {
 	a.log.Info("relaying events to NATS JetStream", slog.String("nats", svckit.RedactNATSURL(a.cfg.NATS.URL)),
 		slog.String("stream", a.cfg.NATS.Stream), slog.String("subjects", a.cfg.NATS.SubjectPrefix+".>"), slog.String("consumer", a.cfg.NATS.Consumer))
+	_ = a.broker.worker.Run(ctx)
 }

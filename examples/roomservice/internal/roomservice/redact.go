@@ -15,14 +15,6 @@ import (
 
 const redactedMark = svckit.Redacted
 
-// redactDSN returns dsn with its password replaced (svckit.RedactDSN).
-func redactDSN(dsn string) string { return svckit.RedactDSN(dsn) }
-
-func (c MySQLConfig) redacted() MySQLConfig {
-	c.DSN = redactDSN(c.DSN)
-	return c
-}
-
 func (c TencentIMConfig) redacted() TencentIMConfig {
 	if c.SecretKey != "" {
 		c.SecretKey = redactedMark
@@ -31,14 +23,8 @@ func (c TencentIMConfig) redacted() TencentIMConfig {
 }
 
 func (c Config) redacted() Config {
-	c.MySQL, c.TencentIM, c.NATS = c.MySQL.redacted(), c.TencentIM.redacted(), c.NATS.redacted()
+	c.MySQL.DSN, c.TencentIM, c.NATS = svckit.RedactDSN(c.MySQL.DSN), c.TencentIM.redacted(), c.NATS.redacted()
 	return c
-}
-
-// String prints the block with the password redacted.
-func (c MySQLConfig) String() string {
-	type plain MySQLConfig
-	return fmt.Sprintf("%+v", plain(c.redacted()))
 }
 
 // String prints the block with the secret key redacted.
@@ -60,13 +46,11 @@ func (c Config) String() string {
 }
 
 // Format makes every verb (%v, %+v, %#v, %s, %q, %x …) print String.
-func (c MySQLConfig) Format(f fmt.State, _ rune)     { _, _ = io.WriteString(f, c.String()) }
 func (c TencentIMConfig) Format(f fmt.State, _ rune) { _, _ = io.WriteString(f, c.String()) }
 func (c Config) Format(f fmt.State, _ rune)          { _, _ = io.WriteString(f, c.String()) }
 func (c NATSConfig) Format(f fmt.State, _ rune)      { _, _ = io.WriteString(f, c.String()) }
 
 // LogValue makes slog log String.
-func (c MySQLConfig) LogValue() slog.Value     { return slog.StringValue(c.String()) }
 func (c TencentIMConfig) LogValue() slog.Value { return slog.StringValue(c.String()) }
 func (c Config) LogValue() slog.Value          { return slog.StringValue(c.String()) }
 func (c NATSConfig) LogValue() slog.Value      { return slog.StringValue(c.String()) }
