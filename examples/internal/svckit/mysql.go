@@ -124,24 +124,9 @@ func (m MySQL) Open(ctx context.Context) (*sql.DB, error) {
 	db.SetMaxIdleConns(m.MaxIdleConns)
 	db.SetConnMaxLifetime(m.ConnMaxLifetime)
 	db.SetConnMaxIdleTime(m.ConnMaxIdleTime)
-	ctx, cancel := context.WithTimeout(ctx, m.StartupTimeout)
-	defer cancel()
-	// The error reported is the last one before the deadline: the ping
-	// the deadline cuts short says only "i/o timeout".
-	var last error
-	for {
-		err := db.PingContext(ctx)
-		if err == nil {
-			return db, nil
-		}
-		if last == nil || ctx.Err() == nil {
-			last = err
-		}
-		select {
-		case <-ctx.Done():
-			db.Close()
-			return nil, fmt.Errorf("mysql %s did not answer within %v: %w", target, m.StartupTimeout, dsnsafe.Err(last, cfg.Passwd))
-		case <-time.After(time.Second):
-		}
+	if err := WaitFor(ctx, m.StartupTimeout, db.PingContext); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("mysql %s did not answer within %v: %w", target, m.StartupTimeout, dsnsafe.Err(err, cfg.Passwd))
 	}
+	return db, nil
 }

@@ -203,23 +203,10 @@ func (a *App) roomsConsumer(ctx context.Context, js jetstream.JetStream) (jetstr
 // waitFor retries f every second until it succeeds or
 // rooms.startup_timeout has passed.
 func (a *App) waitFor(ctx context.Context, what string, f func(context.Context) error) error {
-	ctx, cancel := context.WithTimeout(ctx, a.cfg.Rooms.StartupTimeout)
-	defer cancel()
-	var last error
-	for {
-		err := f(ctx)
-		if err == nil {
-			return nil
-		}
-		if last == nil || ctx.Err() == nil {
-			last = err
-		}
-		select {
-		case <-ctx.Done():
-			return a.natsErr(fmt.Sprintf("%s not available within %v", what, a.cfg.Rooms.StartupTimeout), last)
-		case <-time.After(time.Second):
-		}
+	if err := svckit.WaitFor(ctx, a.cfg.Rooms.StartupTimeout, f); err != nil {
+		return a.natsErr(fmt.Sprintf("%s not available within %v", what, a.cfg.Rooms.StartupTimeout), err)
 	}
+	return nil
 }
 
 // natsErr wraps a NATS error with the server list, credentials redacted.

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -190,34 +189,13 @@ func (c Config) WithDefaults() Config {
 }
 
 // LoadConfig reads a YAML file, applies the environment (EnvSettings),
-// fills defaults and validates. With path "", the settings come from the
-// environment alone.
-func LoadConfig(path string) (Config, error) {
-	if path == "" {
-		return ParseConfig(nil)
-	}
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return Config{}, fmt.Errorf("config: %w", err)
-	}
-	return ParseConfig(data)
-}
+// fills defaults and validates. Unknown keys are errors, so a typo fails
+// start-up. With path "", the settings come from the environment alone.
+func LoadConfig(path string) (Config, error) { return svckit.LoadConfig(path, ParseConfig) }
 
 // ParseConfig is LoadConfig on bytes; empty data is an empty file.
-// Unknown keys are errors, so that a typo fails start-up.
 func ParseConfig(data []byte) (Config, error) {
-	var c Config
-	if err := svckit.DecodeYAML(data, &c); err != nil {
-		return Config{}, fmt.Errorf("config: %w", err)
-	}
-	if err := c.applyEnv(); err != nil {
-		return Config{}, err
-	}
-	c = c.WithDefaults()
-	if err := c.Validate(); err != nil {
-		return Config{}, err
-	}
-	return c, nil
+	return svckit.ParseConfig(data, EnvSettings, Config.WithDefaults, Config.Validate)
 }
 
 // Validate checks a configuration that has its defaults; every error

@@ -26,7 +26,3 @@ var EnvSettings = []svckit.EnvSetting[Config]{
 	svckit.Env(svckit.EnvVar{Var: EnvHTTPAddr, Key: "http.addr"}, func(c *Config, v string) { c.HTTP.Addr = v }),
 	svckit.Env(svckit.EnvVar{Var: EnvAdminAddr, Key: "http.admin_addr"}, func(c *Config, v string) { c.HTTP.AdminAddr = v }),
 }
-
-// applyEnv overrides c with every setting the environment gives. Errors
-// name the variable, and the path of a file, never a secret's value.
-func (c *Config) applyEnv() error { return svckit.ApplyEnv(c, EnvSettings) }

@@ -174,10 +174,7 @@ func (a *App) buildBroker(ctx context.Context, b *broker, store *mysql.Store, op
 // and creates the stream when it does not exist.
 func (a *App) ensureStream(ctx context.Context, js jetstream.JetStream) error {
 	c := a.cfg.NATS
-	ctx, cancel := context.WithTimeout(ctx, c.StartupTimeout)
-	defer cancel()
-	var last error
-	for {
+	err := svckit.WaitFor(ctx, c.StartupTimeout, func(ctx context.Context) error {
 		_, err := js.Stream(ctx, c.Stream)
 		if errors.Is(err, jetstream.ErrStreamNotFound) {
 			_, err = js.CreateStream(ctx, natsjs.StreamConfig(c.Stream, c.SubjectPrefix, c.Duplicates))
@@ -188,18 +185,12 @@ func (a *App) ensureStream(ctx context.Context, js jetstream.JetStream) error {
 				err = nil // another instance created it
 			}
 		}
-		if err == nil {
-			return nil
-		}
-		if last == nil || ctx.Err() == nil {
-			last = err
-		}
-		select {
-		case <-ctx.Done():
-			return a.natsErr(fmt.Sprintf("stream %q not available within %v", c.Stream, c.StartupTimeout), last)
-		case <-time.After(time.Second):
-		}
+		return err
+	})
+	if err != nil {
+		return a.natsErr(fmt.Sprintf("stream %q not available within %v", c.Stream, c.StartupTimeout), err)
 	}
+	return nil
 }
 
 // natsErr wraps a NATS error with the server list, credentials redacted.

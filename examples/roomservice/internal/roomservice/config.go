@@ -3,7 +3,6 @@ package roomservice
 import (
 	"errors"
 	"fmt"
-	"os"
 	"time"
 
 	"github.com/outboxrelay/outboxrelay/examples/internal/svckit"
@@ -190,31 +189,11 @@ func (c OutboxWorkerConfig) retryPolicy() (outbox.RetryPolicy, error) {
 // LoadConfig reads a YAML file, applies the environment (EnvSettings),
 // fills defaults and validates. Unknown keys are errors, so a typo fails
 // start-up. With path "", the settings come from the environment alone.
-func LoadConfig(path string) (Config, error) {
-	if path == "" {
-		return ParseConfig(nil)
-	}
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return Config{}, fmt.Errorf("config: %w", err)
-	}
-	return ParseConfig(data)
-}
+func LoadConfig(path string) (Config, error) { return svckit.LoadConfig(path, ParseConfig) }
 
 // ParseConfig is LoadConfig on bytes; empty data is an empty file.
 func ParseConfig(data []byte) (Config, error) {
-	var c Config
-	if err := svckit.DecodeYAML(data, &c); err != nil {
-		return Config{}, fmt.Errorf("config: %w", err)
-	}
-	if err := c.applyEnv(); err != nil {
-		return Config{}, err
-	}
-	c = c.WithDefaults()
-	if err := c.validate(); err != nil {
-		return Config{}, err
-	}
-	return c, nil
+	return svckit.ParseConfig(data, EnvSettings, Config.WithDefaults, Config.validate)
 }
 
 // The defaults WithDefaults fills in (and svckit's, for the http and

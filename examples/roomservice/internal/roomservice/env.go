@@ -47,7 +47,3 @@ var EnvSettings = []svckit.EnvSetting[Config]{
 
 // maxSecretFile bounds what a *_FILE variable's file may hold.
 const maxSecretFile = svckit.MaxSecretFile
-
-// applyEnv overrides c with every setting the environment gives. Errors
-// name the variable, and the path of a file, never a secret's value.
-func (c *Config) applyEnv() error { return svckit.ApplyEnv(c, EnvSettings) }
