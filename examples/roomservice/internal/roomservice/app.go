@@ -12,12 +12,12 @@ import (
 	"github.com/outboxrelay/outboxrelay/examples/internal/svckit"
 	"github.com/outboxrelay/outboxrelay/outbox"
 	"github.com/outboxrelay/outboxrelay/outbox/outboxprom"
-	"github.com/outboxrelay/outboxrelay/sink/tencentim"
 	"github.com/outboxrelay/outboxrelay/store/mysql"
 )
 
-// App is room-service: MySQL, the outbox store and worker, the Tencent IM
-// sink, the NATS broker (optional) and the HTTP API. Its svckit.Shell
+// App is room-service: MySQL, the outbox store and worker, the sink
+// (Tencent IM, NATS JetStream, Kafka or a webhook), the NATS broker
+// (optional) and the HTTP API. Its svckit.Shell
 // runs them (Start, Run) and stops them (Shutdown) in the shell's drain
 // order: readiness fails, the drain delay passes, HTTP drains (commands
 // in flight commit; the outbox dashboard's sampler stops), the worker,
@@ -29,9 +29,13 @@ type App struct {
 	db     *sql.DB
 	store  *mysql.Store
 	worker *outbox.Worker
-	// broker relays the events to NATS JetStream (nil without nats.url).
-	broker *broker
+	// broker relays the events to NATS JetStream: the worker of its
+	// named consumer (nil without nats.url).
+	broker *outbox.Worker
 	svc    *Service
+	// closers release the sink's and the broker's connections, after
+	// the workers have stopped and before MySQL closes.
+	closers []func()
 	// metrics is the registry /metrics serves.
 	metrics *prometheus.Registry
 	// Shell runs the listeners and the background work, and drains.
@@ -69,7 +73,7 @@ func (a *App) build(ctx context.Context) error {
 	if err := store.Migrate(ctx); err != nil {
 		return err
 	}
-	sink, err := a.newSink()
+	sink, err := a.newSink(ctx)
 	if err != nil {
 		return err
 	}
@@ -99,7 +103,7 @@ func (a *App) build(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	a.Serve(a.publicHandler(), admin, slog.String("node_id", worker.Options().NodeID))
+	a.Serve(a.publicHandler(), admin, slog.String("node_id", worker.Options().NodeID), slog.String("sink", a.cfg.Sink.kind()))
 	a.background()
 	return nil
 }
@@ -119,16 +123,6 @@ func (a *App) background() {
 	a.Go(func(ctx context.Context) { a.svc.RunCommandRetention(ctx, a.cfg.Commands) })
 }
 
-// newSink builds the Tencent IM sink. There is no fake in here: the demo
-// command and the tests start one and put its address in base_url.
-func (a *App) newSink() (*tencentim.Sink, error) {
-	im := a.cfg.TencentIM
-	return tencentim.New(tencentim.Config{
-		BaseURL: im.BaseURL, SDKAppID: im.SDKAppID, SecretKey: im.SecretKey, AdminIdentifier: im.AdminIdentifier,
-		SkipTypes: noIMTypes, Logger: a.log,
-	})
-}
-
 // Store is the room_outbox store, for tools that look at an event's
 // record (the demo narrates them).
 func (a *App) Store() *mysql.Store { return a.store }
@@ -145,8 +139,8 @@ const (
 
 // closeResources closes NATS and MySQL, when nothing uses them.
 func (a *App) closeResources() error {
-	if a.broker != nil {
-		a.broker.nc.Close()
+	for _, c := range a.closers {
+		c()
 	}
 	return a.db.Close()
 }

@@ -15,9 +15,14 @@ import (
 type Config struct {
 	// NodeID names this instance in logs and leases. Defaults to
 	// <hostname>-<pid>.
-	NodeID    string          `yaml:"node_id"`
-	HTTP      HTTPConfig      `yaml:"http"`
-	MySQL     MySQLConfig     `yaml:"mysql"`
+	NodeID string      `yaml:"node_id"`
+	HTTP   HTTPConfig  `yaml:"http"`
+	MySQL  MySQLConfig `yaml:"mysql"`
+	// Sink chooses where the events are delivered: Tencent IM (the
+	// default; the tencent_im block), NATS JetStream, Kafka or a webhook.
+	Sink SinkConfig `yaml:"sink"`
+	// TencentIM is Tencent IM's settings, used when sink.kind is
+	// tencentim (the default) and ignored otherwise.
 	TencentIM TencentIMConfig `yaml:"tencent_im"`
 	// NATS relays the events to NATS JetStream too, when its url is set.
 	NATS         NATSConfig         `yaml:"nats"`
@@ -221,12 +226,13 @@ func (c Config) WithDefaults() Config {
 	svckit.OrDefault(&c.Commands.RetentionBatch, DefaultRetentionBatch)
 	svckit.OrDefault(&c.ShutdownTimeout, DefaultShutdownTimeout)
 	c.NATS = c.NATS.withDefaults()
+	c.Sink = c.Sink.withDefaults()
 	return c
 }
 
 func (c Config) validate() error {
 	var errs []error
-	errs = append(errs, c.HTTP.validate(), c.MySQL.Validate(), c.Commands.validate(), c.NATS.validate())
+	errs = append(errs, c.HTTP.validate(), c.MySQL.Validate(), c.Commands.validate(), c.NATS.validate(), c.Sink.validate())
 	if c.ShutdownTimeout < 0 {
 		errs = append(errs, fmt.Errorf("config: shutdown_timeout: %v: must not be negative", c.ShutdownTimeout))
 	}
@@ -235,21 +241,28 @@ func (c Config) validate() error {
 	} else if err := opts.Validate(); err != nil {
 		errs = append(errs, fmt.Errorf("config: outbox_worker: %w", err))
 	}
-	if im := c.TencentIM; im.Fake {
-		errs = append(errs, errFakeIM)
-	} else {
-		if im.BaseURL == "" {
-			errs = append(errs, fmt.Errorf("config: tencent_im.base_url: required (or set %s)", EnvBaseURL))
-		}
-		if im.SDKAppID <= 0 {
-			errs = append(errs, fmt.Errorf("config: tencent_im.sdk_app_id %d: must be positive (or set %s)", im.SDKAppID, EnvSDKAppID))
-		}
-		if im.AdminIdentifier == "" {
-			errs = append(errs, fmt.Errorf("config: tencent_im.admin_identifier: required (or set %s)", EnvAdminIdentifier))
-		}
-		if im.SecretKey == "" {
-			errs = append(errs, fmt.Errorf("config: tencent_im.secret_key: required (set %s or %s)", EnvSecretKey, EnvSecretKeyFile))
-		}
+	if c.Sink.kind() == SinkTencentIM {
+		errs = append(errs, c.TencentIM.validate())
+	}
+	return errors.Join(errs...)
+}
+
+func (im TencentIMConfig) validate() error {
+	if im.Fake {
+		return errFakeIM
+	}
+	var errs []error
+	if im.BaseURL == "" {
+		errs = append(errs, fmt.Errorf("config: tencent_im.base_url: required (or set %s)", EnvBaseURL))
+	}
+	if im.SDKAppID <= 0 {
+		errs = append(errs, fmt.Errorf("config: tencent_im.sdk_app_id %d: must be positive (or set %s)", im.SDKAppID, EnvSDKAppID))
+	}
+	if im.AdminIdentifier == "" {
+		errs = append(errs, fmt.Errorf("config: tencent_im.admin_identifier: required (or set %s)", EnvAdminIdentifier))
+	}
+	if im.SecretKey == "" {
+		errs = append(errs, fmt.Errorf("config: tencent_im.secret_key: required (set %s or %s)", EnvSecretKey, EnvSecretKeyFile))
 	}
 	return errors.Join(errs...)
 }

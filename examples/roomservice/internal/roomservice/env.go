@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/outboxrelay/outboxrelay/examples/internal/svckit"
+	"github.com/outboxrelay/outboxrelay/sink/kafka"
 )
 
 // The environment variables that override the file, so that no secret
@@ -24,6 +25,18 @@ const (
 	EnvNodeID          = "ROOMSERVICE_NODE_ID"
 	EnvNATSURL         = "NATS_URL"
 	EnvNATSURLFile     = "NATS_URL_FILE"
+	// The sink block's (sinks.go).
+	EnvSinkKind           = "ROOMSERVICE_SINK_KIND"
+	EnvSinkNATSURL        = "SINK_NATS_URL"
+	EnvSinkNATSURLFile    = "SINK_NATS_URL_FILE"
+	EnvKafkaSeeds         = "KAFKA_SEEDS"
+	EnvKafkaTopic         = "KAFKA_TOPIC"
+	EnvKafkaPassword      = "KAFKA_SASL_PASSWORD"
+	EnvKafkaPasswordFile  = "KAFKA_SASL_PASSWORD_FILE"
+	EnvWebhookURL         = "WEBHOOK_URL"
+	EnvWebhookURLFile     = "WEBHOOK_URL_FILE"
+	EnvWebhookSecrets     = "WEBHOOK_SECRETS"
+	EnvWebhookSecretsFile = "WEBHOOK_SECRETS_FILE"
 )
 
 // EnvSettings lists what the environment can set, in the order of the
@@ -43,6 +56,29 @@ var EnvSettings = []svckit.EnvSetting[Config]{
 	svckit.Env(svckit.EnvVar{Var: EnvAdminIdentifier, Key: "tencent_im.admin_identifier"}, func(c *Config, v string) { c.TencentIM.AdminIdentifier = v }),
 	svckit.Env(svckit.EnvVar{Var: EnvNodeID, Key: "node_id"}, func(c *Config, v string) { c.NodeID = v }),
 	svckit.Env(svckit.EnvVar{Var: EnvNATSURL, FileVar: EnvNATSURLFile, Key: "nats.url"}, func(c *Config, v string) { c.NATS.URL = v }),
+	svckit.Env(svckit.EnvVar{Var: EnvSinkKind, Key: "sink.kind"}, func(c *Config, v string) { c.Sink.Kind = v }),
+	svckit.Env(svckit.EnvVar{Var: EnvSinkNATSURL, FileVar: EnvSinkNATSURLFile, Key: "sink.natsjs.url"}, func(c *Config, v string) { c.Sink.NATSJS.URL = v }),
+	svckit.Env(svckit.EnvVar{Var: EnvKafkaSeeds, Key: "sink.kafka.seeds (comma-separated)"}, func(c *Config, v string) { c.Sink.Kafka.Seeds = splitList(v) }),
+	svckit.Env(svckit.EnvVar{Var: EnvKafkaTopic, Key: "sink.kafka.topic"}, func(c *Config, v string) { c.Sink.Kafka.Topic = v }),
+	svckit.Env(svckit.EnvVar{Var: EnvKafkaPassword, FileVar: EnvKafkaPasswordFile, Key: "sink.kafka.sasl.password"}, func(c *Config, v string) {
+		c.Sink.Kafka.SASL.Password = kafka.Secret(v)
+	}),
+	svckit.Env(svckit.EnvVar{Var: EnvWebhookURL, FileVar: EnvWebhookURLFile, Key: "sink.webhook.url"}, func(c *Config, v string) { c.Sink.Webhook.URL = v }),
+	svckit.Env(svckit.EnvVar{Var: EnvWebhookSecrets, FileVar: EnvWebhookSecretsFile, Key: "sink.webhook.secrets (comma-separated)"}, func(c *Config, v string) {
+		c.Sink.Webhook.Secrets = splitList(v)
+	}),
+}
+
+// splitList splits a comma-separated list, trimming spaces (and the
+// newlines a file holds) and dropping empty items.
+func splitList(v string) []string {
+	var items []string
+	for _, s := range strings.FieldsFunc(v, func(r rune) bool { return r == ',' || r == '\n' || r == '\r' }) {
+		if s = strings.TrimSpace(s); s != "" {
+			items = append(items, s)
+		}
+	}
+	return items
 }
 
 // maxSecretFile bounds what a *_FILE variable's file may hold.

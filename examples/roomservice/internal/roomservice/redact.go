@@ -8,8 +8,10 @@ import (
 	"github.com/outboxrelay/outboxrelay/examples/internal/svckit"
 )
 
-// The configuration holds three secrets: the database password in the
-// DSN, the Tencent IM secret key and the credentials in the NATS URL. Every type that holds one prints, logs
+// The configuration holds secrets: the database password in the DSN, the
+// Tencent IM secret key, the credentials in the NATS URLs, and the sink
+// block's (sinks.go: the Kafka SASL password, the webhook's URL, secrets
+// and header values). Every type that holds one prints, logs
 // (slog.LogValuer) and formats (every fmt verb) with it redacted, so a
 // config that ends up in a log line or an error does not leak it.
 
@@ -23,7 +25,8 @@ func (c TencentIMConfig) redacted() TencentIMConfig {
 }
 
 func (c Config) redacted() Config {
-	c.MySQL.DSN, c.TencentIM, c.NATS = svckit.RedactDSN(c.MySQL.DSN), c.TencentIM.redacted(), c.NATS.redacted()
+	// The nats block and the sink block print redacted (their Format).
+	c.MySQL.DSN, c.TencentIM = svckit.RedactDSN(c.MySQL.DSN), c.TencentIM.redacted()
 	return c
 }
 
@@ -33,10 +36,10 @@ func (c TencentIMConfig) String() string {
 	return fmt.Sprintf("%+v", plain(c.redacted()))
 }
 
-// String prints the block with the URL's credentials redacted.
+// String prints the block with the URL's credentials redacted (by
+// JetStreamConfig's String).
 func (c NATSConfig) String() string {
-	type plain NATSConfig
-	return fmt.Sprintf("%+v", plain(c.redacted()))
+	return fmt.Sprintf("{%v Consumer:%s}", c.JetStreamConfig, c.Consumer)
 }
 
 // String prints the configuration with its secrets redacted.
