@@ -8,15 +8,6 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// dialRaw opens a TCP connection to addr, closed at the test's end.
-func dialRaw(t *testing.T, addr string) net.Conn {
-	t.Helper()
-	c, err := net.Dial("tcp", addr)
-	require.NoError(t, err)
-	t.Cleanup(func() { c.Close() })
-	return c
-}
-
 // TestLimitListener: a closed connection frees its slot (once, however
 // often it is closed), and closing the listener wakes an Accept that
 // waits for a slot.
@@ -37,11 +28,11 @@ func TestLimitListener(t *testing.T) {
 		}()
 		return done
 	}
-	dialRaw(t, inner.Addr().String())
+	dial(t, inner.Addr().String())
 	first, err := l.Accept()
 	require.NoError(t, err)
 
-	dialRaw(t, inner.Addr().String())
+	dial(t, inner.Addr().String())
 	waiting := accept() // waits for first's slot
 	require.NoError(t, first.Close())
 	require.ErrorIs(t, <-waiting, net.ErrClosed, "accepted, then closed twice (the second Close fails)")
@@ -51,4 +42,11 @@ func TestLimitListener(t *testing.T) {
 	blocked := accept()
 	require.NoError(t, l.Close())
 	require.ErrorIs(t, <-blocked, net.ErrClosed)
+}
+
+// dial connects to addr, and closes the connection at the test's end.
+func dial(t *testing.T, addr string) {
+	c, err := net.Dial("tcp", addr)
+	require.NoError(t, err)
+	t.Cleanup(func() { c.Close() })
 }

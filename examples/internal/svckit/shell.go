@@ -2,6 +2,7 @@ package svckit
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -82,6 +83,22 @@ type Shell struct {
 // NewShell returns a Shell that is starting: nothing listens yet.
 func NewShell(opts ShellOptions) *Shell {
 	return &Shell{opts: opts, serveDone: make(chan error, 2)}
+}
+
+// Build opens the service's database (m, waiting for the server) and
+// builds the service on it; when build fails, it closes what was opened
+// (ShellOptions.Close, which must handle a service built part way) and
+// returns build's error.
+func (s *Shell) Build(ctx context.Context, m MySQL, build func(context.Context, *sql.DB) error) error {
+	db, err := m.Open(ctx)
+	if err != nil {
+		return err
+	}
+	if err := build(ctx, db); err != nil {
+		_ = s.opts.Close()
+		return err
+	}
+	return nil
 }
 
 // Serve sets the handlers of the public and the admin listener, served by

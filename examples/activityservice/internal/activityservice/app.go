@@ -73,19 +73,14 @@ func NewApp(ctx context.Context, cfg Config, logger *slog.Logger) (*App, error) 
 	if m.DSN, err = withLockWaitTimeout(m.DSN, lockWaitTimeout(cfg.Rooms)); err != nil {
 		return nil, err
 	}
-	db, err := m.Open(ctx)
-	if err != nil {
-		return nil, err
-	}
-	a.db = db
-	if err := a.build(ctx); err != nil {
-		a.closeResources()
+	if err := a.Build(ctx, m, a.build); err != nil {
 		return nil, err
 	}
 	return a, nil
 }
 
-func (a *App) build(ctx context.Context) error {
+func (a *App) build(ctx context.Context, db *sql.DB) error {
+	a.db = db
 	if err := migrate(ctx, a.db); err != nil {
 		return err
 	}

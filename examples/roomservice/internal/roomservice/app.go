@@ -50,19 +50,14 @@ func NewApp(ctx context.Context, cfg Config, logger *slog.Logger) (*App, error) 
 	a := &App{cfg: cfg, log: logger}
 	a.Shell = svckit.NewShell(svckit.ShellOptions{Name: "room-service", Logger: logger, HTTP: cfg.HTTP.HTTP,
 		ShutdownTimeout: cfg.ShutdownTimeout, WorkStopped: stepWorker, Closed: stepMySQL, Close: a.closeResources})
-	db, err := openMySQL(ctx, cfg.MySQL)
-	if err != nil {
-		return nil, err
-	}
-	a.db = db
-	if err := a.build(ctx); err != nil {
-		a.closeResources()
+	if err := a.Build(ctx, cfg.MySQL, a.build); err != nil {
 		return nil, err
 	}
 	return a, nil
 }
 
-func (a *App) build(ctx context.Context) error {
+func (a *App) build(ctx context.Context, db *sql.DB) error {
+	a.db = db
 	if err := migrateRoomTables(ctx, a.db); err != nil {
 		return err
 	}
