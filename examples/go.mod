@@ -7,15 +7,19 @@ go 1.26.0
 // module does not require what they use: the Prometheus client and YAML for
 // room-service; the embedded MySQL engine (go-mysql-server, with logrus)
 // and testcontainers-go for the demo's fallback databases; nats.go and
-// the NATS sink for the events room-service relays to activity-service.
+// the NATS sink for the events room-service relays to activity-service;
+// the sinks room-service can choose by config (sink.kind): Tencent IM,
+// NATS JetStream, Kafka (franz-go) and webhooks.
 require (
 	github.com/dolthub/go-mysql-server v0.20.0
 	github.com/go-sql-driver/mysql v1.10.1
 	github.com/nats-io/nats.go v1.55.0
 	github.com/outboxrelay/outboxrelay v0.1.0
 	github.com/outboxrelay/outboxrelay/outbox/outboxprom v0.1.0
+	github.com/outboxrelay/outboxrelay/sink/kafka v0.1.0
 	github.com/outboxrelay/outboxrelay/sink/natsjs v0.1.0
 	github.com/outboxrelay/outboxrelay/sink/tencentim v0.1.0
+	github.com/outboxrelay/outboxrelay/sink/webhook v0.1.0
 	github.com/prometheus/client_golang v1.25.0
 	github.com/sirupsen/logrus v1.9.4
 	github.com/testcontainers/testcontainers-go/modules/mysql v0.45.0
@@ -27,8 +31,13 @@ require (
 //     internal/testutil too)
 //   - goleak: activity-service's test checks that Shutdown leaves no
 //     goroutine behind
+//   - kfake (franz-go's in-process Kafka cluster, as sink/kafka's tests
+//     use; it has no tagged versions) and franz-go's client, to read what
+//     room-service's Kafka sink produced
 require (
 	github.com/stretchr/testify v1.12.1
+	github.com/twmb/franz-go v1.22.3
+	github.com/twmb/franz-go/pkg/kfake v0.0.0-20260918054303-01f206a7e32c
 	go.uber.org/goleak v1.3.0
 )
 
@@ -60,7 +69,7 @@ require (
 	github.com/go-ole/go-ole v1.3.0 // indirect
 	github.com/google/uuid v1.6.0 // indirect
 	github.com/hashicorp/golang-lru v0.5.4 // indirect
-	github.com/klauspost/compress v1.20.1 // indirect
+	github.com/klauspost/compress v1.20.3 // indirect
 	github.com/lestrrat-go/strftime v1.0.4 // indirect
 	github.com/lufia/plan9stats v0.0.0-20260330125221-c963978e514e // indirect
 	github.com/magiconair/properties v1.18.12 // indirect
@@ -78,6 +87,7 @@ require (
 	github.com/nats-io/nuid v1.0.1 // indirect
 	github.com/opencontainers/go-digest v1.0.0 // indirect
 	github.com/opencontainers/image-spec v1.1.1 // indirect
+	github.com/pierrec/lz4/v4 v4.1.33 // indirect
 	github.com/pkg/errors v0.9.1 // indirect
 	github.com/pmezard/go-difflib v1.0.0 // indirect
 	github.com/power-devops/perfstat v0.0.0-20240221224432-82ca36839d55 // indirect
@@ -91,6 +101,7 @@ require (
 	github.com/tetratelabs/wazero v1.8.2 // indirect
 	github.com/tklauser/go-sysconf v0.4.0 // indirect
 	github.com/tklauser/numcpus v0.12.0 // indirect
+	github.com/twmb/franz-go/pkg/kmsg v1.15.1 // indirect
 	github.com/yusufpapurcu/wmi v1.2.4 // indirect
 	go.opentelemetry.io/auto/sdk v1.2.1 // indirect
 	go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp v0.69.0 // indirect
@@ -116,6 +127,8 @@ require (
 replace (
 	github.com/outboxrelay/outboxrelay => ../
 	github.com/outboxrelay/outboxrelay/outbox/outboxprom => ../outbox/outboxprom
+	github.com/outboxrelay/outboxrelay/sink/kafka => ../sink/kafka
 	github.com/outboxrelay/outboxrelay/sink/natsjs => ../sink/natsjs
 	github.com/outboxrelay/outboxrelay/sink/tencentim => ../sink/tencentim
+	github.com/outboxrelay/outboxrelay/sink/webhook => ../sink/webhook
 )

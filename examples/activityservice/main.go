@@ -14,23 +14,11 @@
 package main
 
 import (
-	"context"
-	"errors"
-	"flag"
-	"fmt"
 	"io"
-	"log/slog"
 	"os"
-	"os/signal"
-	"syscall"
-	"text/tabwriter"
 
 	"github.com/outboxrelay/outboxrelay/examples/activityservice/internal/activityservice"
-)
-
-const (
-	exitFailed = 1
-	exitUsage  = 2
+	"github.com/outboxrelay/outboxrelay/examples/internal/svckit"
 )
 
 func main() {
@@ -39,56 +27,9 @@ func main() {
 
 // run is main with its arguments, error stream and exit code.
 func run(args []string, stderr io.Writer) int {
-	flags := flag.NewFlagSet("activityservice", flag.ContinueOnError)
-	flags.SetOutput(stderr)
-	configPath := flags.String("config", "", "path of the YAML config file; without it, the settings come from the environment alone")
-	flags.Usage = func() { usage(stderr, flags) }
-	if err := flags.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
-		}
-		return exitUsage
-	}
-	if flags.NArg() > 0 {
-		fmt.Fprintf(stderr, "activityservice: unexpected argument %q (flags: -config FILE)\n", flags.Arg(0))
-		return exitUsage
-	}
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
-	defer stop()
-	if err := serve(ctx, *configPath); err != nil {
-		fmt.Fprintln(stderr, "activityservice:", err)
-		return exitFailed
-	}
-	return 0
-}
-
-// usage prints the flags and the environment variables, by name only:
-// their values may be secrets.
-func usage(w io.Writer, flags *flag.FlagSet) {
-	fmt.Fprintln(w, "usage: activityservice [-config FILE]")
-	flags.PrintDefaults()
-	fmt.Fprintln(w, "\nenvironment, overriding the file (a *_FILE variable names a file holding the value;")
-	fmt.Fprintln(w, "the plain variable wins when both are set):")
-	tw := tabwriter.NewWriter(w, 0, 4, 3, ' ', 0)
-	for _, s := range activityservice.EnvSettings {
-		names := s.Var
-		if s.FileVar != "" {
-			names += ", " + s.FileVar
-		}
-		fmt.Fprintf(tw, "  %s\t%s\n", names, s.Key)
-	}
-	_ = tw.Flush()
-}
-
-func serve(ctx context.Context, path string) error {
-	cfg, err := activityservice.LoadConfig(path)
-	if err != nil {
-		return err
-	}
-	logger := slog.New(slog.NewJSONHandler(os.Stderr, nil))
-	app, err := activityservice.NewApp(ctx, cfg, logger)
-	if err != nil {
-		return err
-	}
-	return app.Run(ctx)
+	return svckit.Main(args, stderr, svckit.Command{
+		Name:  "activityservice",
+		Env:   svckit.EnvVars(activityservice.EnvSettings),
+		Serve: svckit.Serve(activityservice.LoadConfig, activityservice.NewApp),
+	})
 }

@@ -7,6 +7,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/outboxrelay/outboxrelay/examples/activityservice/internal/activityservice"
+	"github.com/outboxrelay/outboxrelay/examples/internal/svckit"
 )
 
 // TestUsage: -h lists every environment variable by name, never a value.
@@ -24,14 +25,14 @@ func TestUsage(t *testing.T) {
 // configuration that does not validate fails (1), naming the key.
 func TestBadArguments(t *testing.T) {
 	var out strings.Builder
-	require.Equal(t, exitUsage, run([]string{"extra"}, &out))
+	require.Equal(t, svckit.ExitUsage, run([]string{"extra"}, &out))
 	require.Contains(t, out.String(), `unexpected argument "extra"`)
-	require.Equal(t, exitUsage, run([]string{"-nope"}, &out))
+	require.Equal(t, svckit.ExitUsage, run([]string{"-nope"}, &out))
 	for _, v := range []string{"MYSQL_DSN", "MYSQL_DSN_FILE", "NATS_URL", "NATS_URL_FILE"} {
 		t.Setenv(v, "")
 	}
 	out.Reset()
-	require.Equal(t, exitFailed, run(nil, &out))
+	require.Equal(t, svckit.ExitFailed, run(nil, &out))
 	require.Contains(t, out.String(), "config: mysql.dsn: required")
 }
 

@@ -1,6 +1,19 @@
-// Package svckit holds what the example services (room-service and
-// activity-service) share in how they are configured and started: a
-// strict YAML decoder whose errors name the key, secrets read from the
-// environment or from the files *_FILE variables name, and a MySQL pool
-// that waits for its server. It is the examples' own, not the library's.
+// Package svckit is the service shell the example services
+// (room-service and activity-service) share, so that each keeps only
+// what is its own:
+//
+//   - the command line (Main): -config FILE, -h with the environment
+//     variables by name only, exit codes, SIGINT and SIGTERM;
+//   - the lifecycle (Shell): the public and the admin HTTP listeners,
+//     the probes, the background work (outbox workers, consumers,
+//     retention), and the drain order on SIGTERM;
+//   - the http and mysql config blocks (HTTP, MySQL) with their defaults
+//     and their validation, whose errors name the key;
+//   - a strict YAML decoder whose errors name the key, and settings read
+//     from the environment or from the files *_FILE variables name
+//     (EnvSetting, ApplyEnv);
+//   - secrets redacted from what is printed (RedactDSN, RedactNATSURL),
+//     and a MySQL pool that waits for its server (MySQL.Open).
+//
+// It is the examples' own, not the library's.
 package svckit

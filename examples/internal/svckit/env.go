@@ -65,3 +65,54 @@ func pathless(err error) error {
 	}
 	return err
 }
+
+// EnvVar names a variable that overrides a config key: Var, and FileVar
+// (when not "") naming a file that holds the value (a mounted secret).
+type EnvVar struct {
+	Var, FileVar string
+	// Key is the setting's key in the config file, e.g. "mysql.dsn".
+	Key string
+}
+
+// EnvSetting is one setting of a config C that the environment can give.
+type EnvSetting[C any] struct {
+	EnvVar
+	// Set stores the value in the config; its error (a value that does
+	// not parse) must not hold the value when it may be a secret.
+	Set func(c *C, v string) error
+}
+
+// Env is a setting whose value is stored as it is.
+func Env[C any](v EnvVar, set func(c *C, v string)) EnvSetting[C] {
+	return EnvSetting[C]{EnvVar: v, Set: func(c *C, s string) error { set(c, s); return nil }}
+}
+
+// EnvVars are the variables of settings, for Command.Env.
+func EnvVars[C any](settings []EnvSetting[C]) []EnvVar {
+	vars := make([]EnvVar, len(settings))
+	for i, s := range settings {
+		vars[i] = s.EnvVar
+	}
+	return vars
+}
+
+// ApplyEnv overrides c with every setting the environment gives (plain
+// variable, else the file its *_FILE variable names). Errors name the
+// variable, and the path of a file, never a secret's value.
+func ApplyEnv[C any](c *C, settings []EnvSetting[C]) error {
+	var errs []error
+	for _, s := range settings {
+		v, err := LookupEnv(s.Var, s.FileVar)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		if v == "" {
+			continue
+		}
+		if err := s.Set(c, v); err != nil {
+			errs = append(errs, fmt.Errorf("config: %s: %w", s.Var, err))
+		}
+	}
+	return errors.Join(errs...)
+}

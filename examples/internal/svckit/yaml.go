@@ -3,7 +3,9 @@ package svckit
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"io"
+	"os"
 	"regexp"
 	"strconv"
 	"strings"
@@ -72,4 +74,37 @@ func keyAtLine(n *yaml.Node, line int, prefix string) string {
 		}
 	}
 	return ""
+}
+
+// LoadConfig reads the YAML file at path and parses it (parse is the
+// service's ParseConfig). With path "", the settings come from the
+// environment alone.
+func LoadConfig[C any](path string, parse func([]byte) (C, error)) (C, error) {
+	if path == "" {
+		return parse(nil)
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		var zero C
+		return zero, fmt.Errorf("config: %w", err)
+	}
+	return parse(data)
+}
+
+// ParseConfig decodes data strictly (DecodeYAML: an unknown key is an
+// error, so that a typo fails start-up; empty data is an empty file),
+// applies the environment (env), fills the defaults and validates.
+func ParseConfig[C any](data []byte, env []EnvSetting[C], withDefaults func(C) C, validate func(C) error) (C, error) {
+	var c, zero C
+	if err := DecodeYAML(data, &c); err != nil {
+		return zero, fmt.Errorf("config: %w", err)
+	}
+	if err := ApplyEnv(&c, env); err != nil {
+		return zero, err
+	}
+	c = withDefaults(c)
+	if err := validate(c); err != nil {
+		return zero, err
+	}
+	return c, nil
 }

@@ -6,12 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
-	"net/http"
 	"os"
 	"strconv"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -28,28 +24,20 @@ import (
 	"github.com/outboxrelay/outboxrelay/store/mysql"
 )
 
-// state is where the App is in its life.
-type state int32
-
-const (
-	stateStarting state = iota
-	stateServing
-	stateDraining
-	stateStopped
-)
-
-func (s state) String() string {
-	return [...]string{"starting", "serving", "draining", "stopped"}[s]
-}
-
 // InboxConsumer is the inbox's consumer name: every instance of
 // activity-service records its processed room events under it.
 const InboxConsumer = "activity-service"
 
 // App is activity-service: its MySQL database (activity tables, inbox,
 // outbox), the durable consumer of room-service's stream, the outbox
-// worker that publishes level-ups, and the HTTP listeners. Shutdown
-// stops them in the reverse order of Start.
+// worker that publishes level-ups, and the HTTP listeners. Its
+// svckit.Shell runs them (Start, Run) and stops them (Shutdown) in the
+// shell's drain order: readiness fails, the drain delay passes, HTTP
+// drains, the consumer (its message in hand finishes, its transaction
+// and its ack; the rest of its batch goes back to JetStream), the outbox
+// worker (its publish in flight is recorded) and the inbox's retention
+// stop, and NATS (drained: acks in flight reach the server), then MySQL,
+// close last.
 type App struct {
 	cfg Config
 	log *slog.Logger
@@ -63,17 +51,8 @@ type App struct {
 	worker     *outbox.Worker
 	consumer   *roomConsumer
 	metrics    *prometheus.Registry
-	server     *http.Server
-	admin      *http.Server
-
-	state     atomic.Int32
-	listener  net.Listener
-	adminLn   net.Listener
-	cancel    context.CancelFunc
-	running   sync.WaitGroup
-	serveDone chan error
-	stopOnce  sync.Once
-	stopErr   error
+	// Shell runs the listeners and the background work, and drains.
+	*svckit.Shell
 }
 
 // NewApp opens MySQL (waiting for it), migrates the activity tables, the
@@ -86,25 +65,22 @@ func NewApp(ctx context.Context, cfg Config, logger *slog.Logger) (*App, error) 
 		host, _ := os.Hostname()
 		cfg.NodeID = host + "-" + strconv.Itoa(os.Getpid())
 	}
-	a := &App{cfg: cfg, log: logger, serveDone: make(chan error, 2), natsClosed: make(chan struct{})}
-	dsn, err := withLockWaitTimeout(cfg.MySQL.DSN, lockWaitTimeout(cfg.Rooms))
-	if err != nil {
+	a := &App{cfg: cfg, log: logger, natsClosed: make(chan struct{})}
+	a.Shell = svckit.NewShell(svckit.ShellOptions{Name: "activity-service", Logger: logger, HTTP: cfg.HTTP, ShutdownTimeout: cfg.ShutdownTimeout,
+		WorkStopped: "consumer, outbox worker and inbox retention stopped", Closed: "nats and mysql closed", Close: a.closeResources})
+	m := cfg.MySQL
+	var err error
+	if m.DSN, err = withLockWaitTimeout(m.DSN, lockWaitTimeout(cfg.Rooms)); err != nil {
 		return nil, err
 	}
-	db, err := svckit.OpenMySQL(ctx, dsn, svckit.Pool{MaxOpenConns: cfg.MySQL.MaxOpenConns, MaxIdleConns: cfg.MySQL.MaxOpenConns,
-		ConnMaxLifetime: 5 * time.Minute, ConnMaxIdleTime: time.Minute, StartupTimeout: cfg.MySQL.StartupTimeout})
-	if err != nil {
-		return nil, err
-	}
-	a.db = db
-	if err := a.build(ctx); err != nil {
-		a.closeResources()
+	if err := a.Build(ctx, m, a.build); err != nil {
 		return nil, err
 	}
 	return a, nil
 }
 
-func (a *App) build(ctx context.Context) error {
+func (a *App) build(ctx context.Context, db *sql.DB) error {
+	a.db = db
 	if err := migrate(ctx, a.db); err != nil {
 		return err
 	}
@@ -154,8 +130,11 @@ func (a *App) build(ctx context.Context) error {
 		handleTimeout: handleTimeout(r), deliveries: deliveries, log: a.log,
 		proj: &projector{outbox: store, levels: a.cfg.Levels, headStart: a.worker.HeadStart(), now: time.Now},
 	}
-	a.server = a.newServer(a.publicHandler())
-	a.admin = a.newServer(a.adminHandler())
+	a.Serve(a.publicHandler(), a.adminHandler(), slog.String("node_id", a.cfg.NodeID),
+		slog.String("stream", r.Stream), slog.String("durable", r.Durable))
+	a.Go(func(ctx context.Context) { _ = a.worker.Run(ctx) })
+	a.Go(a.runInboxRetention)
+	a.Go(a.consumer.run)
 	return nil
 }
 
@@ -219,23 +198,10 @@ func (a *App) roomsConsumer(ctx context.Context, js jetstream.JetStream) (jetstr
 // waitFor retries f every second until it succeeds or
 // rooms.startup_timeout has passed.
 func (a *App) waitFor(ctx context.Context, what string, f func(context.Context) error) error {
-	ctx, cancel := context.WithTimeout(ctx, a.cfg.Rooms.StartupTimeout)
-	defer cancel()
-	var last error
-	for {
-		err := f(ctx)
-		if err == nil {
-			return nil
-		}
-		if last == nil || ctx.Err() == nil {
-			last = err
-		}
-		select {
-		case <-ctx.Done():
-			return a.natsErr(fmt.Sprintf("%s not available within %v", what, a.cfg.Rooms.StartupTimeout), last)
-		case <-time.After(time.Second):
-		}
+	if err := svckit.WaitFor(ctx, a.cfg.Rooms.StartupTimeout, f); err != nil {
+		return a.natsErr(fmt.Sprintf("%s not available within %v", what, a.cfg.Rooms.StartupTimeout), err)
 	}
+	return nil
 }
 
 // natsErr wraps a NATS error with the server list, credentials redacted.
@@ -244,103 +210,6 @@ func (a *App) natsErr(what string, err error) error {
 		err = dsnsafe.Err(err, s)
 	}
 	return fmt.Errorf("nats %s: %s: %w", svckit.RedactNATSURL(a.cfg.Rooms.NATSURL), what, err)
-}
-
-// Start listens, marks the App serving, and starts the outbox worker,
-// the inbox's retention and the room consumer.
-func (a *App) Start() error {
-	ln, err := net.Listen("tcp", a.cfg.HTTP.Addr)
-	if err != nil {
-		return fmt.Errorf("listen %s (http.addr): %w", a.cfg.HTTP.Addr, err)
-	}
-	adminLn, err := net.Listen("tcp", a.cfg.HTTP.AdminAddr)
-	if err != nil {
-		ln.Close()
-		return fmt.Errorf("listen %s (http.admin_addr): %w", a.cfg.HTTP.AdminAddr, err)
-	}
-	a.listener, a.adminLn = ln, adminLn
-	ctx, cancel := context.WithCancel(context.Background())
-	a.cancel = cancel
-	a.state.Store(int32(stateServing))
-	a.goRun(func() { _ = a.worker.Run(ctx) })
-	a.goRun(func() { a.runInboxRetention(ctx) })
-	a.goRun(func() { a.consumer.run(ctx) })
-	go func() { a.serveDone <- a.server.Serve(ln) }()
-	go func() { a.serveDone <- a.admin.Serve(adminLn) }()
-	a.log.Info("activity-service serving", slog.String("addr", ln.Addr().String()), slog.String("admin_addr", adminLn.Addr().String()),
-		slog.String("node_id", a.cfg.NodeID), slog.String("stream", a.cfg.Rooms.Stream), slog.String("durable", a.cfg.Rooms.Durable))
-	return nil
-}
-
-func (a *App) goRun(f func()) {
-	a.running.Add(1)
-	go func() {
-		defer a.running.Done()
-		f()
-	}()
-}
-
-// Addr is the public listener's address; AdminAddr the admin one's.
-func (a *App) Addr() string      { return a.listener.Addr().String() }
-func (a *App) AdminAddr() string { return a.adminLn.Addr().String() }
-
-// State reports where the App is in its life.
-func (a *App) State() state { return state(a.state.Load()) }
-
-// Run starts the App and stops it when ctx is done (SIGINT/SIGTERM in
-// main) or a server fails.
-func (a *App) Run(ctx context.Context) error {
-	if err := a.Start(); err != nil {
-		a.closeResources()
-		return err
-	}
-	var serveErr error
-	select {
-	case <-ctx.Done():
-	case serveErr = <-a.serveDone:
-	}
-	stopCtx, cancel := context.WithTimeout(context.Background(), a.cfg.HTTP.DrainDelayOrDefault()+a.cfg.ShutdownTimeout)
-	defer cancel()
-	return errors.Join(serveErr, a.Shutdown(stopCtx))
-}
-
-// Shutdown stops the App, in the reverse order of Start:
-//
-//  1. Mark draining: /readyz answers 503; wait http.drain_delay (or
-//     until ctx ends).
-//  2. Shut the HTTP servers down gracefully.
-//  3. Stop the consumer: the message in hand finishes (its transaction
-//     and its ack), the rest of its batch is handed back to JetStream;
-//     stop the outbox worker (its publish in flight is recorded) and
-//     the inbox's retention.
-//  4. Close NATS, then MySQL, when nothing uses them.
-//
-// Only the first call does the work; every call returns its result.
-func (a *App) Shutdown(ctx context.Context) error {
-	a.stopOnce.Do(func() {
-		a.state.Store(int32(stateDraining))
-		a.server.SetKeepAlivesEnabled(false)
-		a.log.Info("lifecycle: draining: /readyz answers 503")
-		t := time.NewTimer(a.cfg.HTTP.DrainDelayOrDefault())
-		select {
-		case <-t.C:
-		case <-ctx.Done():
-		}
-		t.Stop()
-		var errs []error
-		for _, s := range []*http.Server{a.server, a.admin} {
-			if err := s.Shutdown(ctx); err != nil {
-				errs = append(errs, fmt.Errorf("http shutdown: %w", err), s.Close())
-			}
-		}
-		a.log.Info("lifecycle: http servers stopped")
-		a.cancel()
-		a.running.Wait()
-		a.log.Info("lifecycle: consumer, outbox worker and inbox retention stopped")
-		a.stopErr = errors.Join(append(errs, a.closeResources())...)
-		a.state.Store(int32(stateStopped))
-	})
-	return a.stopErr
 }
 
 // natsCloseWait bounds the wait for the NATS connection to close: its
@@ -361,9 +230,7 @@ func (a *App) closeResources() error {
 			a.log.Warn("nats: connection not closed in time; going on")
 		}
 	}
-	err := a.db.Close()
-	a.log.Info("lifecycle: nats and mysql closed")
-	return err
+	return a.db.Close()
 }
 
 // runInboxRetention deletes processed IDs older than inbox.retention,

@@ -14,6 +14,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/outboxrelay/outboxrelay/examples/internal/natstest"
+	"github.com/outboxrelay/outboxrelay/examples/internal/svckit"
 	"github.com/outboxrelay/outboxrelay/internal/testutil"
 	"github.com/outboxrelay/outboxrelay/outbox"
 	"github.com/outboxrelay/outboxrelay/outbox/outboxtest"
@@ -112,7 +113,7 @@ func TestAppConsumesRoomEvents(t *testing.T) {
 	shutdownCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	require.NoError(t, app.Shutdown(shutdownCtx))
-	require.Equal(t, stateStopped, app.State())
+	require.Equal(t, svckit.StateStopped, app.State())
 }
 
 func scrape(t *testing.T, addr string) string {

@@ -4,7 +4,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"os"
+	"math"
 	"slices"
 	"strconv"
 	"strings"
@@ -14,7 +14,6 @@ import (
 
 	"github.com/outboxrelay/outboxrelay/examples/internal/svckit"
 	inboxmysql "github.com/outboxrelay/outboxrelay/inbox/mysql"
-	"github.com/outboxrelay/outboxrelay/internal/dsnsafe"
 	"github.com/outboxrelay/outboxrelay/outbox"
 	"github.com/outboxrelay/outboxrelay/sink/natsjs"
 	"github.com/outboxrelay/outboxrelay/store/mysql"
@@ -45,31 +44,17 @@ type Config struct {
 	ShutdownTimeout time.Duration `yaml:"shutdown_timeout"`
 }
 
-// HTTPConfig is the http block.
-type HTTPConfig struct {
-	// Addr serves the read API (GET /users/{id}/activity) and the probes.
-	// Defaults to ":8081".
-	Addr string `yaml:"addr"`
-	// AdminAddr serves /metrics, /healthz and /readyz. Defaults to
-	// "127.0.0.1:9091".
-	AdminAddr string `yaml:"admin_addr"`
-	// DrainDelay is how long /readyz answers 503 before the listeners
-	// close. Defaults to 5s; 0s is allowed.
-	DrainDelay *time.Duration `yaml:"drain_delay"`
-}
+// HTTPConfig is the http block (svckit.HTTP): Addr serves the read API
+// (GET /users/{id}/activity) and the probes, and defaults to ":8081";
+// AdminAddr serves /metrics, /healthz and /readyz, and defaults to
+// "127.0.0.1:9091".
+type HTTPConfig = svckit.HTTP
 
-// MySQLConfig is the mysql block: activity-service's own database.
-type MySQLConfig struct {
-	// DSN is the go-sql-driver/mysql DSN of activity-service's database
-	// (not room-service's). Required, here or in MYSQL_DSN or the file
-	// MYSQL_DSN_FILE names; the environment wins. It must name a
-	// database. It is never printed with its password.
-	DSN string `yaml:"dsn"`
-	// MaxOpenConns caps the pool. Defaults to 10.
-	MaxOpenConns int `yaml:"max_open_conns"`
-	// StartupTimeout is how long start-up waits for MySQL. Defaults to 1m.
-	StartupTimeout time.Duration `yaml:"startup_timeout"`
-}
+// MySQLConfig is the mysql block (svckit.MySQL): activity-service's own
+// database (not room-service's). MaxOpenConns defaults to 10, and at
+// least 2 (the consumer and the outbox worker); MaxIdleConns to
+// MaxOpenConns.
+type MySQLConfig = svckit.MySQL
 
 // RoomsConfig is the rooms block: the JetStream stream room-service
 // relays its events to, and this service's durable consumer of it.
@@ -145,7 +130,6 @@ type OutboxConfig struct {
 const (
 	DefaultHTTPAddr          = ":8081"
 	DefaultAdminAddr         = "127.0.0.1:9091"
-	DefaultDrainDelay        = 5 * time.Second
 	DefaultMaxOpenConns      = 10
 	DefaultStartupTimeout    = time.Minute
 	DefaultRoomsStream       = "ROOMS"
@@ -175,15 +159,10 @@ var DefaultLevels = []int64{100, 500, 2000, 10000, 50000}
 // WithDefaults returns a copy of c with the documented defaults filled in
 // for every zero value.
 func (c Config) WithDefaults() Config {
-	h := &c.HTTP
-	svckit.OrDefault(&h.Addr, DefaultHTTPAddr)
-	svckit.OrDefault(&h.AdminAddr, DefaultAdminAddr)
-	if h.DrainDelay == nil {
-		d := DefaultDrainDelay
-		h.DrainDelay = &d
-	}
-	svckit.OrDefault(&c.MySQL.MaxOpenConns, DefaultMaxOpenConns)
-	svckit.OrDefault(&c.MySQL.StartupTimeout, DefaultStartupTimeout)
+	c.HTTP = c.HTTP.WithDefaults(DefaultHTTPAddr, DefaultAdminAddr)
+	// Every open connection may idle: the consumer and the worker keep
+	// theirs busy.
+	c.MySQL = c.MySQL.WithDefaults(DefaultMaxOpenConns, math.MaxInt)
 	r := &c.Rooms
 	svckit.OrDefault(&r.Stream, DefaultRoomsStream)
 	svckit.OrDefault(&r.SubjectPrefix, DefaultRoomsPrefix)
@@ -209,43 +188,14 @@ func (c Config) WithDefaults() Config {
 	return c
 }
 
-// DrainDelayOrDefault is http.drain_delay, the default when unset.
-func (h HTTPConfig) DrainDelayOrDefault() time.Duration {
-	if h.DrainDelay == nil {
-		return DefaultDrainDelay
-	}
-	return *h.DrainDelay
-}
-
 // LoadConfig reads a YAML file, applies the environment (EnvSettings),
-// fills defaults and validates. With path "", the settings come from the
-// environment alone.
-func LoadConfig(path string) (Config, error) {
-	if path == "" {
-		return ParseConfig(nil)
-	}
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return Config{}, fmt.Errorf("config: %w", err)
-	}
-	return ParseConfig(data)
-}
+// fills defaults and validates. Unknown keys are errors, so a typo fails
+// start-up. With path "", the settings come from the environment alone.
+func LoadConfig(path string) (Config, error) { return svckit.LoadConfig(path, ParseConfig) }
 
 // ParseConfig is LoadConfig on bytes; empty data is an empty file.
-// Unknown keys are errors, so that a typo fails start-up.
 func ParseConfig(data []byte) (Config, error) {
-	var c Config
-	if err := svckit.DecodeYAML(data, &c); err != nil {
-		return Config{}, fmt.Errorf("config: %w", err)
-	}
-	if err := c.applyEnv(); err != nil {
-		return Config{}, err
-	}
-	c = c.WithDefaults()
-	if err := c.Validate(); err != nil {
-		return Config{}, err
-	}
-	return c, nil
+	return svckit.ParseConfig(data, EnvSettings, Config.WithDefaults, Config.Validate)
 }
 
 // Validate checks a configuration that has its defaults; every error
@@ -253,26 +203,13 @@ func ParseConfig(data []byte) (Config, error) {
 func (c Config) Validate() error {
 	var errs []error
 	bad := func(key string, v any, why string) { errs = append(errs, fmt.Errorf("config: %s %v: %s", key, v, why)) }
-	if c.HTTP.Addr == c.HTTP.AdminAddr && !strings.HasSuffix(c.HTTP.Addr, ":0") {
-		bad("http.admin_addr", strconv.Quote(c.HTTP.AdminAddr), "must differ from http.addr")
-	}
-	if d := c.HTTP.DrainDelayOrDefault(); d < 0 {
-		bad("http.drain_delay", d, "must not be negative")
-	}
-	switch dsn, err := dsnsafe.Parse(c.MySQL.DSN); {
-	case c.MySQL.DSN == "":
-		errs = append(errs, fmt.Errorf("config: mysql.dsn: required (or set %s or %s)", EnvMySQLDSN, EnvMySQLDSNFile))
-	case err != nil:
-		errs = append(errs, fmt.Errorf("config: mysql.dsn: %w", err))
-	case dsn.DBName == "":
-		errs = append(errs, fmt.Errorf("config: mysql.dsn %s: names no database (add /DATABASE after the address)", dsnsafe.Target(dsn)))
-	}
+	errs = append(errs, c.HTTP.Validate(), c.MySQL.Validate())
 	if c.MySQL.MaxOpenConns < 2 {
 		bad("mysql.max_open_conns", c.MySQL.MaxOpenConns, "must be at least 2 (the consumer and the outbox worker)")
 	}
 	errs = append(errs, c.Rooms.validate(), c.Inbox.validate(), validLevels(c.Levels), c.Outbox.validate())
-	if c.ShutdownTimeout < 0 || c.MySQL.StartupTimeout < 0 {
-		bad("shutdown_timeout, mysql.startup_timeout", []time.Duration{c.ShutdownTimeout, c.MySQL.StartupTimeout}, "must not be negative")
+	if c.ShutdownTimeout < 0 {
+		bad("shutdown_timeout", c.ShutdownTimeout, "must not be negative")
 	}
 	return errors.Join(errs...)
 }

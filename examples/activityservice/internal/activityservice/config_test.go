@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/outboxrelay/outboxrelay/examples/internal/svckit"
 	inboxmysql "github.com/outboxrelay/outboxrelay/inbox/mysql"
 	"github.com/stretchr/testify/require"
 )
@@ -31,10 +32,12 @@ func TestConfigDefaults(t *testing.T) {
 	clearEnv(t)
 	c, err := ParseConfig([]byte(minimal))
 	require.NoError(t, err)
-	drain := DefaultDrainDelay
+	drain := svckit.DefaultDrainDelay
 	require.Equal(t, Config{
-		HTTP:  HTTPConfig{Addr: DefaultHTTPAddr, AdminAddr: DefaultAdminAddr, DrainDelay: &drain},
-		MySQL: MySQLConfig{DSN: "app@tcp(db:3306)/activity", MaxOpenConns: DefaultMaxOpenConns, StartupTimeout: DefaultStartupTimeout},
+		HTTP: HTTPConfig{Addr: DefaultHTTPAddr, AdminAddr: DefaultAdminAddr, ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 10 * time.Second,
+			WriteTimeout: 15 * time.Second, IdleTimeout: time.Minute, MaxHeaderBytes: 16 << 10, MaxConnections: 1024, DrainDelay: &drain},
+		MySQL: MySQLConfig{DSN: "app@tcp(db:3306)/activity", MaxOpenConns: DefaultMaxOpenConns, MaxIdleConns: DefaultMaxOpenConns,
+			ConnMaxLifetime: 5 * time.Minute, ConnMaxIdleTime: time.Minute, StartupTimeout: DefaultStartupTimeout},
 		Rooms: RoomsConfig{NATSURL: "nats://nats:4222", Stream: "ROOMS", SubjectPrefix: "rooms", Durable: "activity", AckWait: 30 * time.Second,
 			MaxAckPending: 1000, FetchBatch: 50, FetchWait: time.Second, RetryDelay: time.Second, StartupTimeout: time.Minute},
 		Inbox:           InboxConfig{Retention: 168 * time.Hour, RetentionInterval: time.Minute, RetentionBatch: 1000},
@@ -87,7 +90,7 @@ func TestConfigValidation(t *testing.T) {
 		{"mysql:\n  dsn: \"a@tcp(db:3306)/\"\nrooms:\n  nats_url: \"nats://n:4222\"\n", "names no database"},
 		{minimal + "levels: [10, 10]\n", "config: levels [10 10]: must be positive and strictly increasing"},
 		{minimal + "levels: [0]\n", "config: levels [0]"},
-		{minimal + "http:\n  addr: \":1\"\n  admin_addr: \":1\"\n", `config: http.admin_addr ":1": must differ from http.addr`},
+		{minimal + "http:\n  addr: \":1\"\n  admin_addr: \":1\"\n", `config: http.admin_addr: ":1": must differ from http.addr`},
 		{minimal + "inbox:\n  retention: \"10m\"\n", "config: inbox.retention 10m0s: must be at least 1h"},
 		{minimal + "outbox:\n  table: \"bad-name\"\n", "config: outbox.table"},
 		{minimal + "outbox:\n  stream: \"A.B\"\n", `config: outbox.stream "A.B"`},

@@ -2,36 +2,18 @@ package activityservice
 
 import (
 	"database/sql"
-	"encoding/json"
 	"errors"
 	"log/slog"
 	"net/http"
-	"time"
 
+	"github.com/outboxrelay/outboxrelay/examples/internal/svckit"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
-
-// HTTP server limits (room-service's defaults).
-const (
-	readHeaderTimeout = 5 * time.Second
-	readTimeout       = 10 * time.Second
-	writeTimeout      = 15 * time.Second
-	idleTimeout       = 60 * time.Second
-	maxHeaderBytes    = 16 << 10
-)
-
-func (a *App) newServer(h http.Handler) *http.Server {
-	return &http.Server{
-		Handler: h, ReadHeaderTimeout: readHeaderTimeout, ReadTimeout: readTimeout, WriteTimeout: writeTimeout,
-		IdleTimeout: idleTimeout, MaxHeaderBytes: maxHeaderBytes,
-		ErrorLog: slog.NewLogLogger(a.log.Handler(), slog.LevelWarn),
-	}
-}
 
 // publicHandler serves the read API and the probes.
 func (a *App) publicHandler() http.Handler {
 	mux := http.NewServeMux()
-	a.probes(mux)
+	a.Probes(mux)
 	mux.HandleFunc("GET /users/{user_id}/activity", a.handleActivity)
 	return mux
 }
@@ -39,27 +21,9 @@ func (a *App) publicHandler() http.Handler {
 // adminHandler serves /metrics and the probes.
 func (a *App) adminHandler() http.Handler {
 	mux := http.NewServeMux()
-	a.probes(mux)
+	a.Probes(mux)
 	mux.Handle("GET /metrics", promhttp.HandlerFor(a.metrics, promhttp.HandlerOpts{}))
 	return mux
-}
-
-// probes adds /healthz (the process answers) and /readyz (200 while
-// serving, 503 while starting and from the first moment of a shutdown).
-// As room-service's, readiness does not follow MySQL or NATS: a shared
-// outage would take every instance out at once; it shows on /metrics
-// (activity_deliveries_total{outcome="failed"}) and in the logs.
-func (a *App) probes(mux *http.ServeMux) {
-	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
-		writeJSON(w, http.StatusOK, map[string]string{"status": "alive"})
-	})
-	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
-		if s := a.State(); s != stateServing {
-			writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": s.String()})
-			return
-		}
-		writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
-	})
 }
 
 // Activity is what GET /users/{id}/activity answers.
@@ -118,8 +82,4 @@ func readActivity(r *http.Request, db *sql.DB, id string) (Activity, error) {
 	return act, err
 }
 
-func writeJSON(w http.ResponseWriter, status int, v any) {
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(status)
-	_ = json.NewEncoder(w).Encode(v)
-}
+func writeJSON(w http.ResponseWriter, status int, v any) { svckit.WriteJSON(w, status, v) }

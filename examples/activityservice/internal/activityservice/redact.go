@@ -30,13 +30,6 @@ func (c Config) Format(f fmt.State, _ rune) { _, _ = io.WriteString(f, c.String(
 // LogValue makes slog log String.
 func (c Config) LogValue() slog.Value { return slog.StringValue(c.String()) }
 
-// String prints the block with the DSN's password redacted.
-func (c MySQLConfig) String() string {
-	type plain MySQLConfig
-	c.DSN = svckit.RedactDSN(c.DSN)
-	return fmt.Sprintf("%+v", plain(c))
-}
-
 // String prints the block with the URL's credentials redacted.
 func (c RoomsConfig) String() string {
 	type plain RoomsConfig
@@ -44,7 +37,5 @@ func (c RoomsConfig) String() string {
 	return fmt.Sprintf("%+v", plain(c))
 }
 
-func (c MySQLConfig) Format(f fmt.State, _ rune) { _, _ = io.WriteString(f, c.String()) }
 func (c RoomsConfig) Format(f fmt.State, _ rune) { _, _ = io.WriteString(f, c.String()) }
-func (c MySQLConfig) LogValue() slog.Value       { return slog.StringValue(c.String()) }
 func (c RoomsConfig) LogValue() slog.Value       { return slog.StringValue(c.String()) }

@@ -30,8 +30,8 @@ func TestNATSConfig(t *testing.T) {
 	t.Setenv(EnvNATSURLFile, writeFile(t, "url", "nats://app:s3cret@nats:4222\n"))
 	cfg, err = ParseConfig([]byte(base))
 	require.NoError(t, err)
-	require.Equal(t, NATSConfig{URL: "nats://app:s3cret@nats:4222", Stream: "ROOMS", SubjectPrefix: "rooms", Consumer: "broker",
-		Duplicates: DefaultNATSDuplicates, StartupTimeout: DefaultNATSStartupTimeout}, cfg.NATS)
+	require.Equal(t, NATSConfig{JetStreamConfig: JetStreamConfig{URL: "nats://app:s3cret@nats:4222", Stream: "ROOMS", SubjectPrefix: "rooms",
+		Duplicates: DefaultNATSDuplicates, StartupTimeout: DefaultNATSStartupTimeout}, Consumer: "broker"}, cfg.NATS)
 	require.NotContains(t, fmt.Sprint(cfg), "s3cret")
 	require.NotContains(t, fmt.Sprintf("%#v", cfg.NATS), "s3cret")
 	require.Contains(t, fmt.Sprint(cfg.NATS), "nats:4222")
@@ -64,7 +64,7 @@ func TestBrokerRelaysEvents(t *testing.T) {
 	on := true
 	app := startApp(t, nil, func(c *Config) {
 		c.OutboxWorker.Enabled = &on
-		c.NATS = NATSConfig{URL: natstest.URL(), Stream: stream, SubjectPrefix: prefix, StartupTimeout: 10 * time.Second}
+		c.NATS = NATSConfig{JetStreamConfig: JetStreamConfig{URL: natstest.URL(), Stream: stream, SubjectPrefix: prefix, StartupTimeout: 10 * time.Second}}
 	})
 	created := app.command("/v1/rooms", map[string]any{"room_id": "r1", "owner_id": "alice", "command_id": "c1"})
 	joined := app.command("/v1/rooms/r1/join", map[string]any{"user_id": "bob", "command_id": "c2"})
@@ -101,7 +101,7 @@ func TestBrokerRelaysEvents(t *testing.T) {
 // TestBrokerErrorsHideCredentials: a NATS that does not answer fails
 // start-up, naming the server without its password.
 func TestBrokerErrorsHideCredentials(t *testing.T) {
-	cfg := Config{NATS: NATSConfig{URL: "nats://app:pa55word@127.0.0.1:1", StartupTimeout: 1500 * time.Millisecond}}.WithDefaults()
+	cfg := Config{NATS: NATSConfig{JetStreamConfig: JetStreamConfig{URL: "nats://app:pa55word@127.0.0.1:1", StartupTimeout: 1500 * time.Millisecond}}}.WithDefaults()
 	a := &App{cfg: cfg, log: slog.New(slog.DiscardHandler)}
 	b, err := a.newBroker(context.Background(), nil, OutboxWorkerConfig{}.mustOptions(t))
 	require.Nil(t, b)

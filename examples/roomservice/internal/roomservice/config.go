@@ -3,12 +3,9 @@ package roomservice
 import (
 	"errors"
 	"fmt"
-	"os"
-	"strings"
 	"time"
 
 	"github.com/outboxrelay/outboxrelay/examples/internal/svckit"
-	"github.com/outboxrelay/outboxrelay/internal/dsnsafe"
 	"github.com/outboxrelay/outboxrelay/outbox"
 	"github.com/outboxrelay/outboxrelay/outbox/outboxui"
 )
@@ -18,9 +15,14 @@ import (
 type Config struct {
 	// NodeID names this instance in logs and leases. Defaults to
 	// <hostname>-<pid>.
-	NodeID    string          `yaml:"node_id"`
-	HTTP      HTTPConfig      `yaml:"http"`
-	MySQL     MySQLConfig     `yaml:"mysql"`
+	NodeID string      `yaml:"node_id"`
+	HTTP   HTTPConfig  `yaml:"http"`
+	MySQL  MySQLConfig `yaml:"mysql"`
+	// Sink chooses where the events are delivered: Tencent IM (the
+	// default; the tencent_im block), NATS JetStream, Kafka or a webhook.
+	Sink SinkConfig `yaml:"sink"`
+	// TencentIM is Tencent IM's settings, used when sink.kind is
+	// tencentim (the default) and ignored otherwise.
 	TencentIM TencentIMConfig `yaml:"tencent_im"`
 	// NATS relays the events to NATS JetStream too, when its url is set.
 	NATS         NATSConfig         `yaml:"nats"`
@@ -35,15 +37,12 @@ type Config struct {
 	MetricsStatsInterval time.Duration `yaml:"metrics_stats_interval"`
 }
 
-// HTTPConfig is the http block: the public API's listener and its
-// limits, and the admin listener.
+// HTTPConfig is the http block: the listeners and their limits
+// (svckit.HTTP, defaults ":8080" and "127.0.0.1:9090"), and what is
+// room-service's own: the API's in-flight cap and the outbox dashboard
+// on the admin listener.
 type HTTPConfig struct {
-	// Addr is the public API's listen address. Defaults to ":8080".
-	Addr string `yaml:"addr"`
-	// AdminAddr serves /metrics (and /healthz, /readyz) for operators.
-	// Defaults to "127.0.0.1:9090": loopback, so that only the host (or a
-	// sidecar) reaches it; set ":9090" where a scraper must.
-	AdminAddr string `yaml:"admin_addr"`
+	svckit.HTTP `yaml:",inline"`
 	// OutboxUIReadOnly switches the requeue actions of the outbox
 	// dashboard (admin listener, /outbox/) off. The dashboard has no
 	// login of its own: set it where others than operators reach the
@@ -60,57 +59,17 @@ type HTTPConfig struct {
 	// on the host's 127.0.0.1 sends. /metrics and the probes do not
 	// check the Host.
 	OutboxUIHosts []string `yaml:"outbox_ui_hosts"`
-	// ReadHeaderTimeout, ReadTimeout, WriteTimeout and IdleTimeout are
-	// the http.Server's (defaults 5s, 10s, 15s, 60s): a client that sends
-	// its headers or body too slowly, or idles on a keep-alive
-	// connection, is cut off.
-	ReadHeaderTimeout time.Duration `yaml:"read_header_timeout"`
-	ReadTimeout       time.Duration `yaml:"read_timeout"`
-	WriteTimeout      time.Duration `yaml:"write_timeout"`
-	IdleTimeout       time.Duration `yaml:"idle_timeout"`
-	// MaxHeaderBytes bounds a request's headers. Defaults to 16 KiB.
-	MaxHeaderBytes int `yaml:"max_header_bytes"`
-	// MaxConnections caps the public listener's open connections; more
-	// wait in the kernel's backlog. Defaults to 1024.
-	MaxConnections int `yaml:"max_connections"`
 	// MaxInFlight caps the API requests handled at once; beyond it the
 	// answer is 503 with Retry-After. Defaults to 256.
 	MaxInFlight int `yaml:"max_in_flight"`
-	// DrainDelay is how long /readyz answers 503 before the server stops
-	// taking connections, so that load balancers (Kubernetes endpoints)
-	// stop sending first. Defaults to 5s; 0s is allowed (tests, local).
-	DrainDelay *time.Duration `yaml:"drain_delay"`
 }
 
-// MySQLConfig is the mysql block.
-type MySQLConfig struct {
-	// DSN is the go-sql-driver/mysql DSN of the service's database, e.g.
-	// "app:PASSWORD@tcp(db:3306)/rooms?interpolateParams=true". Required,
-	// here or, better, in MYSQL_DSN or the file MYSQL_DSN_FILE names (a
-	// mounted Kubernetes secret); the environment wins. It must name a
-	// database; the "/" before the name is what lets the password hold
-	// "/" and "@". It is never printed with its password.
-	DSN string `yaml:"dsn"`
-	// MaxOpenConns caps the pool (sql.DB.SetMaxOpenConns). Defaults to
-	// 20: a command holds one connection for a few milliseconds, the
-	// worker one more, and a server's max_connections (151 by default)
-	// is shared by every instance, so that 5 instances stay below 110.
-	MaxOpenConns int `yaml:"max_open_conns"`
-	// MaxIdleConns keeps up to this many idle connections. Defaults to
-	// 10, and never more than MaxOpenConns.
-	MaxIdleConns int `yaml:"max_idle_conns"`
-	// ConnMaxLifetime closes connections older than this, so that a
-	// failover or a proxy's rebalancing is picked up and the server's
-	// wait_timeout never cuts a pooled connection. Defaults to 5m.
-	ConnMaxLifetime time.Duration `yaml:"conn_max_lifetime"`
-	// ConnMaxIdleTime closes connections idle this long, so that a quiet
-	// instance gives its share of max_connections back. Defaults to 1m.
-	ConnMaxIdleTime time.Duration `yaml:"conn_max_idle_time"`
-	// StartupTimeout is how long start-up waits for MySQL to answer,
-	// retrying every second, as it may be starting beside us. Defaults
-	// to 1m; after it, start-up fails (and Kubernetes restarts the pod).
-	StartupTimeout time.Duration `yaml:"startup_timeout"`
-}
+// MySQLConfig is the mysql block (svckit.MySQL). MaxOpenConns defaults
+// to 20: a command holds one connection for a few milliseconds, the
+// worker one more, and a server's max_connections (151 by default) is
+// shared by every instance, so that 5 instances stay below 110.
+// MaxIdleConns defaults to 10.
+type MySQLConfig = svckit.MySQL
 
 // CommandsConfig is the commands block: the command log that makes
 // command IDs idempotent.
@@ -235,50 +194,21 @@ func (c OutboxWorkerConfig) retryPolicy() (outbox.RetryPolicy, error) {
 // LoadConfig reads a YAML file, applies the environment (EnvSettings),
 // fills defaults and validates. Unknown keys are errors, so a typo fails
 // start-up. With path "", the settings come from the environment alone.
-func LoadConfig(path string) (Config, error) {
-	if path == "" {
-		return ParseConfig(nil)
-	}
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return Config{}, fmt.Errorf("config: %w", err)
-	}
-	return ParseConfig(data)
-}
+func LoadConfig(path string) (Config, error) { return svckit.LoadConfig(path, ParseConfig) }
 
 // ParseConfig is LoadConfig on bytes; empty data is an empty file.
 func ParseConfig(data []byte) (Config, error) {
-	var c Config
-	if err := svckit.DecodeYAML(data, &c); err != nil {
-		return Config{}, fmt.Errorf("config: %w", err)
-	}
-	if err := c.applyEnv(); err != nil {
-		return Config{}, err
-	}
-	c = c.WithDefaults()
-	if err := c.validate(); err != nil {
-		return Config{}, err
-	}
-	return c, nil
+	return svckit.ParseConfig(data, EnvSettings, Config.WithDefaults, Config.validate)
 }
 
-// The defaults WithDefaults fills in.
+// The defaults WithDefaults fills in (and svckit's, for the http and
+// mysql blocks).
 const (
 	DefaultHTTPAddr          = ":8080"
 	DefaultAdminAddr         = "127.0.0.1:9090"
-	DefaultReadHeaderTimeout = 5 * time.Second
-	DefaultReadTimeout       = 10 * time.Second
-	DefaultWriteTimeout      = 15 * time.Second
-	DefaultIdleTimeout       = 60 * time.Second
-	DefaultMaxHeaderBytes    = 16 << 10
-	DefaultMaxConnections    = 1024
 	DefaultMaxInFlight       = 256
-	DefaultDrainDelay        = 5 * time.Second
 	DefaultMaxOpenConns      = 20
 	DefaultMaxIdleConns      = 10
-	DefaultConnMaxLifetime   = 5 * time.Minute
-	DefaultConnMaxIdleTime   = time.Minute
-	DefaultStartupTimeout    = time.Minute
 	DefaultCommandRetention  = 7 * 24 * time.Hour
 	DefaultRetentionInterval = time.Minute
 	DefaultRetentionBatch    = 1000
@@ -288,53 +218,21 @@ const (
 // WithDefaults returns a copy of c with the documented defaults filled in
 // for every zero value.
 func (c Config) WithDefaults() Config {
-	h := &c.HTTP
-	orDefault(&h.Addr, DefaultHTTPAddr)
-	orDefault(&h.AdminAddr, DefaultAdminAddr)
-	orDefault(&h.ReadHeaderTimeout, DefaultReadHeaderTimeout)
-	orDefault(&h.ReadTimeout, DefaultReadTimeout)
-	orDefault(&h.WriteTimeout, DefaultWriteTimeout)
-	orDefault(&h.IdleTimeout, DefaultIdleTimeout)
-	orDefault(&h.MaxHeaderBytes, DefaultMaxHeaderBytes)
-	orDefault(&h.MaxConnections, DefaultMaxConnections)
-	orDefault(&h.MaxInFlight, DefaultMaxInFlight)
-	if h.DrainDelay == nil {
-		d := DefaultDrainDelay
-		h.DrainDelay = &d
-	}
-	m := &c.MySQL
-	orDefault(&m.MaxOpenConns, DefaultMaxOpenConns)
-	orDefault(&m.MaxIdleConns, min(DefaultMaxIdleConns, m.MaxOpenConns))
-	orDefault(&m.ConnMaxLifetime, DefaultConnMaxLifetime)
-	orDefault(&m.ConnMaxIdleTime, DefaultConnMaxIdleTime)
-	orDefault(&m.StartupTimeout, DefaultStartupTimeout)
-	orDefault(&c.Commands.Retention, DefaultCommandRetention)
-	orDefault(&c.Commands.RetentionInterval, DefaultRetentionInterval)
-	orDefault(&c.Commands.RetentionBatch, DefaultRetentionBatch)
-	orDefault(&c.ShutdownTimeout, DefaultShutdownTimeout)
+	c.HTTP.HTTP = c.HTTP.WithDefaults(DefaultHTTPAddr, DefaultAdminAddr)
+	svckit.OrDefault(&c.HTTP.MaxInFlight, DefaultMaxInFlight)
+	c.MySQL = c.MySQL.WithDefaults(DefaultMaxOpenConns, DefaultMaxIdleConns)
+	svckit.OrDefault(&c.Commands.Retention, DefaultCommandRetention)
+	svckit.OrDefault(&c.Commands.RetentionInterval, DefaultRetentionInterval)
+	svckit.OrDefault(&c.Commands.RetentionBatch, DefaultRetentionBatch)
+	svckit.OrDefault(&c.ShutdownTimeout, DefaultShutdownTimeout)
 	c.NATS = c.NATS.withDefaults()
+	c.Sink = c.Sink.withDefaults()
 	return c
-}
-
-// orDefault sets *v to def when it is the zero value.
-func orDefault[T comparable](v *T, def T) {
-	var zero T
-	if *v == zero {
-		*v = def
-	}
-}
-
-// DrainDelayOrDefault is http.drain_delay, the default when unset.
-func (h HTTPConfig) DrainDelayOrDefault() time.Duration {
-	if h.DrainDelay == nil {
-		return DefaultDrainDelay
-	}
-	return *h.DrainDelay
 }
 
 func (c Config) validate() error {
 	var errs []error
-	errs = append(errs, c.HTTP.validate(), c.MySQL.validate(), c.Commands.validate(), c.NATS.validate())
+	errs = append(errs, c.HTTP.validate(), c.MySQL.Validate(), c.Commands.validate(), c.NATS.validate(), c.Sink.validate())
 	if c.ShutdownTimeout < 0 {
 		errs = append(errs, fmt.Errorf("config: shutdown_timeout: %v: must not be negative", c.ShutdownTimeout))
 	}
@@ -343,76 +241,41 @@ func (c Config) validate() error {
 	} else if err := opts.Validate(); err != nil {
 		errs = append(errs, fmt.Errorf("config: outbox_worker: %w", err))
 	}
-	if im := c.TencentIM; im.Fake {
-		errs = append(errs, errFakeIM)
-	} else {
-		if im.BaseURL == "" {
-			errs = append(errs, fmt.Errorf("config: tencent_im.base_url: required (or set %s)", EnvBaseURL))
-		}
-		if im.SDKAppID <= 0 {
-			errs = append(errs, fmt.Errorf("config: tencent_im.sdk_app_id %d: must be positive (or set %s)", im.SDKAppID, EnvSDKAppID))
-		}
-		if im.AdminIdentifier == "" {
-			errs = append(errs, fmt.Errorf("config: tencent_im.admin_identifier: required (or set %s)", EnvAdminIdentifier))
-		}
-		if im.SecretKey == "" {
-			errs = append(errs, fmt.Errorf("config: tencent_im.secret_key: required (set %s or %s)", EnvSecretKey, EnvSecretKeyFile))
-		}
+	if c.Sink.kind() == SinkTencentIM {
+		errs = append(errs, c.TencentIM.validate())
+	}
+	return errors.Join(errs...)
+}
+
+func (im TencentIMConfig) validate() error {
+	if im.Fake {
+		return errFakeIM
+	}
+	var errs []error
+	if im.BaseURL == "" {
+		errs = append(errs, fmt.Errorf("config: tencent_im.base_url: required (or set %s)", EnvBaseURL))
+	}
+	if im.SDKAppID <= 0 {
+		errs = append(errs, fmt.Errorf("config: tencent_im.sdk_app_id %d: must be positive (or set %s)", im.SDKAppID, EnvSDKAppID))
+	}
+	if im.AdminIdentifier == "" {
+		errs = append(errs, fmt.Errorf("config: tencent_im.admin_identifier: required (or set %s)", EnvAdminIdentifier))
+	}
+	if im.SecretKey == "" {
+		errs = append(errs, fmt.Errorf("config: tencent_im.secret_key: required (set %s or %s)", EnvSecretKey, EnvSecretKeyFile))
 	}
 	return errors.Join(errs...)
 }
 
 func (h HTTPConfig) validate() error {
-	var errs []error
-	for _, d := range []struct {
-		name string
-		v    time.Duration
-	}{
-		{"read_header_timeout", h.ReadHeaderTimeout}, {"read_timeout", h.ReadTimeout},
-		{"write_timeout", h.WriteTimeout}, {"idle_timeout", h.IdleTimeout}, {"drain_delay", h.DrainDelayOrDefault()},
-	} {
-		if d.v < 0 {
-			errs = append(errs, fmt.Errorf("config: http.%s: %v: must not be negative", d.name, d.v))
-		}
-	}
-	for _, n := range []struct {
-		name string
-		v    int
-	}{{"max_header_bytes", h.MaxHeaderBytes}, {"max_connections", h.MaxConnections}, {"max_in_flight", h.MaxInFlight}} {
-		if n.v < 0 {
-			errs = append(errs, fmt.Errorf("config: http.%s: %d: must not be negative", n.name, n.v))
-		}
+	errs := []error{h.HTTP.Validate()}
+	if h.MaxInFlight < 0 {
+		errs = append(errs, fmt.Errorf("config: http.max_in_flight: %d: must not be negative", h.MaxInFlight))
 	}
 	for i, host := range h.OutboxUIHosts {
 		if err := outboxui.CheckHost(host); err != nil {
 			errs = append(errs, fmt.Errorf("config: http.outbox_ui_hosts[%d]: %w", i, err))
 		}
-	}
-	// Port 0 picks a free port for each, so the same ":0" is fine.
-	if h.Addr != "" && h.Addr == h.AdminAddr && !strings.HasSuffix(h.Addr, ":0") {
-		errs = append(errs, fmt.Errorf("config: http.admin_addr: %q: must differ from http.addr", h.AdminAddr))
-	}
-	return errors.Join(errs...)
-}
-
-func (m MySQLConfig) validate() error {
-	var errs []error
-	if m.DSN == "" {
-		errs = append(errs, fmt.Errorf("config: mysql.dsn: required (or set %s or %s)", EnvMySQLDSN, EnvMySQLDSNFile))
-	} else if dsn, err := dsnsafe.Parse(m.DSN); err != nil {
-		errs = append(errs, fmt.Errorf("config: mysql.dsn: %w", err))
-	} else if dsn.DBName == "" {
-		errs = append(errs, fmt.Errorf("config: mysql.dsn %s: names no database (add /DATABASE after the address)", dsnsafe.Target(dsn)))
-	}
-	if m.MaxOpenConns < 0 {
-		errs = append(errs, fmt.Errorf("config: mysql.max_open_conns: %d: must not be negative", m.MaxOpenConns))
-	}
-	if m.MaxIdleConns < 0 || m.MaxIdleConns > m.MaxOpenConns {
-		errs = append(errs, fmt.Errorf("config: mysql.max_idle_conns: %d: must be 0 to max_open_conns (%d)", m.MaxIdleConns, m.MaxOpenConns))
-	}
-	if m.ConnMaxLifetime < 0 || m.ConnMaxIdleTime < 0 || m.StartupTimeout < 0 {
-		errs = append(errs, fmt.Errorf("config: mysql.conn_max_lifetime %v, conn_max_idle_time %v, startup_timeout %v: must not be negative",
-			m.ConnMaxLifetime, m.ConnMaxIdleTime, m.StartupTimeout))
 	}
 	return errors.Join(errs...)
 }

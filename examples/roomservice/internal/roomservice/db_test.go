@@ -20,7 +20,7 @@ func TestPoolNeverExceedsMaxOpenConns(t *testing.T) {
 	d := testutil.NewDatabase(t)
 	ctx := context.Background()
 	cfg := Config{MySQL: MySQLConfig{DSN: d.DSN}}.WithDefaults().MySQL
-	db, err := openMySQL(ctx, cfg)
+	db, err := cfg.Open(ctx)
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = db.Close() })
 

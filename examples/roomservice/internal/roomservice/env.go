@@ -1,12 +1,12 @@
 package roomservice
 
 import (
-	"errors"
 	"fmt"
 	"strconv"
 	"strings"
 
 	"github.com/outboxrelay/outboxrelay/examples/internal/svckit"
+	"github.com/outboxrelay/outboxrelay/sink/kafka"
 )
 
 // The environment variables that override the file, so that no secret
@@ -15,8 +15,8 @@ import (
 // holding the value (a mounted Kubernetes or Docker secret), trimmed of
 // its trailing newline; the plain variable wins when both are set.
 const (
-	EnvMySQLDSN        = "MYSQL_DSN"
-	EnvMySQLDSNFile    = "MYSQL_DSN_FILE"
+	EnvMySQLDSN        = svckit.EnvMySQLDSN
+	EnvMySQLDSNFile    = svckit.EnvMySQLDSNFile
 	EnvSecretKey       = "TENCENT_IM_SECRET_KEY"
 	EnvSecretKeyFile   = "TENCENT_IM_SECRET_KEY_FILE"
 	EnvBaseURL         = "TENCENT_IM_BASE_URL"
@@ -25,25 +25,27 @@ const (
 	EnvNodeID          = "ROOMSERVICE_NODE_ID"
 	EnvNATSURL         = "NATS_URL"
 	EnvNATSURLFile     = "NATS_URL_FILE"
+	// The sink block's (sinks.go).
+	EnvSinkKind           = "ROOMSERVICE_SINK_KIND"
+	EnvSinkNATSURL        = "SINK_NATS_URL"
+	EnvSinkNATSURLFile    = "SINK_NATS_URL_FILE"
+	EnvKafkaSeeds         = "KAFKA_SEEDS"
+	EnvKafkaTopic         = "KAFKA_TOPIC"
+	EnvKafkaPassword      = "KAFKA_SASL_PASSWORD"
+	EnvKafkaPasswordFile  = "KAFKA_SASL_PASSWORD_FILE"
+	EnvWebhookURL         = "WEBHOOK_URL"
+	EnvWebhookURLFile     = "WEBHOOK_URL_FILE"
+	EnvWebhookSecrets     = "WEBHOOK_SECRETS"
+	EnvWebhookSecretsFile = "WEBHOOK_SECRETS_FILE"
 )
-
-// EnvSetting is one setting the environment can give.
-type EnvSetting struct {
-	// Var is the variable; FileVar, when not empty, the variable naming a
-	// file that holds the value.
-	Var, FileVar string
-	// Key is the setting's key in the config file, e.g. "mysql.dsn".
-	Key string
-	set func(c *Config, v string) error
-}
 
 // EnvSettings lists what the environment can set, in the order of the
 // usage text.
-var EnvSettings = []EnvSetting{
-	{EnvMySQLDSN, EnvMySQLDSNFile, "mysql.dsn", func(c *Config, v string) error { c.MySQL.DSN = v; return nil }},
-	{EnvSecretKey, EnvSecretKeyFile, "tencent_im.secret_key", func(c *Config, v string) error { c.TencentIM.SecretKey = v; return nil }},
-	{EnvBaseURL, "", "tencent_im.base_url", func(c *Config, v string) error { c.TencentIM.BaseURL = v; return nil }},
-	{EnvSDKAppID, "", "tencent_im.sdk_app_id", func(c *Config, v string) error {
+var EnvSettings = []svckit.EnvSetting[Config]{
+	svckit.Env(svckit.EnvVar{Var: EnvMySQLDSN, FileVar: EnvMySQLDSNFile, Key: "mysql.dsn"}, func(c *Config, v string) { c.MySQL.DSN = v }),
+	svckit.Env(svckit.EnvVar{Var: EnvSecretKey, FileVar: EnvSecretKeyFile, Key: "tencent_im.secret_key"}, func(c *Config, v string) { c.TencentIM.SecretKey = v }),
+	svckit.Env(svckit.EnvVar{Var: EnvBaseURL, Key: "tencent_im.base_url"}, func(c *Config, v string) { c.TencentIM.BaseURL = v }),
+	{EnvVar: svckit.EnvVar{Var: EnvSDKAppID, Key: "tencent_im.sdk_app_id"}, Set: func(c *Config, v string) error {
 		n, err := strconv.Atoi(strings.TrimSpace(v))
 		if err != nil || n <= 0 {
 			return fmt.Errorf("%q: must be a positive integer", v)
@@ -51,34 +53,33 @@ var EnvSettings = []EnvSetting{
 		c.TencentIM.SDKAppID = n
 		return nil
 	}},
-	{EnvAdminIdentifier, "", "tencent_im.admin_identifier", func(c *Config, v string) error { c.TencentIM.AdminIdentifier = v; return nil }},
-	{EnvNodeID, "", "node_id", func(c *Config, v string) error { c.NodeID = v; return nil }},
-	{EnvNATSURL, EnvNATSURLFile, "nats.url", func(c *Config, v string) error { c.NATS.URL = v; return nil }},
+	svckit.Env(svckit.EnvVar{Var: EnvAdminIdentifier, Key: "tencent_im.admin_identifier"}, func(c *Config, v string) { c.TencentIM.AdminIdentifier = v }),
+	svckit.Env(svckit.EnvVar{Var: EnvNodeID, Key: "node_id"}, func(c *Config, v string) { c.NodeID = v }),
+	svckit.Env(svckit.EnvVar{Var: EnvNATSURL, FileVar: EnvNATSURLFile, Key: "nats.url"}, func(c *Config, v string) { c.NATS.URL = v }),
+	svckit.Env(svckit.EnvVar{Var: EnvSinkKind, Key: "sink.kind"}, func(c *Config, v string) { c.Sink.Kind = v }),
+	svckit.Env(svckit.EnvVar{Var: EnvSinkNATSURL, FileVar: EnvSinkNATSURLFile, Key: "sink.natsjs.url"}, func(c *Config, v string) { c.Sink.NATSJS.URL = v }),
+	svckit.Env(svckit.EnvVar{Var: EnvKafkaSeeds, Key: "sink.kafka.seeds (comma-separated)"}, func(c *Config, v string) { c.Sink.Kafka.Seeds = splitList(v) }),
+	svckit.Env(svckit.EnvVar{Var: EnvKafkaTopic, Key: "sink.kafka.topic"}, func(c *Config, v string) { c.Sink.Kafka.Topic = v }),
+	svckit.Env(svckit.EnvVar{Var: EnvKafkaPassword, FileVar: EnvKafkaPasswordFile, Key: "sink.kafka.sasl.password"}, func(c *Config, v string) {
+		c.Sink.Kafka.SASL.Password = kafka.Secret(v)
+	}),
+	svckit.Env(svckit.EnvVar{Var: EnvWebhookURL, FileVar: EnvWebhookURLFile, Key: "sink.webhook.url"}, func(c *Config, v string) { c.Sink.Webhook.URL = v }),
+	svckit.Env(svckit.EnvVar{Var: EnvWebhookSecrets, FileVar: EnvWebhookSecretsFile, Key: "sink.webhook.secrets (comma-separated)"}, func(c *Config, v string) {
+		c.Sink.Webhook.Secrets = splitList(v)
+	}),
+}
+
+// splitList splits a comma-separated list, trimming spaces (and the
+// newlines a file holds) and dropping empty items.
+func splitList(v string) []string {
+	var items []string
+	for _, s := range strings.FieldsFunc(v, func(r rune) bool { return r == ',' || r == '\n' || r == '\r' }) {
+		if s = strings.TrimSpace(s); s != "" {
+			items = append(items, s)
+		}
+	}
+	return items
 }
 
 // maxSecretFile bounds what a *_FILE variable's file may hold.
 const maxSecretFile = svckit.MaxSecretFile
-
-// applyEnv overrides c with every setting the environment gives. Errors
-// name the variable, and the path of a file, never a secret's value.
-func (c *Config) applyEnv() error {
-	var errs []error
-	for _, s := range EnvSettings {
-		v, err := s.lookup()
-		if err != nil {
-			errs = append(errs, err)
-			continue
-		}
-		if v == "" {
-			continue
-		}
-		if err := s.set(c, v); err != nil {
-			errs = append(errs, fmt.Errorf("config: %s: %w", s.Var, err))
-		}
-	}
-	return errors.Join(errs...)
-}
-
-// lookup returns the setting's value: the plain variable's, else the
-// content of the file FileVar names, else "".
-func (s EnvSetting) lookup() (string, error) { return svckit.LookupEnv(s.Var, s.FileVar) }

@@ -16,6 +16,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/outboxrelay/outboxrelay/examples/internal/svckit"
 	"github.com/outboxrelay/outboxrelay/outbox"
 	"github.com/outboxrelay/outboxrelay/outbox/outboxui"
 )
@@ -28,7 +29,7 @@ const maxBodyBytes = 64 << 10
 // pod's port however busy the API is).
 func (a *App) publicHandler() http.Handler {
 	mux := http.NewServeMux()
-	a.probes(mux)
+	a.Probes(mux)
 	mux.Handle("/", withRequestID(limitInFlight(a.cfg.HTTP.MaxInFlight, requireJSON(a.apiRoutes()))))
 	return mux
 }
@@ -41,7 +42,7 @@ func (a *App) adminHandler() (http.Handler, error) {
 		return nil, err
 	}
 	mux := http.NewServeMux()
-	a.probes(mux)
+	a.Probes(mux)
 	mux.Handle("GET /metrics", promhttp.HandlerFor(a.metrics, promhttp.HandlerOpts{}))
 	mux.Handle(OutboxUIPath, ui)
 	return mux, nil
@@ -54,7 +55,8 @@ func (a *App) adminHandler() (http.Handler, error) {
 const OutboxUIPath = "/outbox/"
 
 // outboxUI is the outbox dashboard. Its throughput sampler starts with
-// the first request; Shutdown stops it (stopHTTP) before MySQL closes.
+// the first request; Shutdown stops it once HTTP has stopped, before
+// MySQL closes.
 func (a *App) outboxUI() (*outboxui.Handler, error) {
 	ui, err := outboxui.New(outboxui.Options{
 		Outboxes: []outboxui.Outbox{a.store}, Path: OutboxUIPath,
@@ -63,7 +65,7 @@ func (a *App) outboxUI() (*outboxui.Handler, error) {
 	if err != nil {
 		return nil, fmt.Errorf("outbox dashboard (http.outbox_ui_*): %w", err)
 	}
-	a.outboxUICloser = ui
+	a.OnHTTPStopped(ui.Close)
 	return ui, nil
 }
 
@@ -76,34 +78,6 @@ func (a *App) apiRoutes() http.Handler {
 	mux.HandleFunc("GET /v1/rooms/{room_id}", a.handleGetRoom)
 	mux.HandleFunc("GET /v1/rooms/{room_id}/members", a.handleListMembers)
 	return mux
-}
-
-// probes adds /healthz and /readyz to mux.
-//
-// /healthz is liveness: 200 while the process can answer HTTP at all.
-//
-// /readyz is readiness, and it reflects this instance's lifecycle only:
-// 200 while serving, 503 while starting and from the first moment of a
-// shutdown (so that endpoints drop the pod during the drain delay). It
-// does not check MySQL or Tencent IM, on purpose. The database is shared
-// by every instance, so a readiness that followed it would take every pod
-// out of the Service at once during a database outage, turning quick 500s
-// (which clients retry) into refused connections, and would bring them
-// all back at once into a database still recovering. Tencent IM trouble
-// is the outbox's business: commands keep committing and the worker
-// delivers later. MySQL's health shows on /metrics (the outbox backlog and
-// publish failures) and in the logs instead.
-func (a *App) probes(mux *http.ServeMux) {
-	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
-		writeJSON(w, http.StatusOK, map[string]string{"status": "alive"})
-	})
-	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
-		if s := a.State(); s != stateServing {
-			writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": s.String()})
-			return
-		}
-		writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
-	})
 }
 
 // The request bodies, one per command, so that a field that does not
@@ -291,8 +265,4 @@ func writeError(w http.ResponseWriter, err error) {
 	writeJSON(w, apiErr.Status, map[string]*apiError{"error": apiErr})
 }
 
-func writeJSON(w http.ResponseWriter, status int, v any) {
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(status)
-	_ = json.NewEncoder(w).Encode(v)
-}
+func writeJSON(w http.ResponseWriter, status int, v any) { svckit.WriteJSON(w, status, v) }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/outboxrelay/outboxrelay/examples/internal/svckit"
 	"github.com/outboxrelay/outboxrelay/internal/testutil"
 	"github.com/outboxrelay/outboxrelay/outbox"
 	"github.com/outboxrelay/outboxrelay/outbox/outboxtest"
@@ -55,7 +56,7 @@ func TestShutdownOrder(t *testing.T) {
 		stopped <- a.Shutdown(sctx)
 	}()
 	outboxtest.Eventually(t, "the drain delay is over", func() bool { return contains(a.Lifecycle(), stepDrainDelay) })
-	require.Equal(t, stateDraining, a.State())
+	require.Equal(t, svckit.StateDraining, a.State())
 	require.Equal(t, http.StatusServiceUnavailable, readyzOn(t, a.AdminAddr()), "/readyz answers 503 while draining")
 	require.NotContains(t, a.Lifecycle(), stepHTTPStopped, "HTTP waits for the command in flight")
 

@@ -8,20 +8,14 @@ import (
 	"github.com/outboxrelay/outboxrelay/examples/internal/svckit"
 )
 
-// The configuration holds three secrets: the database password in the
-// DSN, the Tencent IM secret key and the credentials in the NATS URL. Every type that holds one prints, logs
+// The configuration holds secrets: the database password in the DSN, the
+// Tencent IM secret key, the credentials in the NATS URLs, and the sink
+// block's (sinks.go: the Kafka SASL password, the webhook's URL, secrets
+// and header values). Every type that holds one prints, logs
 // (slog.LogValuer) and formats (every fmt verb) with it redacted, so a
 // config that ends up in a log line or an error does not leak it.
 
 const redactedMark = svckit.Redacted
-
-// redactDSN returns dsn with its password replaced (svckit.RedactDSN).
-func redactDSN(dsn string) string { return svckit.RedactDSN(dsn) }
-
-func (c MySQLConfig) redacted() MySQLConfig {
-	c.DSN = redactDSN(c.DSN)
-	return c
-}
 
 func (c TencentIMConfig) redacted() TencentIMConfig {
 	if c.SecretKey != "" {
@@ -31,14 +25,9 @@ func (c TencentIMConfig) redacted() TencentIMConfig {
 }
 
 func (c Config) redacted() Config {
-	c.MySQL, c.TencentIM, c.NATS = c.MySQL.redacted(), c.TencentIM.redacted(), c.NATS.redacted()
+	// The nats block and the sink block print redacted (their Format).
+	c.MySQL.DSN, c.TencentIM = svckit.RedactDSN(c.MySQL.DSN), c.TencentIM.redacted()
 	return c
-}
-
-// String prints the block with the password redacted.
-func (c MySQLConfig) String() string {
-	type plain MySQLConfig
-	return fmt.Sprintf("%+v", plain(c.redacted()))
 }
 
 // String prints the block with the secret key redacted.
@@ -47,10 +36,10 @@ func (c TencentIMConfig) String() string {
 	return fmt.Sprintf("%+v", plain(c.redacted()))
 }
 
-// String prints the block with the URL's credentials redacted.
+// String prints the block with the URL's credentials redacted (by
+// JetStreamConfig's String).
 func (c NATSConfig) String() string {
-	type plain NATSConfig
-	return fmt.Sprintf("%+v", plain(c.redacted()))
+	return fmt.Sprintf("{%v Consumer:%s}", c.JetStreamConfig, c.Consumer)
 }
 
 // String prints the configuration with its secrets redacted.
@@ -60,13 +49,11 @@ func (c Config) String() string {
 }
 
 // Format makes every verb (%v, %+v, %#v, %s, %q, %x …) print String.
-func (c MySQLConfig) Format(f fmt.State, _ rune)     { _, _ = io.WriteString(f, c.String()) }
 func (c TencentIMConfig) Format(f fmt.State, _ rune) { _, _ = io.WriteString(f, c.String()) }
 func (c Config) Format(f fmt.State, _ rune)          { _, _ = io.WriteString(f, c.String()) }
 func (c NATSConfig) Format(f fmt.State, _ rune)      { _, _ = io.WriteString(f, c.String()) }
 
 // LogValue makes slog log String.
-func (c MySQLConfig) LogValue() slog.Value     { return slog.StringValue(c.String()) }
 func (c TencentIMConfig) LogValue() slog.Value { return slog.StringValue(c.String()) }
 func (c Config) LogValue() slog.Value          { return slog.StringValue(c.String()) }
 func (c NATSConfig) LogValue() slog.Value      { return slog.StringValue(c.String()) }

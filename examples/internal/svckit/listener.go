@@ -1,4 +1,4 @@
-package roomservice
+package svckit
 
 import (
 	"net"
