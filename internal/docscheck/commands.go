@@ -381,10 +381,21 @@ var (
 	flagVarDefRE = regexp.MustCompile(`\.(?:StringVar|BoolVar|IntVar|Int64Var|UintVar|Uint64Var|Float64Var|DurationVar|TextVar|Var)\(\s*[^,]+?,\s*"([^"]+)"`)
 )
 
+// repoImportRE matches an import of one of the repository's packages.
+var repoImportRE = regexp.MustCompile(`"` + regexp.QuoteMeta(modulePath) + `/([^"]+)"`)
+
 // programFlags are the flag names a main package defines in its own
-// files.
+// files and in the repository's packages those files import (a shared
+// command shell, say, that defines -config for several programs).
 func (c *checker) programFlags(dir string) map[string]bool {
 	defined := map[string]bool{}
+	c.addFlags(defined, dir, true)
+	return defined
+}
+
+// addFlags adds the flags defined in dir's files to defined and, when
+// follow, those of the repository packages they import (one level).
+func (c *checker) addFlags(defined map[string]bool, dir string, follow bool) {
 	for _, f := range c.goFiles(dir, false) {
 		b, err := os.ReadFile(filepath.Join(c.root, filepath.FromSlash(f)))
 		if err != nil {
@@ -395,8 +406,12 @@ func (c *checker) programFlags(dir string) map[string]bool {
 				defined[m[1]] = true
 			}
 		}
+		if follow {
+			for _, m := range repoImportRE.FindAllStringSubmatch(string(b), -1) {
+				c.addFlags(defined, m[1], false)
+			}
+		}
 	}
-	return defined
 }
 
 // goFiles lists dir's .go files (relative to the root), _test.go files
