@@ -10,7 +10,10 @@
 //
 // The image is OUTBOXRELAY_TEST_MYSQL_IMAGE (mysql:8.4 by default); every
 // container carries the label org.outboxrelay.test, so that a crashed
-// run's leftovers can be found.
+// run's leftovers can be found. Its value is OUTBOXRELAY_TEST_RUN when
+// that is set (else "1"), so that a run (CI, say) can find and remove
+// its own leftovers without touching another run's containers on the
+// same machine.
 package main
 
 import (
@@ -37,6 +40,7 @@ const (
 	envImage     = "OUTBOXRELAY_TEST_MYSQL_IMAGE"
 	defaultImage = "mysql:8.4"
 	label        = "org.outboxrelay.test"
+	envRun       = "OUTBOXRELAY_TEST_RUN" // the label's value
 	// password of the container's root user: reachable only from this
 	// machine, for one test binary's life.
 	password = "test"
@@ -115,7 +119,7 @@ func start(image string) (testcontainers.Container, string, error) {
 			"MYSQL_ROOT_PASSWORD":   password,
 			"MARIADB_ROOT_PASSWORD": password,
 		}),
-		testcontainers.WithLabels(map[string]string{label: "1"}),
+		testcontainers.WithLabels(map[string]string{label: runLabel()}),
 		testcontainers.WithWaitStrategyAndDeadline(3*time.Minute,
 			wait.ForSQL("3306/tcp", "mysql", func(host string, port network.Port) string { return dsnAt(host, port.Port()) }).
 				WithPollInterval(500*time.Millisecond)),
@@ -132,4 +136,13 @@ func start(image string) (testcontainers.Container, string, error) {
 		return c, "", err
 	}
 	return c, dsnAt(host, port.Port()), nil
+}
+
+// runLabel is the value of the containers' label: OUTBOXRELAY_TEST_RUN,
+// or "1".
+func runLabel() string {
+	if v := os.Getenv(envRun); v != "" {
+		return v
+	}
+	return "1"
 }

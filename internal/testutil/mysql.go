@@ -58,7 +58,8 @@ const EnvImage = "OUTBOXRELAY_TEST_MYSQL_IMAGE"
 // set.
 const DefaultImage = "mysql:8.4"
 
-// ContainerLabel is set on every container the tests start.
+// ContainerLabel is set on every container the tests start, with the
+// value of OUTBOXRELAY_TEST_RUN when that is set (else "1").
 const ContainerLabel = "org.outboxrelay.test"
 
 func init() {
