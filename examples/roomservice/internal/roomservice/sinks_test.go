@@ -130,9 +130,9 @@ func TestSinkConfigErrors(t *testing.T) {
 // every fmt verb and slog, on the block and on the whole config.
 func TestSinkConfigNeverPrintsSecrets(t *testing.T) {
 	s := SinkConfig{
-		NATSJS:  JetStreamConfig{URL: "nats://app:natspw@n:4222"},
-		Kafka:   kafka.Config{Seeds: []string{"k:1"}, SASL: kafka.SASL{Mechanism: kafka.SASLPlain, Username: "u", Password: "kafkapw"}},
-		Webhook: WebhookConfig{URL: "https://h.example.com/in/urltoken?q=querytoken", Secrets: []string{testWebhookSecret}, Headers: map[string]string{"Authorization": "Bearer hdrtoken"}},
+		NATSJS:    JetStreamConfig{URL: "nats://app:natspw@n:4222"},
+		Kafka:     kafka.Config{Seeds: []string{"k:1"}, SASL: kafka.SASL{Mechanism: kafka.SASLPlain, Username: "u", Password: "kafkapw"}},
+		Webhook:   WebhookConfig{URL: "https://h.example.com/in/urltoken?q=querytoken", Secrets: []string{testWebhookSecret}, Headers: map[string]string{"Authorization": "Bearer hdrtoken"}},
 		Watermill: WatermillConfig{Broker: WatermillAMQP, AMQPURL: "amqp://rs:amqppw@rabbit:5672/vh", RedisAddr: "redis:6379", RedisPassword: "redispw"},
 	}
 	var logged strings.Builder
