@@ -238,6 +238,11 @@ func (a *App) amqpPublisher(ctx context.Context, c WatermillConfig) (*wmamqp.Pub
 	cfg := wmamqp.NewDurableQueueConfig(c.AMQPURL)
 	cfg.Publish.ConfirmDelivery = true
 	cfg.Publish.ChannelPoolSize = amqpChannelPool
+	if uri, err := amqp091.ParseURI(c.AMQPURL); err == nil && uri.ConnectionTimeout == 0 {
+		// A dial that hangs (a black-holed address) gives up within
+		// startup_timeout, not amqp091's 30s after it.
+		cfg.Connection.AmqpConfig = &amqp091.Config{Locale: "en_US", Dial: amqp091.DefaultDial(min(c.StartupTimeout, 30*time.Second))}
+	}
 	var pub *wmamqp.Publisher
 	err := svckit.WaitFor(ctx, c.StartupTimeout, func(context.Context) error {
 		var err error

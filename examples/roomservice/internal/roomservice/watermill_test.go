@@ -169,6 +169,7 @@ func TestSinkWatermillStartupNeverShowsSecrets(t *testing.T) {
 			require.NoError(t, cfg.validate())
 			_, err := NewApp(context.Background(), cfg, slog.New(slog.NewTextHandler(&logged, &slog.HandlerOptions{Level: slog.LevelDebug})))
 			require.ErrorContains(t, err, c.want)
+			t.Log(err)
 			require.NotContains(t, err.Error(), secret)
 			require.NotContains(t, logged.String(), secret)
 		})
