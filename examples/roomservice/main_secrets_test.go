@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"errors"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -64,6 +65,11 @@ var imEnv = []string{
 	"TENCENT_IM_ADMIN_IDENTIFIER=administrator", "TENCENT_IM_SECRET_KEY=im-key",
 }
 
+// watermillEnv chooses the Watermill sink with the password in the AMQP
+// URL (escaped, as a URL's user information must be).
+var watermillEnv = []string{"MYSQL_DSN=" + dsnNoServer, "ROOMSERVICE_SINK_KIND=watermill",
+	"WATERMILL_AMQP_URL=amqp://app:" + url.QueryEscape(password) + "@127.0.0.1:1/"}
+
 // TestBinariesNeverPrintTheDSNPassword runs room-service and the demo
 // command with a DSN password in the environment, as operators do, and
 // checks that neither usage text nor any error shows it.
@@ -103,6 +109,9 @@ func TestBinariesNeverPrintTheDSNPassword(t *testing.T) {
 			{"wrong password", append([]string{"MYSQL_DSN=" + wrongPass}, imEnv...), []string{"-config", patient}, 1, "Access denied"},
 			{"no database, DSN from MYSQL_DSN", append([]string{"MYSQL_DSN=" + dsnNoDatabase}, imEnv...), nil, 1, "mysql.dsn: does not parse"},
 			{"no database, DSN in the file", imEnv, []string{"-config", inFile}, 1, "mysql.dsn: does not parse"},
+			{"watermill URL in the environment, help", watermillEnv, []string{"-h"}, 0, "WATERMILL_AMQP_URL"},
+			{"watermill URL in the environment, bad config", append([]string{"WATERMILL_REDIS_PASSWORD=" + password}, watermillEnv...),
+				[]string{"-config", quick}, 1, "config: sink.watermill.broker: required with sink.kind watermill"},
 		}
 		for _, tc := range cases {
 			code, out := runBinary(t, bin, tc.env, tc.args...)

@@ -16,7 +16,7 @@ import (
 )
 
 // App is room-service: MySQL, the outbox store and worker, the sink
-// (Tencent IM, NATS JetStream, Kafka or a webhook), the NATS broker
+// (Tencent IM, NATS JetStream, Kafka, a webhook or Watermill), the NATS broker
 // (optional) and the HTTP API. Its svckit.Shell
 // runs them (Start, Run) and stops them (Shutdown) in the shell's drain
 // order: readiness fails, the drain delay passes, HTTP drains (commands

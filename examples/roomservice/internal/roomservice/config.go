@@ -19,7 +19,8 @@ type Config struct {
 	HTTP   HTTPConfig  `yaml:"http"`
 	MySQL  MySQLConfig `yaml:"mysql"`
 	// Sink chooses where the events are delivered: Tencent IM (the
-	// default; the tencent_im block), NATS JetStream, Kafka or a webhook.
+	// default; the tencent_im block), NATS JetStream, Kafka, a webhook, or
+	// RabbitMQ or Redis Streams through Watermill.
 	Sink SinkConfig `yaml:"sink"`
 	// TencentIM is Tencent IM's settings, used when sink.kind is
 	// tencentim (the default) and ignored otherwise.

@@ -29,7 +29,7 @@ func TestShippedConfigFilesParse(t *testing.T) {
 		EnvMySQLDSN: "env@tcp(db:3306)/rooms", EnvSecretKey: "from-the-environment", EnvBaseURL: "https://console.tim.qq.com",
 		EnvSDKAppID: "1400000042", EnvAdminIdentifier: "env-admin", EnvNodeID: "env-node",
 		// The sinks' secrets, which the examples leave to the environment.
-		EnvKafkaPassword: "kafka-pass", EnvWebhookSecrets: testWebhookSecret,
+		EnvKafkaPassword: "kafka-pass", EnvWebhookSecrets: testWebhookSecret, EnvWatermillAMQPURL: "amqp://rs:amqp-pass@rabbitmq:5672/",
 	}
 	for _, name := range shippedConfigs {
 		t.Run(filepath.Base(name), func(t *testing.T) {

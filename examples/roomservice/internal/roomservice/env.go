@@ -37,6 +37,11 @@ const (
 	EnvWebhookURLFile     = "WEBHOOK_URL_FILE"
 	EnvWebhookSecrets     = "WEBHOOK_SECRETS"
 	EnvWebhookSecretsFile = "WEBHOOK_SECRETS_FILE"
+	// The watermill sub-block's (watermill.go).
+	EnvWatermillAMQPURL           = "WATERMILL_AMQP_URL"
+	EnvWatermillAMQPURLFile       = "WATERMILL_AMQP_URL_FILE"
+	EnvWatermillRedisPassword     = "WATERMILL_REDIS_PASSWORD"
+	EnvWatermillRedisPasswordFile = "WATERMILL_REDIS_PASSWORD_FILE"
 )
 
 // EnvSettings lists what the environment can set, in the order of the
@@ -66,6 +71,12 @@ var EnvSettings = []svckit.EnvSetting[Config]{
 	svckit.Env(svckit.EnvVar{Var: EnvWebhookURL, FileVar: EnvWebhookURLFile, Key: "sink.webhook.url"}, func(c *Config, v string) { c.Sink.Webhook.URL = v }),
 	svckit.Env(svckit.EnvVar{Var: EnvWebhookSecrets, FileVar: EnvWebhookSecretsFile, Key: "sink.webhook.secrets (comma-separated)"}, func(c *Config, v string) {
 		c.Sink.Webhook.Secrets = splitList(v)
+	}),
+	svckit.Env(svckit.EnvVar{Var: EnvWatermillAMQPURL, FileVar: EnvWatermillAMQPURLFile, Key: "sink.watermill.amqp_url"}, func(c *Config, v string) {
+		c.Sink.Watermill.AMQPURL = v
+	}),
+	svckit.Env(svckit.EnvVar{Var: EnvWatermillRedisPassword, FileVar: EnvWatermillRedisPasswordFile, Key: "sink.watermill.redis_password"}, func(c *Config, v string) {
+		c.Sink.Watermill.RedisPassword = v
 	}),
 }
 

@@ -32,19 +32,16 @@ const (
 	// SinkWebhook POSTs each event to an HTTP endpoint, signed as
 	// Standard Webhooks says (sink/webhook), configured by sink.webhook.
 	SinkWebhook = "webhook"
-	// SinkWatermill is reserved for sink/watermill, which turns any
-	// Watermill publisher (RabbitMQ, Redis Streams, SQS, Google Pub/Sub,
-	// Kafka through Sarama, …) into a sink. room-service does not link it
-	// yet: choosing it fails start-up and says so. Wiring it takes a
-	// sink.watermill sub-block that names the publisher's backend and its
-	// settings, its check in SinkConfig.validate and its case in
-	// App.newSink.
+	// SinkWatermill publishes through sink/watermill, with a Watermill
+	// publisher room-service builds for sink.watermill.broker: RabbitMQ
+	// (watermill-amqp) or Redis Streams (watermill-redisstream).
+	// Configured by sink.watermill.
 	SinkWatermill = "watermill"
 )
 
 // sinkKinds are the kinds room-service builds, in the order errors list
 // them.
-var sinkKinds = []string{SinkTencentIM, SinkNATSJS, SinkKafka, SinkWebhook}
+var sinkKinds = []string{SinkTencentIM, SinkNATSJS, SinkKafka, SinkWebhook, SinkWatermill}
 
 // SinkConfig is the sink block: where the outbox worker (and the publish
 // right after commit) delivers room_outbox's events. Exactly one kind is
@@ -52,8 +49,8 @@ var sinkKinds = []string{SinkTencentIM, SinkNATSJS, SinkKafka, SinkWebhook}
 // relays to NATS JetStream beside it, whatever the kind.
 type SinkConfig struct {
 	// Kind is "tencentim" (the default; the tencent_im block), "natsjs",
-	// "kafka" or "webhook"; "watermill" is reserved. Anything else fails
-	// start-up. ROOMSERVICE_SINK_KIND overrides it.
+	// "kafka", "webhook" or "watermill". Anything else fails start-up.
+	// ROOMSERVICE_SINK_KIND overrides it.
 	Kind string `yaml:"kind"`
 	// NATSJS is the stream of kind natsjs: every event goes to
 	// <subject_prefix>.<event_type>.<room_id>, with Nats-Msg-Id its event
@@ -73,6 +70,9 @@ type SinkConfig struct {
 	Kafka kafka.Config `yaml:"kafka"`
 	// Webhook is the endpoint of kind webhook.
 	Webhook WebhookConfig `yaml:"webhook"`
+	// Watermill is the broker of kind watermill (RabbitMQ or Redis
+	// Streams) and its topic.
+	Watermill WatermillConfig `yaml:"watermill"`
 }
 
 // WebhookConfig is the sink block's webhook sub-block: sink/webhook's
@@ -132,6 +132,7 @@ func (c SinkConfig) kind() string {
 func (c SinkConfig) withDefaults() SinkConfig {
 	c.NATSJS = c.NATSJS.withDefaults()
 	svckit.OrDefault(&c.Kafka.ClientID, DefaultKafkaClientID)
+	c.Watermill = c.Watermill.withDefaults()
 	return c
 }
 
@@ -151,7 +152,7 @@ func (c SinkConfig) validate() error {
 	case SinkWebhook:
 		return c.validateWebhook()
 	case SinkWatermill:
-		return fmt.Errorf("config: sink.kind %q: reserved for sink/watermill, which room-service does not link yet (supported: %q)", k, sinkKinds)
+		return c.Watermill.validate()
 	default:
 		return fmt.Errorf("config: sink.kind %q: unknown (supported: %q)", k, sinkKinds)
 	}
@@ -256,6 +257,13 @@ func (a *App) newSink(ctx context.Context) (outbox.Sink, error) {
 		}
 		a.closers = append(a.closers, func() { _ = sink.Close() })
 		return sink, nil
+	case SinkWatermill:
+		sink, closeSink, err := a.watermillSink(ctx, c.Watermill)
+		if err != nil {
+			return nil, err
+		}
+		a.closers = append(a.closers, closeSink)
+		return sink, nil
 	default: // validated: SinkTencentIM
 		im := a.cfg.TencentIM
 		return tencentim.New(tencentim.Config{
@@ -267,8 +275,10 @@ func (a *App) newSink(ctx context.Context) (outbox.Sink, error) {
 
 // The sink block's secrets are the NATS URL's credentials (which
 // JetStreamConfig's Format redacts), the Kafka password (a kafka.Secret,
-// which never prints), and the webhook's URL (its path and query may
-// hold a token), secrets and header values, which redacted replaces.
+// which never prints), the webhook's URL (its path and query may hold a
+// token), secrets and header values, which redacted replaces, and the
+// Watermill sub-block's AMQP URL and Redis password (which
+// WatermillConfig's Format redacts).
 func (w WebhookConfig) redacted() WebhookConfig {
 	w.URL = redactURL(w.URL)
 	w.Secrets = slices.Repeat([]string{svckit.Redacted}, len(w.Secrets))

@@ -98,8 +98,7 @@ func TestSinkConfig(t *testing.T) {
 func TestSinkConfigErrors(t *testing.T) {
 	clearEnv(t)
 	for _, c := range []struct{ yaml, want string }{
-		{"sink:\n  kind: rabbit\n", `config: sink.kind "rabbit": unknown (supported: ["tencentim" "natsjs" "kafka" "webhook"])`},
-		{"sink:\n  kind: watermill\n", `config: sink.kind "watermill": reserved for sink/watermill`},
+		{"sink:\n  kind: rabbit\n", `config: sink.kind "rabbit": unknown (supported: ["tencentim" "natsjs" "kafka" "webhook" "watermill"])`},
 		{"sink:\n  kind: natsjs\n", "config: sink.natsjs.url: required with sink.kind natsjs (or set SINK_NATS_URL or SINK_NATS_URL_FILE)"},
 		{"sink:\n  kind: natsjs\n  natsjs:\n    url: \"http://u:s3cret@n:1\"\n", "config: sink.natsjs.url: URL 1 of 1"},
 		{"sink:\n  kind: natsjs\n  natsjs:\n    url: \"nats://n:1\"\n    stream: \"A.B\"\n", `config: sink.natsjs.stream "A.B"`},
@@ -131,26 +130,29 @@ func TestSinkConfigErrors(t *testing.T) {
 // every fmt verb and slog, on the block and on the whole config.
 func TestSinkConfigNeverPrintsSecrets(t *testing.T) {
 	s := SinkConfig{
-		NATSJS:  JetStreamConfig{URL: "nats://app:natspw@n:4222"},
-		Kafka:   kafka.Config{Seeds: []string{"k:1"}, SASL: kafka.SASL{Mechanism: kafka.SASLPlain, Username: "u", Password: "kafkapw"}},
-		Webhook: WebhookConfig{URL: "https://h.example.com/in/urltoken?q=querytoken", Secrets: []string{testWebhookSecret}, Headers: map[string]string{"Authorization": "Bearer hdrtoken"}},
+		NATSJS:    JetStreamConfig{URL: "nats://app:natspw@n:4222"},
+		Kafka:     kafka.Config{Seeds: []string{"k:1"}, SASL: kafka.SASL{Mechanism: kafka.SASLPlain, Username: "u", Password: "kafkapw"}},
+		Webhook:   WebhookConfig{URL: "https://h.example.com/in/urltoken?q=querytoken", Secrets: []string{testWebhookSecret}, Headers: map[string]string{"Authorization": "Bearer hdrtoken"}},
+		Watermill: WatermillConfig{Broker: WatermillAMQP, AMQPURL: "amqp://rs:amqppw@rabbit:5672/vh", RedisAddr: "redis:6379", RedisPassword: "redispw"},
 	}
 	var logged strings.Builder
 	log := slog.New(slog.NewTextHandler(&logged, nil))
-	log.Info("sink", slog.Any("sink", s), slog.Any("webhook", s.Webhook), slog.Any("config", Config{Sink: s}))
+	log.Info("sink", slog.Any("sink", s), slog.Any("webhook", s.Webhook), slog.Any("watermill", s.Watermill), slog.Any("config", Config{Sink: s}))
 	outs := []string{logged.String()}
-	for _, v := range []any{s, s.Webhook, s.NATSJS, s.Kafka, Config{Sink: s}} {
+	for _, v := range []any{s, s.Webhook, s.NATSJS, s.Kafka, s.Watermill, Config{Sink: s}} {
 		for _, verb := range []string{"%v", "%+v", "%#v", "%s", "%q"} {
 			outs = append(outs, fmt.Sprintf(verb, v))
 		}
 	}
 	for _, out := range outs {
-		for _, secret := range []string{"natspw", "kafkapw", "urltoken", "querytoken", "hdrtoken", strings.TrimPrefix(testWebhookSecret, "whsec_")} {
+		for _, secret := range []string{"natspw", "kafkapw", "urltoken", "querytoken", "hdrtoken", strings.TrimPrefix(testWebhookSecret, "whsec_"), "amqppw", "redispw"} {
 			require.NotContains(t, out, secret)
 		}
 	}
 	require.Contains(t, fmt.Sprint(s), "https://h.example.com/[redacted]")
 	require.Contains(t, fmt.Sprint(s), "Authorization:[redacted]")
+	require.Contains(t, fmt.Sprint(s), "AMQPURL:amqp://rabbit:5672/[redacted]")
+	require.Contains(t, fmt.Sprint(s), "RedisAddr:redis:6379 RedisPassword:[redacted]")
 }
 
 // deliverCommands runs a create and a join on app and returns the IDs of
