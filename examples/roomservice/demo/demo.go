@@ -66,6 +66,10 @@ func runDemoOn(ctx context.Context, out io.Writer, dsn string, maxOpenConns int)
 	noDrain := time.Duration(0)
 	cfg.HTTP.AdminAddr, cfg.HTTP.DrainDelay = "localhost:0", &noDrain
 	cfg.OutboxWorker.PollInterval, cfg.OutboxWorker.PublishTimeout = 200*time.Millisecond, 2*time.Second
+	// The demo narrates the after-commit publish failing at the fake; on
+	// a loaded machine the default 500ms could end it before the fake
+	// answers, and the worker would then tell another story.
+	cfg.OutboxWorker.AfterCommitTimeout = 2 * time.Second
 	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError}))
 	app, err := roomservice.NewApp(ctx, cfg.WithDefaults(), logger)
 	if err != nil {

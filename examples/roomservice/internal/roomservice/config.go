@@ -112,6 +112,11 @@ type OutboxWorkerConfig struct {
 	PollInterval   time.Duration `yaml:"poll_interval"`
 	BatchSize      int           `yaml:"batch_size"`
 	PublishTimeout time.Duration `yaml:"publish_timeout"`
+	// AfterCommitTimeout bounds the publish right after a command commits,
+	// which the HTTP request waits for; an event it could not publish in
+	// time is left to the worker. Defaults to the worker's (500ms) when
+	// <= 0; values above publish_timeout are cut to it.
+	AfterCommitTimeout time.Duration `yaml:"after_commit_timeout"`
 	// RetryStrategy is "" or "fixed_interval" (the seed's: retry forever
 	// at a fixed interval; only errors the sink marks permanent become
 	// dead letters), or "exponential"; anything else fails start-up.
@@ -149,10 +154,12 @@ func (c OutboxWorkerConfig) WorkerOptions() (outbox.WorkerOptions, error) {
 		PollInterval:   c.PollInterval,
 		BatchSize:      c.BatchSize,
 		PublishTimeout: c.PublishTimeout,
-		Retry:          retry,
-		KeyAttr:        "room_id",
-		Ordering:       c.Ordering,
-		Retention:      c.Retention,
+		// The request waits for this one.
+		AfterCommitTimeout: c.AfterCommitTimeout,
+		Retry:              retry,
+		KeyAttr:            "room_id",
+		Ordering:           c.Ordering,
+		Retention:          c.Retention,
 	}
 	if err := opts.Validate(); err != nil {
 		return outbox.WorkerOptions{}, fmt.Errorf("config: outbox_worker: %w", err)

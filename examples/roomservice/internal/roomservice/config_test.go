@@ -82,19 +82,26 @@ func TestConfigDefaults(t *testing.T) {
 			require.Equal(t, time.Second, got.PollInterval, "<= 0 falls back to 1s, never a busy loop")
 			require.Equal(t, 100, got.BatchSize, "<= 0 falls back to 100, never a table scan")
 			require.Equal(t, 3*time.Second, got.PublishTimeout, "<= 0 falls back to 3s, never unbounded")
+			require.Equal(t, outbox.DefaultAfterCommitTimeout, got.AfterCommitTimeout, "the request waits at most the worker's default")
 			require.Equal(t, outbox.FixedInterval{Interval: time.Second}, got.Retry)
 			require.Equal(t, "room_outbox", got.Name)
 			require.Equal(t, "room_id", got.KeyAttr)
 		})
 	}
-	cfg, err := ParseConfig([]byte(minimal + "outbox_worker:\n  enabled: false\n"))
+	cfg, err := ParseConfig([]byte(minimal + "outbox_worker:\n  after_commit_timeout: 2s\n"))
+	require.NoError(t, err)
+	opts, err := cfg.OutboxWorker.WorkerOptions()
+	require.NoError(t, err)
+	require.Equal(t, 2*time.Second, opts.AfterCommitTimeout, "after_commit_timeout reaches the worker")
+
+	cfg, err = ParseConfig([]byte(minimal + "outbox_worker:\n  enabled: false\n"))
 	require.NoError(t, err)
 	require.False(t, cfg.OutboxWorker.WorkerEnabled(), "tests can switch the worker off")
 
 	cfg, err = ParseConfig([]byte(minimal + "outbox_worker:\n  retry_strategy: exponential\n  retry_initial_interval: 2s\n" +
 		"  retry_max_interval: 10m\n  retry_multiplier: 3\n  retry_jitter: 0.1\n  retry_max_attempts: 20\n  ordering: true\n"))
 	require.NoError(t, err)
-	opts, err := cfg.OutboxWorker.WorkerOptions()
+	opts, err = cfg.OutboxWorker.WorkerOptions()
 	require.NoError(t, err)
 	require.Equal(t, outbox.MaxAttempts{Attempts: 20, Policy: outbox.Exponential{Initial: 2 * time.Second, Max: 10 * time.Minute, Multiplier: 3, Jitter: 0.1}}, opts.Retry)
 	require.True(t, opts.Ordering)
