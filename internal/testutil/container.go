@@ -13,9 +13,9 @@ import (
 	"strings"
 )
 
-// containerProcess is a run of the program internal/testcontainer, which
+// ContainerProcess is a run of the program internal/testcontainer, which
 // holds the test container until its standard input is closed.
-type containerProcess struct {
+type ContainerProcess struct {
 	cmd    *exec.Cmd
 	stdin  io.WriteCloser
 	stderr *bytes.Buffer
@@ -24,38 +24,50 @@ type containerProcess struct {
 // startContainer runs internal/testcontainer, which starts the test image
 // (the same environment chooses it) and prints its server's DSN.
 func startContainer() (string, error) {
+	p, dsn, err := StartContainer()
+	if err != nil {
+		return "", err
+	}
+	container = p
+	return dsn, nil
+}
+
+// StartContainer runs internal/testcontainer with args (none for MySQL
+// or MariaDB, "postgres" for PostgreSQL), which starts the test image
+// that the environment chooses and prints its server's DSN. The
+// container lives until Stop.
+func StartContainer(args ...string) (*ContainerProcess, string, error) {
 	_, here, _, ok := runtime.Caller(0)
 	if !ok {
-		return "", errors.New("cannot find internal/testcontainer")
+		return nil, "", errors.New("cannot find internal/testcontainer")
 	}
-	cmd := exec.Command("go", "run", ".")
+	cmd := exec.Command("go", append([]string{"run", "."}, args...)...)
 	cmd.Dir = filepath.Join(filepath.Dir(here), "..", "testcontainer")
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
-		return "", err
+		return nil, "", err
 	}
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
-		return "", err
+		return nil, "", err
 	}
 	if err := cmd.Start(); err != nil {
-		return "", fmt.Errorf("run internal/testcontainer: %w", err)
+		return nil, "", fmt.Errorf("run internal/testcontainer: %w", err)
 	}
-	p := &containerProcess{cmd: cmd, stdin: stdin, stderr: &stderr}
+	p := &ContainerProcess{cmd: cmd, stdin: stdin, stderr: &stderr}
 	line, err := bufio.NewReader(stdout).ReadString('\n')
 	if err != nil {
-		_ = p.stop()
-		return "", fmt.Errorf("internal/testcontainer printed no DSN: %s", cause(stderr.String()))
+		_ = p.Stop()
+		return nil, "", fmt.Errorf("internal/testcontainer printed no DSN: %s", cause(stderr.String()))
 	}
-	container = p
-	return strings.TrimSpace(line), nil
+	return p, strings.TrimSpace(line), nil
 }
 
-// stop closes the program's standard input, which terminates the
+// Stop closes the program's standard input, which terminates the
 // container, and waits for it to end.
-func (p *containerProcess) stop() error {
+func (p *ContainerProcess) Stop() error {
 	_ = p.stdin.Close()
 	if err := p.cmd.Wait(); err != nil {
 		return fmt.Errorf("%w: %s", err, strings.TrimSpace(p.stderr.String()))

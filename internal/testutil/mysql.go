@@ -76,7 +76,7 @@ var (
 	adminDB    *sql.DB
 	// container is the program that started the container findServer
 	// uses, if any.
-	container *containerProcess
+	container *ContainerProcess
 	// serverVersion is what the server's VERSION() said.
 	serverVersion string
 )
@@ -99,7 +99,7 @@ func Server(t testing.TB) string {
 func Main(m *testing.M) int {
 	code := m.Run()
 	if container != nil {
-		if err := container.stop(); err != nil {
+		if err := container.Stop(); err != nil {
 			fmt.Fprintf(os.Stderr, "testutil: terminate the test container: %v\n", err)
 			if code == 0 {
 				code = 1
