@@ -20,14 +20,16 @@ import (
 func TestVersion(t *testing.T) {
 	r := ctl(t, nil, "version")
 	require.Equal(t, exitOK, r.code, r.stderr)
-	require.Contains(t, r.stdout, "module github.com/outboxrelay/outboxrelay")
+	require.Contains(t, r.stdout, "module github.com/outboxrelay/outboxrelay/cmd/outboxctl\n")
+	require.Contains(t, r.stdout, "library github.com/outboxrelay/outboxrelay ")
 	require.Regexp(t, `(?m)^go1\.`, r.stdout)
 
 	r = ctl(t, nil, "version", "--json")
 	require.Equal(t, exitOK, r.code, r.stderr)
 	var v map[string]any
 	require.NoError(t, json.Unmarshal([]byte(r.stdout), &v))
-	require.Equal(t, "github.com/outboxrelay/outboxrelay", v["module"])
+	require.Equal(t, "github.com/outboxrelay/outboxrelay/cmd/outboxctl", v["module"])
+	require.NotEmpty(t, v["library"])
 	require.NotEmpty(t, v["version"])
 	require.True(t, strings.HasPrefix(v["go_version"].(string), "go1."), v["go_version"])
 	require.Contains(t, v, "vcs_modified")

@@ -9,8 +9,12 @@ import (
 // when the binary was built without VCS stamping (-buildvcs=false, or
 // outside a repository).
 type buildInfo struct {
-	Module      string `json:"module"`
-	Version     string `json:"version"`
+	Module  string `json:"module"`
+	Version string `json:"version"`
+	// Library is the version of the library module
+	// (github.com/outboxrelay/outboxrelay) the binary holds: "(devel)"
+	// when built from a checkout.
+	Library     string `json:"library"`
 	GoVersion   string `json:"go_version"`
 	VCS         string `json:"vcs,omitempty"`
 	VCSRevision string `json:"vcs_revision,omitempty"`
@@ -24,7 +28,7 @@ func readBuildInfo() (buildInfo, bool) {
 	if !ok {
 		return buildInfo{}, false
 	}
-	info := buildInfo{Module: bi.Main.Path, Version: bi.Main.Version, GoVersion: bi.GoVersion}
+	info := buildInfo{Module: bi.Main.Path, Version: bi.Main.Version, GoVersion: bi.GoVersion, Library: libraryVersion(bi)}
 	for _, s := range bi.Settings {
 		switch s.Key {
 		case "vcs":
@@ -38,6 +42,27 @@ func readBuildInfo() (buildInfo, bool) {
 		}
 	}
 	return info, true
+}
+
+// libraryModule is the library's module path; outboxctl is a module of
+// its own beside it.
+const libraryModule = "github.com/outboxrelay/outboxrelay"
+
+// libraryVersion is the version of libraryModule in bi.
+func libraryVersion(bi *debug.BuildInfo) string {
+	for _, d := range bi.Deps {
+		if d.Path != libraryModule {
+			continue
+		}
+		if d.Replace != nil {
+			d = d.Replace
+		}
+		if d.Version == "" {
+			return "(devel)"
+		}
+		return d.Version
+	}
+	return "(unknown)"
 }
 
 func runVersion(c *cli, args []string) int {
@@ -55,7 +80,7 @@ func runVersion(c *cli, args []string) int {
 	if c.json {
 		return c.printJSON(info)
 	}
-	fmt.Fprintf(c.out, "outboxctl %s\nmodule %s\n%s\n", info.Version, info.Module, info.GoVersion)
+	fmt.Fprintf(c.out, "outboxctl %s\nmodule %s\nlibrary %s %s\n%s\n", info.Version, info.Module, libraryModule, info.Library, info.GoVersion)
 	if info.VCSRevision != "" {
 		modified := ""
 		if info.VCSModified {

@@ -1,0 +1,24 @@
+module github.com/outboxrelay/outboxrelay/cmd/outboxctl
+
+go 1.26.0
+
+// A module of its own, so that the library's module does not require the
+// drivers of every store outboxctl speaks to: a service that imports
+// outbox and store/mysql does not list pgx.
+require github.com/outboxrelay/outboxrelay v0.1.0
+
+require (
+	github.com/go-sql-driver/mysql v1.10.1
+	github.com/stretchr/testify v1.12.1
+)
+
+require (
+	filippo.io/edwards25519 v1.2.0 // indirect
+	github.com/cenkalti/backoff/v4 v4.3.0 // indirect
+	go.uber.org/goleak v1.3.0 // indirect
+	go.yaml.in/yaml/v3 v3.0.6 // indirect
+)
+
+// The library's own modules, from this checkout (go.work at the root does
+// the same for commands run there).
+replace github.com/outboxrelay/outboxrelay => ../..
