@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"flag"
 	"fmt"
 	"regexp"
@@ -112,7 +111,7 @@ func (c *cli) tableInDB(args []string) string {
 		}
 		defer c.close()
 	}
-	l, err := call(c, func(ctx context.Context) (tableList, error) { return listTables(ctx, c.db) })
+	l, err := call(c, c.listTables)
 	if err != nil {
 		return ""
 	}

@@ -14,9 +14,6 @@ import (
 	"text/tabwriter"
 	"time"
 
-	mysqldrv "github.com/go-sql-driver/mysql"
-
-	"github.com/outboxrelay/outboxrelay/internal/dsnsafe"
 	"github.com/outboxrelay/outboxrelay/internal/safetext"
 	"github.com/outboxrelay/outboxrelay/outbox/backend"
 )
@@ -36,6 +33,9 @@ type cli struct {
 	tableFrom string
 	// dbName is the DSN's database, once open.
 	dbName string
+	// driverName is --driver; driver the driver in use, once resolved.
+	driverName string
+	driver     *driver
 	// timeout bounds each database operation (--timeout).
 	timeout time.Duration
 	// consumer is the named consumer a command looks at (--consumer);
@@ -69,11 +69,17 @@ func (c *cli) flags(usage string) *flag.FlagSet {
 	fs := c.baseFlags(usage)
 	// The default is named, not shown: -h and a mistyped flag print a
 	// flag's default, and a DSN holds a password. connect reads it.
-	fs.StringVar(&c.dsn, "dsn", "", "MySQL DSN of the outbox's database (default $OUTBOXCTL_DSN, then $MYSQL_DSN)")
+	fs.StringVar(&c.dsn, "dsn", "", "DSN of the outbox's database: MySQL's USER:PASSWORD@tcp(HOST:PORT)/DB or a postgres:// URL (default $OUTBOXCTL_DSN, then $MYSQL_DSN, then $DATABASE_URL)")
+	c.addDriverFlag(fs)
 	// Empty: resolveTable fills it in from $OUTBOXCTL_TABLE or the default.
 	fs.StringVar(&c.table, "table", "", fmt.Sprintf("outbox table name (default $%s, then %q)", tableEnv, defaultTable))
 	durationFlag(fs, &c.timeout, "timeout", defaultTimeout, "the most each database operation may take, connecting included (exit 6 when exceeded): a `duration`, "+durationHelp)
 	return fs
+}
+
+// addDriverFlag adds --driver.
+func (c *cli) addDriverFlag(fs *flag.FlagSet) {
+	fs.StringVar(&c.driverName, "driver", "", "the database's kind, one of "+driverNames()+" (default $"+driverEnv+", else postgres for a postgres:// DSN, else mysql)")
 }
 
 // printUsage writes the command's usage: how to call it, what it does,
@@ -261,7 +267,7 @@ func (c *cli) open() (int, bool) {
 		return c.errorf(code, "%v", err), false
 	}
 	var err error
-	if c.store, err = openStore(c.db, c.table); err != nil {
+	if c.store, err = c.driver.openStore(c.db, c.table); err != nil {
 		if strings.Contains(c.table, "@") { // the store's error would quote it
 			return c.usageError("%s %s: not a table name", c.tableFrom, argText(c.table)), false
 		}
@@ -288,29 +294,29 @@ func (c *cli) dial() (int, error) {
 	if c.dsnFrom != "" {
 		from = fmt.Sprintf(" (from $%s: --dsn not given)", c.dsnFrom)
 	}
-	cfg, err := dsnsafe.Parse(c.dsn)
+	d, err := c.pickDriver()
 	if err != nil {
+		return exitUsage, err
+	}
+	cn, err := d.connect(c.dsn)
+	switch {
+	case errors.Is(err, errNoDatabase):
+		return exitUsage, fmt.Errorf("--dsn %s names no database%s", cn.target, from)
+	case err != nil && cn.target == "":
 		return exitUsage, fmt.Errorf("--dsn: %v%s", err, from)
+	case err != nil:
+		return exitFailed, fmt.Errorf("--dsn %s%s: %v", cn.target, from, err)
 	}
-	target := dsnsafe.Target(cfg)
-	if cfg.DBName == "" {
-		return exitUsage, fmt.Errorf("--dsn %s names no database%s", target, from)
-	}
-	connector, err := mysqldrv.NewConnector(cfg)
-	if err != nil {
-		return exitFailed, fmt.Errorf("--dsn %s%s: %v", target, from, dsnsafe.Err(err, cfg.Passwd))
-	}
-	db := sql.OpenDB(connector)
-	db.SetMaxOpenConns(2)
-	if err := call0(c, db.PingContext); err != nil {
-		_ = db.Close()
+	cn.db.SetMaxOpenConns(2)
+	if err := call0(c, cn.db.PingContext); err != nil {
+		_ = cn.db.Close()
 		code := exitFailed
 		if te := (*timeoutError)(nil); errors.As(err, &te) {
 			code = exitTimeout // the redaction below hides the type
 		}
-		return code, fmt.Errorf("cannot reach %s: %v", target, dsnsafe.Err(err, cfg.Passwd))
+		return code, fmt.Errorf("cannot reach %s: %v", cn.target, cn.redact(err))
 	}
-	c.db, c.dbName = db, cfg.DBName
+	c.db, c.dbName, c.driver = cn.db, cn.dbName, d
 	return exitOK, nil
 }
 
@@ -353,7 +359,7 @@ func age(d time.Duration) string {
 
 // The environment variables --dsn defaults to, in order. Only their names
 // are ever printed: a DSN holds a password.
-var dsnEnv = []string{"OUTBOXCTL_DSN", "MYSQL_DSN"}
+var dsnEnv = []string{"OUTBOXCTL_DSN", "MYSQL_DSN", "DATABASE_URL"}
 
 // dsnFromEnv is the first of dsnEnv that is set, and its name.
 func dsnFromEnv() (dsn, name string) {

@@ -28,13 +28,8 @@ type outboxStore interface {
 	PurgeAll(ctx context.Context, olderThan time.Duration, batch int, pause time.Duration) (int, error)
 }
 
-// defaultTable is --table's default: the store's.
+// defaultTable is --table's default: the stores'.
 const defaultTable = mysql.DefaultTable
-
-// openStore returns the store of table on db.
-func openStore(db *sql.DB, table string) (outboxStore, error) {
-	return mysql.New(db, mysql.Options{Table: table})
-}
 
 // tableList is the tables of a database, for errors that name the right
 // one.
@@ -47,10 +42,15 @@ type tableList struct {
 	outboxes []string
 }
 
-// listTables lists the tables of db's database, sorted.
-func listTables(ctx context.Context, db *sql.DB) (tableList, error) {
-	rows, err := db.QueryContext(ctx, `SELECT TABLE_NAME, SUM(LOWER(COLUMN_NAME) IN ('event_id', 'status', 'payload'))
-		FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = DATABASE() GROUP BY TABLE_NAME ORDER BY TABLE_NAME`)
+// listTables lists the tables of the database, sorted.
+func (c *cli) listTables(ctx context.Context) (tableList, error) {
+	return c.driver.listTables(ctx, c.db)
+}
+
+// queryTables runs a driver's listing: query returns a table's name and
+// how many of the columns event_id, status and payload it has.
+func queryTables(ctx context.Context, db *sql.DB, query string) (tableList, error) {
+	rows, err := db.QueryContext(ctx, query)
 	if err != nil {
 		return tableList{}, err
 	}

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"errors"
 	"flag"
 	"fmt"
@@ -69,7 +68,7 @@ func (c *cli) explainVerify(verr error) error {
 	if te := (*timeoutError)(nil); errors.As(verr, &te) {
 		return verr
 	}
-	l, err := call(c, func(ctx context.Context) (tableList, error) { return listTables(ctx, c.db) })
+	l, err := call(c, c.listTables)
 	switch {
 	case err != nil, slices.Contains(l.outboxes, c.table):
 		return verr // an outbox table that verr explains, or the listing failed
@@ -92,7 +91,7 @@ func (c *cli) explainVerify(verr error) error {
 // outboxesBeside lists the outbox tables of the database other than the
 // table, for migrate's warning; nil when the listing fails.
 func (c *cli) outboxesBeside() []string {
-	l, err := call(c, func(ctx context.Context) (tableList, error) { return listTables(ctx, c.db) })
+	l, err := call(c, c.listTables)
 	if err != nil {
 		return nil
 	}
