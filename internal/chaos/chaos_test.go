@@ -3,13 +3,16 @@
 // Package chaos proves under real faults that the outbox loses nothing:
 // worker processes are killed with SIGKILL and restarted, their database
 // connections are killed, the sink fails and hangs at random, and the
-// MariaDB server itself is stopped and started again, while 20,000 events
-// over 200 keys are delivered in ordering mode. It runs in CI:
+// database server itself is stopped and started again, while 20,000
+// events over 200 keys are delivered in ordering mode. It runs once per
+// store (see targets), in CI:
 //
 //	go test -tags chaos -count=1 -timeout=30m -v ./internal/chaos/
 //
-// Stopping the server needs a local MariaDB that this user may stop and
-// start: CHAOS_DB_STOP and CHAOS_DB_START override the commands.
+// Stopping the server needs a local server that this user may stop and
+// start: CHAOS_DB_STOP and CHAOS_DB_START (CHAOS_PG_STOP and
+// CHAOS_PG_START for PostgreSQL) override the commands. A module of its
+// own, as it runs every store.
 package chaos
 
 import (
@@ -22,16 +25,16 @@ import (
 	"os/exec"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/outboxrelay/outboxrelay/internal/testutil"
 	"github.com/outboxrelay/outboxrelay/outbox"
+	"github.com/outboxrelay/outboxrelay/outbox/backend"
 	"github.com/outboxrelay/outboxrelay/outbox/outboxtest"
-	"github.com/outboxrelay/outboxrelay/store/mysql"
 )
 
 const (
@@ -40,13 +43,6 @@ const (
 	perKey   = 100 // 20,000 events
 	workers  = 3
 	deadline = 15 * time.Minute
-
-	defaultDBStop = "mariadb-admin --protocol=tcp -h127.0.0.1 -P3306 -uroot shutdown"
-	// The pid file tells the shared server from any other mariadbd on the
-	// machine (a private one for measurements, say): matched by the
-	// binary alone, start-stop-daemon took another server for this one
-	// and started nothing.
-	defaultDBStart = "start-stop-daemon --start --oknodo --background --pidfile /run/mysqld/mysqld.pid --exec /usr/sbin/mariadbd"
 )
 
 func TestMain(m *testing.M) {
@@ -61,7 +57,8 @@ func eventID(key, seq int) string { return fmt.Sprintf("e-%03d-%03d", key, seq) 
 // rig runs the worker processes and injects the faults.
 type rig struct {
 	t      *testing.T
-	db     *testutil.Database
+	target *target
+	db     *database
 	dir    string
 	rng    *rand.Rand
 	mu     sync.Mutex
@@ -85,7 +82,7 @@ func (r *rig) spawn(i int) {
 	log := filepath.Join(r.dir, fmt.Sprintf("worker-%d-%03d.log", i, n))
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
 	cmd.Env = append(os.Environ(),
-		envRole+"=worker", envDSN+"="+r.db.DSN, envIndex+"="+fmt.Sprint(i), envSeed+"="+fmt.Sprint(n), envLog+"="+log)
+		envRole+"=worker", envTarget+"="+r.target.name, envDSN+"="+r.db.dsn, envIndex+"="+fmt.Sprint(i), envSeed+"="+fmt.Sprint(n), envLog+"="+log)
 	stderr, err := os.Create(filepath.Join(r.dir, fmt.Sprintf("stderr-%d-%03d.log", i, n)))
 	require.NoError(r.t, err)
 	cmd.Stdout, cmd.Stderr = stderr, stderr
@@ -110,17 +107,17 @@ func (r *rig) killOne() {
 	r.spawn(i)
 }
 
-// restartDB stops the MariaDB server and starts it again.
+// restartDB stops the database server and starts it again.
 func (r *rig) restartDB() {
-	stop, start := envOr("CHAOS_DB_STOP", defaultDBStop), envOr("CHAOS_DB_START", defaultDBStart)
+	stop, start := envOr(r.target.stopEnv, r.target.stop), envOr(r.target.startEnv, r.target.start)
 	began := time.Now()
 	out, err := exec.Command("bash", "-c", stop).CombinedOutput()
 	require.NoError(r.t, err, "stop the database: %s", out)
-	outboxtest.EventuallyWithin(r.t, 60*time.Second, "the database to be down", func() bool { return r.db.DB.Ping() != nil })
+	outboxtest.EventuallyWithin(r.t, 60*time.Second, "the database to be down", func() bool { return r.db.db.Ping() != nil })
 	time.Sleep(1500 * time.Millisecond) // an outage, not a blip
 	out, err = exec.Command("bash", "-c", start).CombinedOutput()
 	require.NoError(r.t, err, "start the database: %s", out)
-	outboxtest.EventuallyWithin(r.t, 2*time.Minute, "the database to answer again", func() bool { return r.db.DB.Ping() == nil })
+	outboxtest.EventuallyWithin(r.t, 2*time.Minute, "the database to answer again", func() bool { return r.db.db.Ping() == nil })
 	r.dbDownTime = time.Since(began)
 }
 
@@ -137,7 +134,7 @@ func envOr(name, fallback string) string {
 // ctx ends (the suite's deadline: a count of tries would assume how fast
 // each fails); a duplicate ID on a retry means the previous try had
 // committed.
-func produce(ctx context.Context, s *mysql.Store, db *sql.DB) error {
+func produce(ctx context.Context, s backend.Store, db *sql.DB, rounds *atomic.Int64) error {
 	for seq := range perKey {
 		ms := make([]outbox.Message, keys)
 		for k := range keys {
@@ -155,22 +152,32 @@ func produce(ctx context.Context, s *mysql.Store, db *sql.DB) error {
 			case <-time.After(100 * time.Millisecond): // pacing of the retries
 			}
 		}
+		rounds.Add(1)
 	}
 	return nil
 }
 
-func count(db *sql.DB, where string) (int, error) {
-	var n int
-	err := db.QueryRow("SELECT COUNT(*) FROM " + table + " WHERE " + where).Scan(&n)
-	return n, err
+// unfinished counts the records not yet published (pending, leased or
+// dead), through the operator contract: what an operator would see.
+func unfinished(s chaosStore) (int, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	st, err := s.Stats(ctx)
+	return st.Pending + st.Dead, err
 }
 
 func TestChaos(t *testing.T) {
-	d := testutil.NewDatabase(t)
-	store, err := mysql.New(d.DB, mysql.Options{Table: table})
+	for _, tg := range targets {
+		t.Run(tg.name, func(t *testing.T) { runChaos(t, tg) })
+	}
+}
+
+func runChaos(t *testing.T, tg *target) {
+	d := tg.newDatabase(t)
+	store, err := tg.newStore(d.db)
 	require.NoError(t, err)
 	require.NoError(t, store.Migrate(context.Background()))
-	r := &rig{t: t, db: d, dir: t.TempDir(), rng: rand.New(rand.NewPCG(1, 2)), kills: map[int]int64{}}
+	r := &rig{t: t, target: tg, db: d, dir: t.TempDir(), rng: rand.New(rand.NewPCG(1, 2)), kills: map[int]int64{}}
 	t.Cleanup(func() { // never leave a worker behind
 		for _, p := range r.procs {
 			if p != nil {
@@ -186,7 +193,8 @@ func TestChaos(t *testing.T) {
 	produced := make(chan error, 1)
 	produceCtx, stopProducing := context.WithDeadline(context.Background(), began.Add(deadline))
 	t.Cleanup(stopProducing)
-	go func() { produced <- produce(produceCtx, store, d.DB) }()
+	var rounds atomic.Int64
+	go func() { produced <- produce(produceCtx, store, d.db, &rounds) }()
 
 	// Faults until every event is published.
 	nextKill := time.Now().Add(time.Duration(1500+r.rng.IntN(2000)) * time.Millisecond)
@@ -200,10 +208,11 @@ func TestChaos(t *testing.T) {
 			producerDone = true
 		default:
 		}
-		published, err := count(d.DB, "status = 'published'")
-		if err == nil && producerDone && published == keys*perKey {
+		left, err := unfinished(store)
+		if err == nil && producerDone && left == 0 {
 			break
 		}
+		published := int(rounds.Load())*keys - left
 		now := time.Now()
 		switch {
 		case !restarted && err == nil && published >= keys*perKey*3/10:
@@ -213,7 +222,7 @@ func TestChaos(t *testing.T) {
 			r.killOne()
 			nextKill = time.Now().Add(time.Duration(1500+r.rng.IntN(2000)) * time.Millisecond)
 		case now.After(nextConnKill):
-			n, _ := d.KillConnections(context.Background())
+			n, _ := d.killConnections(context.Background())
 			r.connKills += n
 			nextConnKill = now.Add(time.Duration(300+r.rng.IntN(500)) * time.Millisecond)
 		}
@@ -224,7 +233,7 @@ func TestChaos(t *testing.T) {
 
 	// No fault any more: nothing may stay pending or leased.
 	outboxtest.EventuallyWithin(t, 2*time.Minute, "no record pending or leased", func() bool {
-		n, err := count(d.DB, "status <> 'published'")
+		n, err := unfinished(store)
 		return err == nil && n == 0
 	})
 	for i, p := range r.procs {
@@ -246,7 +255,7 @@ func TestChaos(t *testing.T) {
 
 	logs := readLogs(t, r.dir)
 	report := verify(t, logs, r.kills)
-	t.Logf("chaos figures: %d events over %d keys delivered in %v (faults for %v)", keys*perKey, keys, time.Since(began).Round(time.Second), faultsOver.Round(time.Second))
+	t.Logf("chaos figures on %s (%s): %d events over %d keys delivered in %v (faults for %v)", tg.name, d.server, keys*perKey, keys, time.Since(began).Round(time.Second), faultsOver.Round(time.Second))
 	t.Logf("  faults: %d worker SIGKILLs (%d worker processes in all), %d connections killed, 1 database restart (down %v), %d injected sink failures, %d hangs past the publish timeout",
 		len(r.kills), r.spawns, r.connKills, r.dbDownTime.Round(100*time.Millisecond), logs.failures, logs.hangs)
 	t.Logf("  outcome: %d deliveries, %d duplicates (%d after a SIGKILL, %d after a failed settle, %d after a lost lease), 0 lost, per-key order held for all %d keys",

@@ -19,16 +19,16 @@ import (
 
 	"github.com/outboxrelay/outboxrelay/outbox"
 	"github.com/outboxrelay/outboxrelay/outbox/backend"
-	"github.com/outboxrelay/outboxrelay/store/mysql"
 )
 
 // Environment of a worker process (the test binary run again).
 const (
-	envRole  = "CHAOS_ROLE"
-	envDSN   = "CHAOS_DSN"
-	envLog   = "CHAOS_LOG"
-	envSeed  = "CHAOS_SEED"
-	envIndex = "CHAOS_INDEX"
+	envRole   = "CHAOS_ROLE"
+	envTarget = "CHAOS_TARGET"
+	envDSN    = "CHAOS_DSN"
+	envLog    = "CHAOS_LOG"
+	envSeed   = "CHAOS_SEED"
+	envIndex  = "CHAOS_INDEX"
 )
 
 // Worker settings: short timeouts so that faults show and heal quickly.
@@ -54,13 +54,18 @@ func runWorkerProcess() int {
 	defer logFile.Close()
 	ev := &eventLog{f: logFile, pid: os.Getpid()}
 
-	db, err := sql.Open("mysql", os.Getenv(envDSN))
+	tg := targetNamed(os.Getenv(envTarget))
+	if tg == nil {
+		fmt.Fprintf(os.Stderr, "no chaos target %q\n", os.Getenv(envTarget))
+		return 2
+	}
+	db, err := sql.Open(tg.driver, os.Getenv(envDSN))
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 2
 	}
 	defer db.Close()
-	store, err := mysql.New(db, mysql.Options{Table: table})
+	store, err := tg.newStore(db)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 2

@@ -1,0 +1,21 @@
+module github.com/outboxrelay/outboxrelay/internal/chaos
+
+go 1.26.0
+
+// A module of its own, as it runs every store: the library's module
+// requires no store's driver but MySQL's.
+require github.com/outboxrelay/outboxrelay v0.1.0
+
+require github.com/stretchr/testify v1.12.1
+
+require (
+	filippo.io/edwards25519 v1.2.0 // indirect
+	github.com/cenkalti/backoff/v4 v4.3.0 // indirect
+	github.com/go-sql-driver/mysql v1.10.1 // indirect
+	go.uber.org/goleak v1.3.0 // indirect
+	go.yaml.in/yaml/v3 v3.0.6 // indirect
+)
+
+// The library's own modules, from this checkout (go.work at the root does
+// the same for commands run there).
+replace github.com/outboxrelay/outboxrelay => ../..
