@@ -154,4 +154,3 @@ func TestListenerRefusesBadInput(t *testing.T) {
 	_, err = postgres.NewListener("postgres://u@localhost/db", postgres.ListenerOptions{Table: "Bad-Name"})
 	require.ErrorContains(t, err, "Table")
 }
-
