@@ -2,13 +2,17 @@ module github.com/outboxrelay/outboxrelay/store/postgres
 
 go 1.26.0
 
-// A module of its own, so that a user of outbox and store/mysql does not
-// require pgx.
+// A module of its own (as store/mysql's driver is for its users), so that
+// a user of outbox and store/mysql does not require pgx.
 require (
 	github.com/jackc/pgx/v5 v5.12.0
 	github.com/outboxrelay/outboxrelay v0.1.0
 )
 
+// For tests only:
+//   - pgtest: a fresh PostgreSQL database per test
+//   - testify: require, in the store's tests
+//   - goleak: no goroutine outlives a stopped worker or listener
 require (
 	github.com/outboxrelay/outboxrelay/internal/pgtest v0.0.0-00010101000000-000000000000
 	github.com/stretchr/testify v1.12.1
