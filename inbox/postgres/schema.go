@@ -104,6 +104,15 @@ func (ib *Inbox) Migrate(ctx context.Context) error {
 	case version > SchemaVersion:
 		return fmt.Errorf("postgres inbox: migrate: table %q is at schema version %d, newer than this build's %d: upgrade the module", ib.table, version, SchemaVersion)
 	case version < SchemaVersion:
+		// A table of that name the inbox did not make is refused before
+		// any DDL touches it.
+		if exists, err := ib.exists(ctx, tx, ib.table); err != nil {
+			return ib.wrap("migrate: look for the table", err)
+		} else if exists {
+			if err := ib.verify(ctx, tx); err != nil {
+				return err
+			}
+		}
 		for _, st := range schemaStatements(ib.table) {
 			if _, err := tx.ExecContext(ctx, st); err != nil {
 				return ib.wrap("migrate to schema version "+strconv.Itoa(SchemaVersion), err)
@@ -127,13 +136,20 @@ const migrationLockSQL = "SELECT pg_advisory_xact_lock(hashtextextended('outboxr
 // recordedVersion reads the highest recorded schema version; 0 when
 // there is no record.
 func (ib *Inbox) recordedVersion(ctx context.Context, tx *sql.Tx) (int, error) {
-	var exists bool
-	if err := tx.QueryRowContext(ctx, "SELECT to_regclass($1) IS NOT NULL", quote(ib.table+schemaVersionSuffix)).Scan(&exists); err != nil || !exists {
+	if exists, err := ib.exists(ctx, tx, ib.table+schemaVersionSuffix); err != nil || !exists {
 		return 0, err
 	}
 	var v sql.NullInt64
 	err := tx.QueryRowContext(ctx, "SELECT max(version) FROM "+quote(ib.table+schemaVersionSuffix)).Scan(&v)
 	return int(v.Int64), err
+}
+
+// exists reports whether the search_path finds a table (or a view) of
+// that name.
+func (ib *Inbox) exists(ctx context.Context, tx *sql.Tx, table string) (bool, error) {
+	var exists bool
+	err := tx.QueryRowContext(ctx, "SELECT to_regclass($1) IS NOT NULL", quote(table)).Scan(&exists)
+	return exists, err
 }
 
 // verifySQL lists the columns of a table, with their types and whether
