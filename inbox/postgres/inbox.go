@@ -202,14 +202,16 @@ func newStatements(table string) statements {
 		// The oldest rows of one consumer through the index (consumer,
 		// processed_at), locked as they are read; a row another
 		// transaction holds (another purge's) is skipped, not waited for.
-		// Rows of transactions in progress are invisible to it.
-		purge: r.Replace(`DELETE FROM {inbox} AS i USING (
-  SELECT consumer, msg_id FROM {inbox}
+		// Rows of transactions in progress are invisible to it. The rows
+		// are then deleted by their physical address (ctid, stable while
+		// the row is locked): a Tid Scan, where a join on the key let the
+		// planner hash the whole table.
+		purge: r.Replace(`DELETE FROM {inbox} WHERE ctid = ANY (ARRAY(
+  SELECT ctid FROM {inbox}
    WHERE consumer = $1 AND processed_at < statement_timestamp() - make_interval(secs => $2)
    ORDER BY processed_at
    LIMIT $3
-   FOR UPDATE SKIP LOCKED) AS old
- WHERE i.consumer = old.consumer AND i.msg_id = old.msg_id`),
+   FOR UPDATE SKIP LOCKED))`),
 	}
 }
 
