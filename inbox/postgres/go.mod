@@ -17,10 +17,12 @@ require (
 //     and the examples
 //   - internal/pgtest: a fresh PostgreSQL database per test
 //   - testify: require, in the package's tests and in inbox/inboxtest
+//   - goleak: no goroutine is left behind
 require (
 	github.com/jackc/pgx/v5 v5.12.0
 	github.com/outboxrelay/outboxrelay/internal/pgtest v0.1.0
 	github.com/stretchr/testify v1.12.1
+	go.uber.org/goleak v1.3.0
 )
 
 require (
@@ -29,7 +31,6 @@ require (
 	github.com/jackc/pgpassfile v1.0.0 // indirect
 	github.com/jackc/pgservicefile v0.0.0-20240606120523-5a60cdf6a761 // indirect
 	github.com/jackc/puddle/v2 v2.2.3 // indirect
-	go.uber.org/goleak v1.3.0 // indirect
 	go.yaml.in/yaml/v3 v3.0.6 // indirect
 	golang.org/x/sync v0.22.0 // indirect
 	golang.org/x/text v0.41.0 // indirect
