@@ -16,6 +16,13 @@ import (
 	"github.com/outboxrelay/outboxrelay/internal/pgtest"
 )
 
+// The suite's operator interfaces: Contains for Inspector, Purge for
+// Purger (the retention tests).
+var (
+	_ inboxtest.Inspector = (*postgres.Inbox)(nil)
+	_ inboxtest.Purger    = (*postgres.Inbox)(nil)
+)
+
 // testTable is not DefaultTable, so that the suite also covers another
 // name.
 const testTable = "activity_inbox"
