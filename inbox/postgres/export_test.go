@@ -1,0 +1,11 @@
+package postgres
+
+// PurgeSQL is the statement with which Purge deletes a batch, for the
+// plan tests.
+func (ib *Inbox) PurgeSQL() string { return ib.sql.purge }
+
+// InsertSQL is the duplicate check, for the plan tests.
+func (ib *Inbox) InsertSQL() string { return ib.sql.insert }
+
+// ContainsSQL is Contains' lookup, for the plan tests.
+func (ib *Inbox) ContainsSQL() string { return ib.sql.contains }
