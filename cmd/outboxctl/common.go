@@ -69,7 +69,7 @@ func (c *cli) flags(usage string) *flag.FlagSet {
 	fs := c.baseFlags(usage)
 	// The default is named, not shown: -h and a mistyped flag print a
 	// flag's default, and a DSN holds a password. connect reads it.
-	fs.StringVar(&c.dsn, "dsn", "", "DSN of the outbox's database: MySQL's USER:PASSWORD@tcp(HOST:PORT)/DB or a postgres:// URL (default $OUTBOXCTL_DSN, then $MYSQL_DSN, then $DATABASE_URL)")
+	fs.StringVar(&c.dsn, "dsn", "", "DSN of the outbox's database: MySQL's USER:PASSWORD@tcp(HOST:PORT)/DB, or PostgreSQL's postgres://USER:PASSWORD@HOST:PORT/DB or host=HOST dbname=DB (default $OUTBOXCTL_DSN, then $MYSQL_DSN, then $DATABASE_URL)")
 	c.addDriverFlag(fs)
 	// Empty: resolveTable fills it in from $OUTBOXCTL_TABLE or the default.
 	fs.StringVar(&c.table, "table", "", fmt.Sprintf("outbox table name (default $%s, then %q)", tableEnv, defaultTable))
@@ -79,7 +79,7 @@ func (c *cli) flags(usage string) *flag.FlagSet {
 
 // addDriverFlag adds --driver.
 func (c *cli) addDriverFlag(fs *flag.FlagSet) {
-	fs.StringVar(&c.driverName, "driver", "", "the database's kind, one of "+driverNames()+" (default $"+driverEnv+", else postgres for a postgres:// DSN, else mysql)")
+	fs.StringVar(&c.driverName, "driver", "", "the database's kind, one of "+driverNames()+" (default $"+driverEnv+", else postgres for a PostgreSQL DSN, else mysql)")
 }
 
 // printUsage writes the command's usage: how to call it, what it does,

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"fmt"
 	"os"
+	"regexp"
 	"sort"
 	"strings"
 )
@@ -94,8 +95,8 @@ func (c *cli) pickDriver() (*driver, error) {
 	}
 	if name == "" {
 		name, from = "mysql", "the default driver"
-		if strings.HasPrefix(c.dsn, "postgres://") || strings.HasPrefix(c.dsn, "postgresql://") {
-			name, from = "postgres", "a postgres:// --dsn"
+		if looksLikePostgres(c.dsn) {
+			name, from = "postgres", "a PostgreSQL --dsn"
 		}
 	}
 	d, ok := drivers[name]
@@ -103,6 +104,16 @@ func (c *cli) pickDriver() (*driver, error) {
 		return nil, fmt.Errorf("%s %s: must be one of %s", from, argText(name), driverNames())
 	}
 	return d, nil
+}
+
+// pgKeyword is the start of a libpq keyword/value DSN.
+var pgKeyword = regexp.MustCompile(`^\s*(host|hostaddr|port|dbname|user|password|sslmode|service)\s*=`)
+
+// looksLikePostgres says whether dsn is PostgreSQL's: a postgres:// or
+// postgresql:// URL, or libpq's keyword/value form (host=... dbname=...).
+// MySQL's DSN (USER:PASSWORD@tcp(HOST)/DB) is neither.
+func looksLikePostgres(dsn string) bool {
+	return strings.HasPrefix(dsn, "postgres://") || strings.HasPrefix(dsn, "postgresql://") || pgKeyword.MatchString(dsn)
 }
 
 // redact returns err with the DSN's password replaced (see dsnsafe.Err).

@@ -1,5 +1,5 @@
-// Command outboxctl inspects and repairs an outbox table in MySQL or
-// MariaDB, so that operators need not write SQL by hand.
+// Command outboxctl inspects and repairs an outbox table in MySQL,
+// MariaDB or PostgreSQL, so that operators need not write SQL by hand.
 //
 //	outboxctl stats                         the backlog: pending, leased, dead, oldest pending age, by type; per named consumer
 //	outboxctl list [--status S] [--type T] [--key K] [--limit N] [--after SEQ]
@@ -14,7 +14,10 @@
 //	outboxctl help [COMMAND]                a command's flags
 //
 // Every command that reads the database takes --dsn (or OUTBOXCTL_DSN,
-// then MYSQL_DSN; usage and errors never show a DSN's password), --table
+// then MYSQL_DSN, then DATABASE_URL; usage and errors never show a DSN's
+// password), --driver (mysql or postgres; by default $OUTBOXCTL_DRIVER,
+// else told by the DSN's form: a postgres:// URL or host=... dbname=...
+// is PostgreSQL's), --table
 // (or OUTBOXCTL_TABLE, then "outbox"; when the table does not exist, the
 // error lists the outbox tables that do), --timeout (default 30s: the
 // most any one database operation may take, connecting included) and
@@ -192,8 +195,9 @@ func usage(w io.Writer) {
 		fmt.Fprintf(w, "  %-9s %s\n", n, commands[n].summary)
 	}
 	fmt.Fprintf(w, "  %-9s %s\n", "help", "a command's usage and flags: outboxctl help <command>")
-	fmt.Fprintf(w, "\nflags of every command that reads the database: --dsn (or OUTBOXCTL_DSN, MYSQL_DSN), --table (or %s, then %s),\n", tableEnv, defaultTable)
-	fmt.Fprintf(w, "  --timeout (default %v, for each database operation), --json (JSON output; errors as JSON on stderr)\n", defaultTimeout)
+	fmt.Fprintf(w, "\nflags of every command that reads the database: --dsn (or OUTBOXCTL_DSN, MYSQL_DSN, DATABASE_URL), --driver (or %s; else the DSN's form tells),\n", driverEnv)
+	fmt.Fprintf(w, "  --table (or %s, then %s),", tableEnv, defaultTable)
+	fmt.Fprintf(w, " --timeout (default %v, for each database operation), --json (JSON output; errors as JSON on stderr)\n", defaultTimeout)
 	fmt.Fprintln(w, "durations (--older-than, --timeout): "+durationHelp)
 	fmt.Fprintln(w, "requeue, purge and consumers add/remove change data only with --yes; --dry-run shows what they would do")
 	fmt.Fprintln(w, exitCodesText())

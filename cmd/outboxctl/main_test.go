@@ -15,6 +15,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/outboxrelay/outboxrelay/internal/pgtest"
 	"github.com/outboxrelay/outboxrelay/internal/testutil"
 	"github.com/outboxrelay/outboxrelay/outbox"
 	"github.com/outboxrelay/outboxrelay/outbox/backend"
@@ -36,6 +37,10 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	code := testutil.Main(m) // terminates the test container, if any
+	if err := pgtest.StopContainer(); err != nil {
+		fmt.Fprintf(os.Stderr, "terminate the PostgreSQL test container: %v\n", err)
+		code = max(code, 1)
+	}
 	os.RemoveAll(dir)
 	os.Exit(code)
 }

@@ -112,8 +112,7 @@ func runMigrate(c *cli, args []string) int {
 		fmt.Fprintf(c.out, "table %s is at schema version %d: nothing to do\n", c.table, st.version)
 		return exitOK
 	}
-	what := fmt.Sprintf("bring table %s from schema version %d to %d with:\n%s;", c.table, st.version, d.schema.version,
-		strings.Join(st.pending, ";\n"))
+	what := fmt.Sprintf("bring table %s from schema version %d to %d with:\n%s", c.table, st.version, d.schema.version, statements(st.pending))
 	if code, ok := c.proceed(cf, what); !ok {
 		return code
 	}
@@ -125,4 +124,21 @@ func runMigrate(c *cli, args []string) int {
 	}
 	fmt.Fprintf(c.out, "table %s is at schema version %d\n", c.table, d.schema.version)
 	return exitOK
+}
+
+// statements joins SQL statements (or whole scripts), each ended by a
+// semicolon.
+func statements(sqls []string) string {
+	var b strings.Builder
+	for i, s := range sqls {
+		if i > 0 {
+			b.WriteString("\n")
+		}
+		s = strings.TrimRight(s, " \n")
+		b.WriteString(s)
+		if !strings.HasSuffix(s, ";") {
+			b.WriteString(";")
+		}
+	}
+	return b.String()
 }
