@@ -32,6 +32,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/outboxrelay/outboxrelay/internal/pgtest"
 	"github.com/outboxrelay/outboxrelay/outbox"
 	"github.com/outboxrelay/outboxrelay/outbox/backend"
 	"github.com/outboxrelay/outboxrelay/outbox/outboxtest"
@@ -49,7 +50,7 @@ func TestMain(m *testing.M) {
 	if os.Getenv(envRole) == "worker" {
 		os.Exit(runWorkerProcess())
 	}
-	os.Exit(m.Run())
+	os.Exit(pgtest.Main(m))
 }
 
 func eventID(key, seq int) string { return fmt.Sprintf("e-%03d-%03d", key, seq) }

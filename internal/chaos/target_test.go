@@ -7,9 +7,13 @@ import (
 	"database/sql"
 	"testing"
 
+	_ "github.com/jackc/pgx/v5/stdlib" // the worker processes' driver
+
+	"github.com/outboxrelay/outboxrelay/internal/pgtest"
 	"github.com/outboxrelay/outboxrelay/internal/testutil"
 	"github.com/outboxrelay/outboxrelay/outbox/backend"
 	"github.com/outboxrelay/outboxrelay/store/mysql"
+	"github.com/outboxrelay/outboxrelay/store/postgres"
 )
 
 // A target is a store the suite runs against, on its own kind of server.
@@ -61,6 +65,19 @@ var targets = []*target{
 		// this one and started nothing.
 		start:   "start-stop-daemon --start --oknodo --background --pidfile /run/mysqld/mysqld.pid --exec /usr/sbin/mariadbd",
 		stopEnv: "CHAOS_DB_STOP", startEnv: "CHAOS_DB_START",
+	},
+	{
+		name: "postgres", driver: "pgx",
+		newDatabase: func(t *testing.T) *database {
+			d := pgtest.NewDatabase(t)
+			return &database{db: d.DB, dsn: d.DSN, server: pgtest.Server(t), killConnections: d.KillConnections}
+		},
+		newStore: func(db *sql.DB) (chaosStore, error) { return postgres.New(db, postgres.Options{Table: table}) },
+		// The machine's cluster (Debian's pg_ctlcluster); a fast stop
+		// ends every session, as a crash or a failover would.
+		stop:    "pg_ctlcluster --skip-systemctl-redirect $(ls /etc/postgresql) main stop -m fast",
+		start:   "pg_ctlcluster --skip-systemctl-redirect $(ls /etc/postgresql) main start",
+		stopEnv: "CHAOS_PG_STOP", startEnv: "CHAOS_PG_START",
 	},
 }
 

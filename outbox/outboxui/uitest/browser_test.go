@@ -18,18 +18,24 @@ import (
 	"github.com/chromedp/chromedp"
 	"github.com/stretchr/testify/require"
 
+	"github.com/outboxrelay/outboxrelay/internal/pgtest"
 	"github.com/outboxrelay/outboxrelay/internal/testutil"
 	"github.com/outboxrelay/outboxrelay/outbox"
+	"github.com/outboxrelay/outboxrelay/outbox/backend"
 	"github.com/outboxrelay/outboxrelay/outbox/outboxtest"
 	"github.com/outboxrelay/outboxrelay/outbox/outboxui"
-	"github.com/outboxrelay/outboxrelay/store/mysql"
 )
 
 var screenshots = flag.String("screenshots", os.Getenv("OUTBOXUI_SCREENSHOTS"), "directory to write docs/dashboard.md's screenshots to (default: none written)")
 
 func TestMain(m *testing.M) {
 	flag.Parse()
-	os.Exit(testutil.Main(m))
+	code := testutil.Main(m)
+	if err := pgtest.StopContainer(); err != nil {
+		fmt.Fprintf(os.Stderr, "terminate the PostgreSQL test container: %v\n", err)
+		code = max(code, 1)
+	}
+	os.Exit(code)
 }
 
 // The payload of the dead letter: markup that must show as text.
@@ -169,12 +175,13 @@ func screenshot(t *testing.T, ctx context.Context, name string) {
 // requeued through the page (checked in the database), and a <script>
 // payload shows as text.
 func TestDashboardInABrowser(t *testing.T) {
-	d := testutil.NewDatabase(t)
+	forEachStore(t, dashboardInABrowser)
+}
+
+func dashboardInABrowser(t *testing.T, kind storeKind) {
+	store, db := kind.open(t, "room_outbox")
 	bg := context.Background()
-	store, err := mysql.New(d.DB, mysql.Options{Table: "room_outbox"})
-	require.NoError(t, err)
-	require.NoError(t, store.Migrate(bg))
-	require.NoError(t, store.AddConsumer(bg, "activity", mysql.StartNow))
+	require.NoError(t, store.AddConsumer(bg, "activity", backend.StartNow))
 
 	ui, err := outboxui.New(outboxui.Options{
 		Outboxes: []outboxui.Outbox{store}, Refresh: 500 * time.Millisecond,
@@ -205,14 +212,14 @@ func TestDashboardInABrowser(t *testing.T) {
 	for i := range 4 {
 		msgs = append(msgs, outbox.Message{ID: fmt.Sprintf("join-%d", i), Key: fmt.Sprintf("room-%d", i), Type: "RoomCreated", Payload: []byte(`{"ok":true}`)})
 	}
-	require.NoError(t, store.Enqueue(bg, d.DB, nil, msgs...))
+	require.NoError(t, store.Enqueue(bg, db, nil, msgs...))
 	waitText(t, ctx, pending, "written, not yet delivered", equals("4"))
 
 	// Let the sink go: they are published; then a dead letter and a
 	// failing record arrive.
 	close(sink.open)
 	waitText(t, ctx, pending, "delivered", equals("0"))
-	require.NoError(t, store.Enqueue(bg, d.DB, nil,
+	require.NoError(t, store.Enqueue(bg, db, nil,
 		outbox.Message{ID: "gift-7f3a", Key: "room-gone", Type: "RoomGiftSent", Payload: []byte(scriptPayload), Headers: map[string]string{"request_id": "req-<b>42</b>"}},
 		outbox.Message{ID: "join-9c1e", Key: "room-7", Type: "RoomUserJoined", Payload: []byte(`{"room_id":"room-7","user_id":"bob"}`)},
 	))
@@ -221,7 +228,7 @@ func TestDashboardInABrowser(t *testing.T) {
 	waitText(t, ctx, `[data-q="room_outbox/"] [data-f="done"]`, "a throughput", func(s string) bool { return strings.HasSuffix(s, "/min") })
 	waitFor(t, ctx, "a sparkline of a few samples", chromedp.Evaluate[int](`document.querySelector('[data-q="room_outbox/"] [data-f="spark"]').points.numberOfItems`),
 		func(n int) bool { return n >= 4 })
-	screenshot(t, ctx, "overview.png")
+	kind.screenshot(t, ctx, "overview.png")
 
 	// Find the dead letter by its error text. The unfiltered list shows
 	// its link too: wait for the filtered page itself (its address), and
@@ -252,7 +259,7 @@ func TestDashboardInABrowser(t *testing.T) {
 	require.Contains(t, payload, `"html": "<script>alert(1)</script>"`, "the payload, indented, as text")
 	require.Contains(t, payload, `<img src=x onerror=alert(2)>`)
 	require.Equal(t, 1, scripts, "no element from the payload, the error or the headers: only the page's own script")
-	screenshot(t, ctx, "dead-letter.png")
+	kind.screenshot(t, ctx, "dead-letter.png")
 
 	// Requeue it through the page: the worker is stopped first, so that
 	// the database shows the record pending, not retried again.

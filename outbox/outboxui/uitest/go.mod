@@ -4,7 +4,11 @@ go 1.26.0
 
 // A module of its own, so that the root module does not require chromedp:
 // only this browser test of outboxui does.
-require github.com/outboxrelay/outboxrelay v0.1.0
+require (
+	github.com/outboxrelay/outboxrelay v0.1.0
+	github.com/outboxrelay/outboxrelay/internal/pgtest v0.1.0
+	github.com/outboxrelay/outboxrelay/store/postgres v0.1.0
+)
 
 require (
 	github.com/chromedp/cdproto v0.159.0
@@ -17,8 +21,18 @@ require (
 	github.com/cenkalti/backoff/v4 v4.3.0 // indirect
 	github.com/go-json-experiment/json v0.0.0-20260213210345-44df1a37e875 // indirect
 	github.com/go-sql-driver/mysql v1.10.1 // indirect
+	github.com/jackc/pgpassfile v1.0.0 // indirect
+	github.com/jackc/pgservicefile v0.0.0-20240606120523-5a60cdf6a761 // indirect
+	github.com/jackc/pgx/v5 v5.12.0 // indirect
+	github.com/jackc/puddle/v2 v2.2.3 // indirect
 	go.uber.org/goleak v1.3.0 // indirect
 	go.yaml.in/yaml/v3 v3.0.6 // indirect
+	golang.org/x/sync v0.22.0 // indirect
+	golang.org/x/text v0.41.0 // indirect
 )
 
-replace github.com/outboxrelay/outboxrelay => ../../..
+replace (
+	github.com/outboxrelay/outboxrelay => ../../..
+	github.com/outboxrelay/outboxrelay/internal/pgtest => ../../../internal/pgtest
+	github.com/outboxrelay/outboxrelay/store/postgres => ../../../store/postgres
+)

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http/httptest"
 	"net/url"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -12,12 +13,10 @@ import (
 	"github.com/chromedp/chromedp"
 	"github.com/stretchr/testify/require"
 
-	"github.com/outboxrelay/outboxrelay/internal/testutil"
 	"github.com/outboxrelay/outboxrelay/outbox"
 	"github.com/outboxrelay/outboxrelay/outbox/backend"
 	"github.com/outboxrelay/outboxrelay/outbox/outboxtest"
 	"github.com/outboxrelay/outboxrelay/outbox/outboxui"
-	"github.com/outboxrelay/outboxrelay/store/mysql"
 )
 
 // rebindName is a name the browser resolves to 127.0.0.1, as an
@@ -26,18 +25,15 @@ const rebindName = "rebind.attacker.example"
 
 // deadStore is a migrated outbox table whose messages of ids are dead
 // letters, and the dashboard's server for it.
-func deadStore(t *testing.T, ids ...string) (*mysql.Store, *httptest.Server) {
+func deadStore(t *testing.T, kind storeKind, ids ...string) (backend.Outbox, *httptest.Server) {
 	t.Helper()
-	d := testutil.NewDatabase(t)
+	store, db := kind.open(t, "room_outbox")
 	ctx := context.Background()
-	store, err := mysql.New(d.DB, mysql.Options{Table: "room_outbox"})
-	require.NoError(t, err)
-	require.NoError(t, store.Migrate(ctx))
 	var ms []outbox.Message
 	for i, id := range ids {
 		ms = append(ms, outbox.Message{ID: id, Type: "RoomGiftSent", Payload: []byte(fmt.Sprintf(`{"n":%d,"secret":"payload-%d"}`, i, i))})
 	}
-	require.NoError(t, store.Enqueue(ctx, d.DB, nil, ms...))
+	require.NoError(t, store.Enqueue(ctx, db, nil, ms...))
 	kill(t, store, ids...)
 	ui, err := outboxui.New(outboxui.Options{Outboxes: []outboxui.Outbox{store}, Logger: outboxtest.Logger(t)})
 	require.NoError(t, err)
@@ -47,7 +43,7 @@ func deadStore(t *testing.T, ids ...string) (*mysql.Store, *httptest.Server) {
 }
 
 // kill makes the pending records of ids dead letters.
-func kill(t *testing.T, store *mysql.Store, ids ...string) {
+func kill(t *testing.T, store backend.Outbox, ids ...string) {
 	t.Helper()
 	ctx := context.Background()
 	b, err := store.Claim(ctx, backend.ClaimParams{Owner: "test", Limit: len(ids), LeaseFor: time.Minute, IDs: ids})
@@ -61,7 +57,7 @@ func kill(t *testing.T, store *mysql.Store, ids ...string) {
 	require.NoError(t, err)
 }
 
-func requireStatus(t *testing.T, store *mysql.Store, want outbox.Status, ids ...string) {
+func requireStatus(t *testing.T, store backend.Outbox, want outbox.Status, ids ...string) {
 	t.Helper()
 	for _, id := range ids {
 		rec, err := store.Get(context.Background(), id)
@@ -75,9 +71,23 @@ func requireStatus(t *testing.T, store *mysql.Store, want outbox.Status, ids ...
 // requeued by clicking through the pages in chromium: all at once by
 // selection, and one from its record page, reached by its link.
 func TestAwkwardIDsInABrowser(t *testing.T) {
+	forEachStore(t, awkwardIDsInABrowser)
+}
+
+func awkwardIDsInABrowser(t *testing.T, kind storeKind) {
 	ids := []string{"nul\x00id", "\x00", "\uFFFD", "cr\rid", "lf\nid", "crlf\r\nid", "  leading", "a+b&c=d#e%25f%zz", `"q'<b>`,
 		strings.Repeat("房", outbox.MaxIDLength)}
-	store, srv := deadStore(t, ids...)
+	if !kind.nulIDs {
+		nul := slices.DeleteFunc(slices.Clone(ids), func(id string) bool { return !strings.Contains(id, "\x00") })
+		require.NotEmpty(t, nul)
+		store, db := kind.open(t, "nul_outbox")
+		for _, id := range nul {
+			err := store.Enqueue(context.Background(), db, nil, outbox.Message{ID: id, Type: "RoomGiftSent"})
+			require.ErrorIs(t, err, outbox.ErrInvalidMessage, "%q: refused, with a clear error", id)
+		}
+		ids = slices.DeleteFunc(ids, func(id string) bool { return strings.Contains(id, "\x00") })
+	}
+	store, srv := deadStore(t, kind, ids...)
 	ctx := browser(t, 1280, 900)
 
 	require.NoError(t, chromedp.Do(ctx,
@@ -119,7 +129,7 @@ func TestAwkwardIDsInABrowser(t *testing.T) {
 // and its script can neither read a record nor requeue it, while the
 // same pages under 127.0.0.1 work.
 func TestRebindingInABrowser(t *testing.T) {
-	store, srv := deadStore(t, "gift-1")
+	store, srv := deadStore(t, storeKinds[0], "gift-1")
 	port := srv.URL[strings.LastIndexByte(srv.URL, ':')+1:]
 	ctx := browser(t, 1280, 900, chromedp.Flag("host-resolver-rules", "MAP "+rebindName+" 127.0.0.1"))
 
