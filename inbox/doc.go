@@ -53,7 +53,8 @@
 //
 // # Implementations
 //
-// inbox/mysql is the Inbox for MySQL and MariaDB. inbox/inboxtest is the
+// inbox/mysql is the Inbox for MySQL and MariaDB, inbox/postgres (a
+// module of its own) the Inbox for PostgreSQL. inbox/inboxtest is the
 // conformance suite an implementation runs. The Observer receives every
 // outcome for metrics; outbox/outboxprom exports them to Prometheus.
 package inbox
