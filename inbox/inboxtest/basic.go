@@ -57,7 +57,7 @@ func testHandlerErrorRollsBack(t *testing.T, h Harness) {
 	ib := h.New(t, "orders", obs)
 	boom := errors.New("boom")
 	res, err := ib.Process(context.Background(), "m-1", func(ctx context.Context, tx *sql.Tx) error {
-		if err := increment(ctx, tx, "m-1"); err != nil {
+		if err := fx.increment(ctx, tx, "m-1"); err != nil {
 			return err
 		}
 		return boom
@@ -77,7 +77,7 @@ func testPanicRollsBack(t *testing.T, h Harness) {
 	fx := newEffects(t, h, "m-1", "m-2")
 	ib := h.New(t, "orders", nil)
 	res, err := ib.Process(context.Background(), "m-1", func(ctx context.Context, tx *sql.Tx) error {
-		if err := increment(ctx, tx, "m-1"); err != nil {
+		if err := fx.increment(ctx, tx, "m-1"); err != nil {
 			return err
 		}
 		panic("hostile handler")

@@ -175,10 +175,10 @@ func testManyIDsWithDeadlocks(t *testing.T, h Harness) {
 		}
 		return func(ctx context.Context, tx *sql.Tx) error {
 			fx.called(id)
-			if err := lockShared(ctx, tx, first); err != nil {
+			if err := fx.lockShared(ctx, tx, first); err != nil {
 				return err
 			}
-			return increment(ctx, tx, id)
+			return fx.increment(ctx, tx, id)
 		}
 	}
 	var (

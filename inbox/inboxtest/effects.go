@@ -6,6 +6,7 @@ import (
 	"database/sql"
 	"encoding/hex"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 
@@ -20,6 +21,8 @@ import (
 // calls counts handler calls per ID, in memory.
 type effects struct {
 	db *sql.DB
+	// param is the statements' one parameter (Harness.Param).
+	param string
 
 	mu    sync.Mutex
 	calls map[string]int
@@ -37,7 +40,10 @@ func newEffects(t *testing.T, h Harness, ids ...string) *effects {
 		_, err := h.DB.ExecContext(ctx, st)
 		require.NoError(t, err, st)
 	}
-	e := &effects{db: h.DB, calls: map[string]int{}}
+	e := &effects{db: h.DB, param: h.Param, calls: map[string]int{}}
+	if e.param == "" {
+		e.param = "?"
+	}
 	e.add(t, ids...)
 	return e
 }
@@ -46,7 +52,7 @@ func newEffects(t *testing.T, h Harness, ids ...string) *effects {
 func (e *effects) add(t *testing.T, ids ...string) {
 	t.Helper()
 	for _, id := range ids {
-		_, err := e.db.ExecContext(context.Background(), "INSERT INTO inboxtest_effects (k, n) VALUES (?, 0)", key(id))
+		_, err := e.db.ExecContext(context.Background(), e.sql("INSERT INTO inboxtest_effects (k, n) VALUES (?, 0)"), key(id))
 		require.NoError(t, err)
 	}
 }
@@ -61,7 +67,7 @@ func key(id string) string {
 func (e *effects) handler(id string) inbox.Handler {
 	return func(ctx context.Context, tx *sql.Tx) error {
 		e.called(id)
-		return increment(ctx, tx, id)
+		return e.increment(ctx, tx, id)
 	}
 }
 
@@ -71,17 +77,20 @@ func (e *effects) called(id string) {
 	e.mu.Unlock()
 }
 
-func increment(ctx context.Context, tx *sql.Tx, id string) error {
-	_, err := tx.ExecContext(ctx, "UPDATE inboxtest_effects SET n = n + 1 WHERE k = ?", key(id))
+// sql returns query, written with one ? parameter, with the database's.
+func (e *effects) sql(query string) string { return strings.Replace(query, "?", e.param, 1) }
+
+func (e *effects) increment(ctx context.Context, tx *sql.Tx, id string) error {
+	_, err := tx.ExecContext(ctx, e.sql("UPDATE inboxtest_effects SET n = n + 1 WHERE k = ?"), key(id))
 	return err
 }
 
 // lockShared increments both shared rows, in the order first, then the
 // other: handlers that take them in opposite orders deadlock.
-func lockShared(ctx context.Context, tx *sql.Tx, first string) error {
+func (e *effects) lockShared(ctx context.Context, tx *sql.Tx, first string) error {
 	second := map[string]string{"a": "b", "b": "a"}[first]
 	for _, k := range []string{first, second} {
-		if _, err := tx.ExecContext(ctx, "UPDATE inboxtest_shared SET n = n + 1 WHERE k = ?", k); err != nil {
+		if _, err := tx.ExecContext(ctx, e.sql("UPDATE inboxtest_shared SET n = n + 1 WHERE k = ?"), k); err != nil {
 			return err
 		}
 	}
@@ -92,7 +101,7 @@ func lockShared(ctx context.Context, tx *sql.Tx, first string) error {
 func (e *effects) count(t *testing.T, id string) int {
 	t.Helper()
 	var n int
-	require.NoError(t, e.db.QueryRowContext(context.Background(), "SELECT n FROM inboxtest_effects WHERE k = ?", key(id)).Scan(&n))
+	require.NoError(t, e.db.QueryRowContext(context.Background(), e.sql("SELECT n FROM inboxtest_effects WHERE k = ?"), key(id)).Scan(&n))
 	return n
 }
 
@@ -100,7 +109,7 @@ func (e *effects) count(t *testing.T, id string) int {
 func (e *effects) shared(t *testing.T, k string) int {
 	t.Helper()
 	var n int
-	require.NoError(t, e.db.QueryRowContext(context.Background(), "SELECT n FROM inboxtest_shared WHERE k = ?", k).Scan(&n))
+	require.NoError(t, e.db.QueryRowContext(context.Background(), e.sql("SELECT n FROM inboxtest_shared WHERE k = ?"), k).Scan(&n))
 	return n
 }
 

@@ -38,6 +38,10 @@ type Harness struct {
 	// DB is the database the inbox keeps its records in and the handlers
 	// write to.
 	DB *sql.DB
+	// Param is how the database writes a statement's one parameter: "?"
+	// (MySQL, MariaDB; the default when empty) or "$1" (PostgreSQL). The
+	// suite's own statements (the tables its handlers write) use it.
+	Param string
 	// New returns an inbox of consumer on DB's data, through a connection
 	// pool of its own (as another process would have), reporting to obs
 	// (nil: none). Every inbox New returns must implement Inspector.

@@ -36,13 +36,13 @@ func newHarness(t *testing.T) inboxtest.Harness {
 func harnessWith(t *testing.T, opts postgres.Options) inboxtest.Harness {
 	d := pgtest.NewDatabase(t)
 	fastDeadlocks(t, d)
-	db := openSuiteDB(t, d.DSN)
 	return inboxtest.Harness{
-		DB: db,
+		DB:    d.DB,
+		Param: "$1",
 		New: func(t *testing.T, consumer string, obs inbox.Observer) inbox.Inbox {
 			o := opts
 			o.Table, o.Consumer, o.Observer, o.Logger = testTable, consumer, obs, testLogger(t)
-			ib, err := postgres.New(openSuiteDB(t, d.DSN), o)
+			ib, err := postgres.New(d.Open(t), o)
 			require.NoError(t, err)
 			require.NoError(t, ib.Migrate(context.Background()))
 			return ib
