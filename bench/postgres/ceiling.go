@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -29,7 +30,11 @@ func ceilingPrepare(ctx context.Context, b *bench, n int, c compareConfig) error
 		"VACUUM ANALYZE "+ceilingTable)
 }
 
-func ceilingDrain(ctx context.Context, b *bench, n int, c compareConfig) (time.Duration, error) {
+func ceilingLeft(ctx context.Context, b *bench) (int, error) {
+	return b.count(ctx, "SELECT count(*) FROM "+ceilingTable+" WHERE status = 0")
+}
+
+func ceilingDrain(ctx context.Context, b *bench, n int, c compareConfig) (time.Duration, int, error) {
 	start := time.Now()
 	pools := make([]*pgxpool.Pool, c.workers)
 	defer func() {
@@ -42,15 +47,17 @@ func ceilingDrain(ctx context.Context, b *bench, n int, c compareConfig) (time.D
 	for i := range pools {
 		p, err := b.pool(ctx, 1)
 		if err != nil {
-			return 0, err
+			return 0, 0, err
 		}
 		pools[i] = p
 	}
 	errs := make(chan error, c.workers)
+	var delivered atomic.Int64
 	for _, p := range pools {
 		go func() {
 			for {
 				got, err := ceilingBatch(ctx, p, c.batch)
+				delivered.Add(int64(got))
 				if err != nil || got == 0 {
 					errs <- err
 					return
@@ -64,7 +71,7 @@ func ceilingDrain(ctx context.Context, b *bench, n int, c compareConfig) (time.D
 			first = err
 		}
 	}
-	return time.Since(start), first
+	return time.Since(start), int(delivered.Load()), first
 }
 
 // ceilingBatch claims and marks one batch; it returns how many rows.

@@ -26,18 +26,20 @@ type arm struct {
 	prepare func(ctx context.Context, b *bench, n int, c compareConfig) error
 	// drain delivers the backlog with c.workers workers, each on a pool
 	// of its own, and returns how long that took, from before the first
-	// connection to the last outcome committed. It closes its pools
-	// before it returns.
-	drain func(ctx context.Context, b *bench, n int, c compareConfig) (time.Duration, error)
+	// connection to the last outcome committed, and how many deliveries
+	// its consumer saw. It closes its pools before it returns.
+	drain func(ctx context.Context, b *bench, n int, c compareConfig) (time.Duration, int, error)
+	// left counts the events of the backlog not marked delivered.
+	left func(ctx context.Context, b *bench) (int, error)
 }
 
 // allArms are the arms in the order they are reported: the relay first,
 // the ceiling last.
 func allArms() []arm {
 	return []arm{
-		{"River", riverPrepare, riverDrain},
-		{"Watermill", watermillPrepare, watermillDrain},
-		{"ceiling", ceilingPrepare, ceilingDrain},
+		{"River", riverPrepare, riverDrain, riverLeft},
+		{"Watermill", watermillPrepare, watermillDrain, watermillLeft},
+		{"ceiling", ceilingPrepare, ceilingDrain, ceilingLeft},
 	}
 }
 
@@ -64,7 +66,8 @@ func (b *bench) pickArms(names []string) error {
 }
 
 // measured prepares a backlog and drains it between two readings of the
-// counters. A checkpoint comes first, so that no drain pays for full-page
+// counters, then checks (outside them) that every event was delivered
+// exactly once and marked delivered. A checkpoint comes first, so that no drain pays for full-page
 // images that another did not (the backlog is written after it, and the
 // drain follows within the same checkpoint cycle, as a backlog drained
 // soon after it is written does).
@@ -79,7 +82,7 @@ func (b *bench) measured(ctx context.Context, a arm, n int, c compareConfig) (dr
 	if err != nil {
 		return drainStats{}, err
 	}
-	d, err := a.drain(ctx, b, n, c)
+	d, delivered, err := a.drain(ctx, b, n, c)
 	if err != nil {
 		return drainStats{}, err
 	}
@@ -90,7 +93,24 @@ func (b *bench) measured(ctx context.Context, a arm, n int, c compareConfig) (dr
 	if err != nil {
 		return drainStats{}, err
 	}
+	left, err := a.left(ctx, b)
+	if err != nil {
+		return drainStats{}, err
+	}
+	if b.onDrain != nil {
+		b.onDrain(a.name, c, n, delivered, left)
+	}
+	if delivered != n || left != 0 {
+		return drainStats{}, fmt.Errorf("%d events enqueued, %d deliveries, %d left undelivered", n, delivered, left)
+	}
 	return drainStats{rate: perSec(n, d), counter: after.minus(before), events: n}, nil
+}
+
+// count runs a count query on the control connection.
+func (b *bench) count(ctx context.Context, q string) (int, error) {
+	var n int
+	err := b.ctl.QueryRow(ctx, q).Scan(&n)
+	return n, err
 }
 
 // compare runs every arm for each configuration, in alternating rounds,

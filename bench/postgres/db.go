@@ -12,18 +12,23 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
-const dbName = "outboxrelay_pgbench"
+// defaultDBName is the database the bench creates and drops.
+const defaultDBName = "outboxrelay_pgbench"
 
 // bench holds the database the scenarios share.
 type bench struct {
 	admin   *pgx.Conn // on the server's own database: creates and drops dbName
 	ctl     *pgx.Conn // on dbName: fills tables, reads counters
-	dsn     string    // of dbName
+	dbName  string
+	dsn     string // of dbName
 	version string
 	arms    []arm
+	// onDrain, when set, is told of every drain: the events enqueued,
+	// the deliveries its consumer saw and the events left undelivered.
+	onDrain func(arm string, c compareConfig, enqueued, delivered, left int)
 }
 
-func open(ctx context.Context, serverDSN string) (*bench, error) {
+func open(ctx context.Context, serverDSN, dbName string) (*bench, error) {
 	u, err := url.Parse(serverDSN)
 	if err != nil {
 		return nil, fmt.Errorf("-dsn: %w", err)
@@ -32,7 +37,7 @@ func open(ctx context.Context, serverDSN string) (*bench, error) {
 	if err != nil {
 		return nil, err
 	}
-	b := &bench{admin: admin, arms: allArms()}
+	b := &bench{admin: admin, arms: allArms(), dbName: dbName}
 	for _, q := range []string{"DROP DATABASE IF EXISTS " + dbName + " WITH (FORCE)", "CREATE DATABASE " + dbName} {
 		if _, err := admin.Exec(ctx, q); err != nil {
 			admin.Close(ctx)
@@ -72,7 +77,7 @@ func (b *bench) close() {
 		b.ctl = nil
 	}
 	if b.admin != nil {
-		_, _ = b.admin.Exec(ctx, "DROP DATABASE IF EXISTS "+dbName+" WITH (FORCE)")
+		_, _ = b.admin.Exec(ctx, "DROP DATABASE IF EXISTS "+b.dbName+" WITH (FORCE)")
 		_ = b.admin.Close(ctx)
 		b.admin = nil
 	}

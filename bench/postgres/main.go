@@ -85,7 +85,7 @@ func main() {
 		sz.compareEvents = *events
 	}
 	ctx := context.Background()
-	b, err := open(ctx, *dsn)
+	b, err := open(ctx, *dsn, defaultDBName)
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -3,7 +3,6 @@ package main
 import (
 	"cmp"
 	"context"
-	"errors"
 	"fmt"
 	"sync/atomic"
 	"time"
@@ -117,14 +116,18 @@ func riverClient(ctx context.Context, pool *pgxpool.Pool, maxWorkers int, poll t
 	return river.NewClient(riverpgxv5.New(pool), &river.Config{
 		Logger:            quiet,
 		FetchCooldown:     riverCooldown,
-		FetchPollInterval: poll,
+		FetchPollInterval: max(poll, riverCooldown), // River refuses a poll shorter than the cooldown
 		PollOnly:          pollOnly,
 		Queues:            map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: maxWorkers}},
 		Workers:           workers,
 	})
 }
 
-func riverDrain(ctx context.Context, b *bench, n int, c compareConfig) (time.Duration, error) {
+func riverLeft(ctx context.Context, b *bench) (int, error) {
+	return b.count(ctx, "SELECT count(*) FROM river_job WHERE state <> 'completed'")
+}
+
+func riverDrain(ctx context.Context, b *bench, n int, c compareConfig) (time.Duration, int, error) {
 	var (
 		worked    atomic.Int64
 		completed atomic.Int64
@@ -145,12 +148,12 @@ func riverDrain(ctx context.Context, b *bench, n int, c compareConfig) (time.Dur
 	for range c.workers {
 		pool, err := b.pool(ctx, 4)
 		if err != nil {
-			return 0, err
+			return 0, 0, err
 		}
 		pools = append(pools, pool)
 		cl, err := riverClient(ctx, pool, cmp.Or(riverMaxWorkers, c.batch), 10*time.Millisecond, false, func(*river.Job[benchArgs]) { worked.Add(1) })
 		if err != nil {
-			return 0, err
+			return 0, 0, err
 		}
 		clients = append(clients, cl)
 		// A completed event is sent once the completion is committed.
@@ -162,16 +165,13 @@ func riverDrain(ctx context.Context, b *bench, n int, c compareConfig) (time.Dur
 			}
 		}()
 		if err := cl.Start(ctx); err != nil {
-			return 0, err
+			return 0, 0, err
 		}
 	}
 	err := waitDone(ctx, "river", 5*time.Minute, func() (bool, error) { return completed.Load() >= int64(n), nil })
 	d := time.Since(start)
 	if err != nil {
-		return 0, fmt.Errorf("%w (%d worked, %d completed, of %d)", err, worked.Load(), completed.Load(), n)
+		return 0, 0, fmt.Errorf("%w (%d worked, %d completed, of %d)", err, worked.Load(), completed.Load(), n)
 	}
-	if w := worked.Load(); w != int64(n) {
-		return 0, errors.New("river: " + fmt.Sprint(w) + " jobs worked, " + fmt.Sprint(n) + " inserted")
-	}
-	return d, nil
+	return d, int(worked.Load()), nil
 }
