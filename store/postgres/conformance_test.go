@@ -1,0 +1,108 @@
+package postgres_test
+
+import (
+	"context"
+	"database/sql"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/outboxrelay/outboxrelay/internal/pgtest"
+	"github.com/outboxrelay/outboxrelay/outbox/backend"
+	"github.com/outboxrelay/outboxrelay/outbox/backend/backendtest"
+	"github.com/outboxrelay/outboxrelay/store/postgres"
+)
+
+// testTable is not DefaultTable, so that the suites also cover another
+// name.
+const testTable = "room_outbox"
+
+func newStore(t *testing.T, db *sql.DB) *postgres.Store {
+	t.Helper()
+	s, err := postgres.New(db, postgres.Options{Table: testTable})
+	require.NoError(t, err)
+	require.NoError(t, s.Migrate(context.Background()))
+	return s
+}
+
+func newHarness(t *testing.T) backendtest.Harness {
+	d := pgtest.NewDatabase(t)
+	return backendtest.Harness{
+		Store: newStore(t, d.DB),
+		Begin: func(ctx context.Context) (backendtest.Tx, error) { return d.DB.BeginTx(ctx, nil) },
+		OpenStore: func(t *testing.T) backend.Store {
+			return newStore(t, d.Open(t))
+		},
+	}
+}
+
+func TestStoreConformance(t *testing.T) {
+	backendtest.RunStoreTests(t, newHarness)
+}
+
+func TestWorkerConformance(t *testing.T) {
+	backendtest.RunWorkerTests(t, newHarness)
+}
+
+// newConsumerHarness runs the suites against a named consumer, next to a
+// second one that never claims: every promise of the Store contract holds
+// for each consumer of a table.
+func newConsumerHarness(t *testing.T) backendtest.Harness {
+	d := pgtest.NewDatabase(t)
+	ctx := context.Background()
+	s := newStore(t, d.DB)
+	require.NoError(t, s.AddConsumer(ctx, "activity", postgres.StartNow))
+	require.NoError(t, s.AddConsumer(ctx, "audit", postgres.StartBeginning))
+	consumer := func(s *postgres.Store) backend.Store {
+		c, err := s.Consumer("activity")
+		require.NoError(t, err)
+		return c
+	}
+	return backendtest.Harness{
+		Store: consumer(s),
+		Begin: func(ctx context.Context) (backendtest.Tx, error) { return d.DB.BeginTx(ctx, nil) },
+		OpenStore: func(t *testing.T) backend.Store {
+			return consumer(newStore(t, d.Open(t)))
+		},
+	}
+}
+
+func TestConsumerStoreConformance(t *testing.T) {
+	backendtest.RunStoreTests(t, newConsumerHarness)
+}
+
+func TestConsumerWorkerConformance(t *testing.T) {
+	backendtest.RunWorkerTests(t, newConsumerHarness)
+}
+
+func TestConsumerContract(t *testing.T) {
+	backendtest.RunConsumerTests(t, func(t *testing.T) backendtest.ConsumerHarness {
+		h := newHarness(t)
+		s := h.Store.(*postgres.Store)
+		return backendtest.ConsumerHarness{
+			Harness: h,
+			Consumer: func(t *testing.T, name string) backend.Store {
+				require.NoError(t, s.AddConsumer(context.Background(), name, postgres.StartNow))
+				c, err := s.Consumer(name)
+				require.NoError(t, err)
+				return c
+			},
+		}
+	})
+}
+
+func TestAdversarial(t *testing.T) {
+	backendtest.RunAdversarialTests(t, newHarness)
+}
+
+func TestConsumerAdversarial(t *testing.T) {
+	backendtest.RunAdversarialTests(t, newConsumerHarness)
+}
+
+func TestOperatorContract(t *testing.T) {
+	backendtest.RunOperatorTests(t, newHarness)
+}
+
+func TestConsumerOperatorContract(t *testing.T) {
+	backendtest.RunOperatorTests(t, newConsumerHarness)
+}

@@ -1,0 +1,345 @@
+package postgres
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"regexp"
+	"time"
+
+	"github.com/outboxrelay/outboxrelay/outbox"
+	"github.com/outboxrelay/outboxrelay/outbox/backend"
+)
+
+// MaxConsumerNameLength is the longest consumer name.
+const MaxConsumerNameLength = 64
+
+var consumerNameRE = regexp.MustCompile(fmt.Sprintf(`^[A-Za-z0-9_][A-Za-z0-9_.-]{0,%d}$`, MaxConsumerNameLength-1))
+
+// StartFrom says where a new consumer starts (backend.StartFrom).
+type StartFrom = backend.StartFrom
+
+// Where AddConsumer starts a consumer.
+const (
+	StartNow       = backend.StartNow
+	StartBeginning = backend.StartBeginning
+)
+
+// Errors of the consumer registry (backend's).
+var (
+	ErrUnknownConsumer = backend.ErrUnknownConsumer
+	ErrConsumerExists  = backend.ErrConsumerExists
+)
+
+func validConsumerName(name string) error {
+	if !consumerNameRE.MatchString(name) {
+		return fmt.Errorf("postgres store: consumer name %q: must be 1 to %d letters, digits, '_', '.' or '-', not starting with '.' or '-'", name, MaxConsumerNameLength)
+	}
+	return nil
+}
+
+// ConsumerStore is a named consumer of an outbox table: a backend.Store
+// (and backend.Queue) with its own delivery state, so that its status,
+// attempts, errors, leases, dead letters and per-key order are its own.
+// Enqueue writes to the outbox, for every consumer.
+type ConsumerStore struct {
+	channel
+}
+
+var (
+	_ backend.Store          = (*ConsumerStore)(nil)
+	_ backend.SettleClaimer  = (*ConsumerStore)(nil)
+	_ backend.HeadStartEnder = (*ConsumerStore)(nil)
+	_ backend.Queue          = (*ConsumerStore)(nil)
+)
+
+// Consumer returns the store of the named consumer. It checks the name,
+// not the registry: calls on a consumer that is not registered (see
+// AddConsumer) fail with ErrUnknownConsumer.
+func (s *Store) Consumer(name string) (*ConsumerStore, error) {
+	if err := validConsumerName(name); err != nil {
+		return nil, err
+	}
+	return &ConsumerStore{channel: channel{
+		db: s.db, s: s, t: s.t, consumer: name,
+		what: fmt.Sprintf("postgres store: consumer %q", name),
+	}}, nil
+}
+
+// ConsumerQueue returns the Queue of the named consumer; "" is the
+// default consumer, the Store itself.
+func (s *Store) ConsumerQueue(name string) (backend.Queue, error) {
+	if name == "" {
+		return s, nil
+	}
+	return s.Consumer(name)
+}
+
+// Name returns the consumer's name.
+func (c *ConsumerStore) Name() string { return c.consumer }
+
+// Enqueue writes msgs to the outbox, for every consumer (Store.Enqueue).
+func (c *ConsumerStore) Enqueue(ctx context.Context, tx backend.Execer, opts *backend.EnqueueOptions, msgs ...backend.Message) error {
+	return c.s.Enqueue(ctx, tx, opts, msgs...)
+}
+
+// Get returns the consumer's record of message id.
+func (c *ConsumerStore) Get(ctx context.Context, id string) (outbox.Record, error) {
+	return c.get(ctx, id)
+}
+
+// Claim leases due records of the consumer, after handing it the
+// messages that are safe to hand over (see Store.AddConsumer).
+func (c *ConsumerStore) Claim(ctx context.Context, p backend.ClaimParams) (backend.Batch, error) {
+	return c.claim(ctx, p)
+}
+
+// Settle records outcomes of the consumer's claimed records.
+func (c *ConsumerStore) Settle(ctx context.Context, token string, outcomes []backend.Outcome) (backend.SettleResult, error) {
+	return c.settle(ctx, token, outcomes)
+}
+
+// SettleAndClaim settles and claims in one transaction.
+func (c *ConsumerStore) SettleAndClaim(ctx context.Context, st backend.Settlement, p backend.ClaimParams) (backend.SettleResult, backend.Batch, error) {
+	return c.settleAndClaim(ctx, st, p)
+}
+
+// EndHeadStart makes those of ids that this consumer has been handed
+// with the head start their writer gave them (pending, never attempted,
+// not leased, not yet due) due at once.
+func (c *ConsumerStore) EndHeadStart(ctx context.Context, ids []string) (int, error) {
+	if len(ids) == 0 {
+		return 0, nil
+	}
+	t, err := c.resolve(ctx)
+	if err != nil {
+		return 0, err
+	}
+	if err := c.handOverForClaim(ctx, t); err != nil {
+		return 0, err
+	}
+	return c.endHeadStart(ctx, t, ids, `UPDATE {state} s SET next_attempt_at = statement_timestamp() FROM {outbox} m
+WHERE {scope}m.seq = s.seq AND m.event_id = ANY($1::text[]) AND s.status = 'pending' AND s.retry_count = 0
+	AND s.lease_token = 0 AND s.next_attempt_at > statement_timestamp()`)
+}
+
+// resolve returns the channel's target: for a named consumer, with its
+// id from the registry (ErrUnknownConsumer if it has none).
+func (c *channel) resolve(ctx context.Context) (*target, error) {
+	if c.consumer == "" {
+		return c.t, nil
+	}
+	t := *c.t
+	var removing bool
+	err := c.db.QueryRowContext(ctx, c.t.render("SELECT id, start_seq, removing FROM {consumers} WHERE name = $1"), c.consumer).
+		Scan(&t.consumerID, &t.startSeq, &removing)
+	switch {
+	case errors.Is(err, sql.ErrNoRows) || (err == nil && removing):
+		return nil, fmt.Errorf("%s: %w", c.what, ErrUnknownConsumer)
+	case err != nil:
+		return nil, c.wrap("read the consumer registry", err)
+	}
+	return &t, nil
+}
+
+// handOverBatch is the most messages one hand-over moves.
+const handOverBatch = 1000
+
+// handOverWait bounds how long a claim waits for the transactions that
+// hold a hand-over back (see horizonSQL): committed messages that cannot
+// be handed over yet because an older transaction is still open.
+const handOverWait = 500 * time.Millisecond
+
+// handOverForClaim hands a named consumer what is safe to hand over
+// before a claim. If committed messages wait behind open transactions
+// and nothing could be handed over, it waits for them a little (at most
+// handOverWait), polling.
+func (c *channel) handOverForClaim(ctx context.Context, t *target) error {
+	if t.consumerID == 0 {
+		return nil
+	}
+	deadline := time.Now().Add(handOverWait)
+	pause := 2 * time.Millisecond
+	for {
+		h, err := c.s.handOver(ctx, t, handOverBatch)
+		if err != nil {
+			return c.wrap("hand over", err)
+		}
+		if !h.blocked || h.moved > 0 || h.busy || time.Now().After(deadline) {
+			return nil
+		}
+		timer := time.NewTimer(pause)
+		select {
+		case <-ctx.Done():
+			timer.Stop()
+			return c.wrap("hand over", ctx.Err())
+		case <-timer.C:
+		}
+		pause = min(2*pause, 50*time.Millisecond)
+	}
+}
+
+type handOverResult struct {
+	// moved counts the messages handed over.
+	moved int
+	// busy: another session is handing over to the consumer right now.
+	busy bool
+	// blocked: committed messages wait behind an open transaction.
+	blocked bool
+}
+
+// handOver hands the consumer up to limit messages, in (xid, seq) order,
+// of transactions that can no longer be running (see horizonSQL), and
+// moves its cursor past them.
+func (s *Store) handOver(ctx context.Context, t *target, limit int) (handOverResult, error) {
+	var (
+		found, moved int
+		blocked      bool
+	)
+	err := s.db.QueryRowContext(ctx, t.render(`WITH c AS (
+	SELECT id, start_seq, cursor_xid, cursor_seq FROM {consumers} WHERE id = $1 AND NOT removing FOR UPDATE SKIP LOCKED
+), horizon AS (
+	SELECT `+horizonSQL+` AS h
+), src AS (
+	SELECT o.xid, o.seq, o.event_key, o.available_at FROM {outbox} o, c, horizon
+	WHERE (o.xid, o.seq) > (c.cursor_xid, c.cursor_seq) AND o.xid < horizon.h
+	ORDER BY o.xid, o.seq LIMIT $2
+), ins AS (
+	INSERT INTO {consumption} (consumer_id, seq, event_key, next_attempt_at)
+	SELECT c.id, src.seq, src.event_key, src.available_at FROM src, c WHERE src.seq > c.start_seq
+	ON CONFLICT DO NOTHING RETURNING 1
+), upd AS (
+	UPDATE {consumers} u SET cursor_xid = l.xid, cursor_seq = l.seq
+	FROM (SELECT xid, seq FROM src ORDER BY xid DESC, seq DESC LIMIT 1) l, c WHERE u.id = c.id RETURNING 1
+)
+SELECT (SELECT count(*) FROM c), (SELECT count(*) FROM src) + (SELECT 0 * count(*) FROM ins) + (SELECT 0 * count(*) FROM upd),
+	EXISTS (SELECT 1 FROM {outbox} o, c, horizon WHERE (o.xid, o.seq) > (c.cursor_xid, c.cursor_seq) AND o.xid >= horizon.h)`),
+		t.consumerID, limit).Scan(&found, &moved, &blocked)
+	if err != nil {
+		return handOverResult{}, err
+	}
+	return handOverResult{moved: moved, busy: found == 0, blocked: blocked}, nil
+}
+
+// horizonSQL is the hand-over horizon: the oldest transaction ID that
+// may still be running in this database. Every transaction with a
+// smaller ID has ended, so its messages are all visible (or rolled back)
+// and no message of it can ever appear again: a consumer may be handed
+// every message below the horizon, in (xid, seq) order, and move its
+// cursor past them, without skipping one whose seq was taken before a
+// later one committed. It is the snapshot's xmin, except that
+// transactions known to run in other databases (which cannot write this
+// table) are left out; when in doubt (pg_stat_activity hides the
+// backend, or it ended in between) a transaction counts.
+const horizonSQL = `(SELECT coalesce(min(x), pg_snapshot_xmax(pg_current_snapshot()))
+	FROM pg_snapshot_xip(pg_current_snapshot()) AS x
+	WHERE NOT EXISTS (
+		SELECT 1 FROM pg_stat_activity a
+		WHERE a.datid <> (SELECT oid FROM pg_database WHERE datname = current_database())
+			AND a.backend_xid IS NOT NULL
+			AND a.backend_xid::text::bigint = (x::text::numeric % 4294967296)::bigint))`
+
+// AddConsumer registers a named consumer of the table, starting from
+// now or from the beginning. It returns an error wrapping
+// ErrConsumerExists if the name is taken. Run Migrate first.
+//
+// A consumer is handed the messages of the outbox in the order of their
+// writers' transaction IDs (xid8) and then seq, and only those of
+// transactions that have ended: below the horizon (see
+// docs/postgres-store.md), which is what makes the hand-over safe
+// against commit order. A transaction left open in the same database
+// holds every consumer's hand-over back until it ends.
+func (s *Store) AddConsumer(ctx context.Context, name string, from StartFrom) error {
+	if err := validConsumerName(name); err != nil {
+		return err
+	}
+	if from != StartNow && from != StartBeginning {
+		return fmt.Errorf("postgres store: add consumer %q: from %v: must be StartNow or StartBeginning", name, from)
+	}
+	res, err := s.db.ExecContext(ctx, s.t.render(`INSERT INTO {consumers} (name, start_seq, cursor_xid, cursor_seq)
+SELECT $1, CASE WHEN $2 THEN 0 ELSE (SELECT coalesce(max(seq), 0) FROM {outbox}) END,
+	CASE WHEN $2 THEN '0'::xid8 ELSE `+horizonSQL+` END, 0
+ON CONFLICT (name) DO NOTHING`), name, from == StartBeginning)
+	if err != nil {
+		return s.wrap("add consumer", err)
+	}
+	if n, err := res.RowsAffected(); err != nil {
+		return s.wrap("add consumer", err)
+	} else if n == 0 {
+		return fmt.Errorf("postgres store: add consumer %q: %w", name, ErrConsumerExists)
+	}
+	return nil
+}
+
+// RemoveConsumer drops a named consumer and its delivery state, in one
+// transaction, and returns how many of its records it deleted.
+func (s *Store) RemoveConsumer(ctx context.Context, name string) (int, error) {
+	if err := validConsumerName(name); err != nil {
+		return 0, err
+	}
+	var n int64
+	err := inTx(ctx, s.db, func(tx *sql.Tx) error {
+		var id int64
+		err := tx.QueryRowContext(ctx, s.t.render("DELETE FROM {consumers} WHERE name = $1 RETURNING id"), name).Scan(&id)
+		if errors.Is(err, sql.ErrNoRows) {
+			return fmt.Errorf("postgres store: remove consumer %q: %w", name, ErrUnknownConsumer)
+		}
+		if err != nil {
+			return err
+		}
+		res, err := tx.ExecContext(ctx, s.t.render("DELETE FROM {consumption} WHERE consumer_id = $1"), id)
+		if err != nil {
+			return err
+		}
+		n, err = res.RowsAffected()
+		return err
+	})
+	if errors.Is(err, ErrUnknownConsumer) {
+		return 0, err
+	}
+	if err != nil {
+		return 0, s.wrap("remove consumer", err)
+	}
+	return int(n), nil
+}
+
+// Consumers lists the named consumers, by name.
+func (s *Store) Consumers(ctx context.Context) ([]backend.ConsumerInfo, error) {
+	rows, err := s.db.QueryContext(ctx, s.t.render(`SELECT name, start_seq, cursor_seq, created_at, removing,
+	EXISTS (SELECT 1 FROM {outbox} o WHERE (o.xid, o.seq) > (c.cursor_xid, c.cursor_seq) AND o.seq <= c.start_seq)
+FROM {consumers} c ORDER BY name`))
+	if err != nil {
+		return nil, s.wrap("consumers", err)
+	}
+	defer rows.Close()
+	var out []backend.ConsumerInfo
+	for rows.Next() {
+		var (
+			ci              backend.ConsumerInfo
+			startSeq, atSeq int64
+		)
+		if err := rows.Scan(&ci.Name, &startSeq, &atSeq, &ci.CreatedAt, &ci.Removing, &ci.Backfilling); err != nil {
+			return nil, s.wrap("consumers", err)
+		}
+		ci.StartSeq = startSeq + 1
+		ci.CreatedAt = ci.CreatedAt.UTC()
+		if ci.Backfilling {
+			ci.BackfillAt = atSeq
+		}
+		out = append(out, ci)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, s.wrap("consumers", err)
+	}
+	return out, nil
+}
+
+// LastSeq returns the Seq of the last message written (0 for none).
+func (s *Store) LastSeq(ctx context.Context) (int64, error) {
+	var n int64
+	if err := s.db.QueryRowContext(ctx, s.t.render("SELECT coalesce(max(seq), 0) FROM {outbox}")).Scan(&n); err != nil {
+		return 0, s.wrap("last seq", err)
+	}
+	return n, nil
+}

@@ -1,0 +1,214 @@
+package postgres
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/outboxrelay/outboxrelay/outbox"
+	"github.com/outboxrelay/outboxrelay/outbox/backend"
+)
+
+// Enqueue stores msgs as pending through tx, normally the caller's
+// transaction, so that they commit or roll back with the state change
+// they announce: a *sql.Tx of database/sql on pgx's stdlib driver, or a
+// pgx.Tx wrapped by PgxTx. (*sql.DB, *sql.Conn and a pgx connection or
+// pool wrapped by PgxTx are accepted too; the call is then a transaction
+// of its own, except through a *sql.Conn or pgx connection outside a
+// transaction, where a call that races another writer of one of its IDs
+// may keep its other messages.) The messages are due at once, or, with
+// opts.HeadStart, that long after the insert by the database clock,
+// leased for that time to this Store's own after-commit publish
+// (HeadStartBatch). nil opts means the defaults.
+//
+// The whole call is one INSERT statement, whatever the number of
+// messages, and, unless Options.DisableNotify, a pg_notify on the
+// table's channel that PostgreSQL delivers at commit.
+//
+// Every message is validated first (backend.Message.Validate, the size
+// limits of Options, and PostgreSQL's own rule that text holds no NUL
+// character: IDs and header names and values may not contain one; keys
+// and types may). An invalid message, or an ID given twice or already
+// stored, fails the call with an error wrapping outbox.ErrInvalidMessage
+// or outbox.ErrDuplicateID, and nothing of the call is written. A
+// rejected call does not abort the caller's transaction: the statement
+// inserts nothing rather than failing, so the transaction may go on and
+// commit its other work.
+func (s *Store) Enqueue(ctx context.Context, tx backend.Execer, opts *backend.EnqueueOptions, msgs ...backend.Message) error {
+	if tx == nil {
+		return errors.New("postgres store: enqueue: tx is nil")
+	}
+	var headStart time.Duration
+	if opts != nil {
+		headStart = opts.HeadStart
+	}
+	if headStart < 0 {
+		return fmt.Errorf("postgres store: enqueue: HeadStart %v: must not be negative", headStart)
+	}
+	if len(msgs) == 0 {
+		return nil
+	}
+	cols, err := s.encode(msgs)
+	if err != nil {
+		return err
+	}
+	if db, ok := tx.(*sql.DB); ok {
+		return s.enqueueInTx(ctx, db, headStart, cols)
+	}
+	return s.insert(ctx, tx, headStart, cols)
+}
+
+// enqueueInTx writes through a *sql.DB in a transaction of its own, so
+// that a rejected call rolls back whole.
+func (s *Store) enqueueInTx(ctx context.Context, db *sql.DB, headStart time.Duration, cols columns) error {
+	tx, err := db.BeginTx(ctx, nil)
+	if err != nil {
+		return s.wrap("enqueue", err)
+	}
+	defer func() { _ = tx.Rollback() }()
+	if err := s.insert(ctx, tx, headStart, cols); err != nil {
+		return err
+	}
+	if err := tx.Commit(); err != nil {
+		return s.wrap("enqueue", err)
+	}
+	return nil
+}
+
+// insert writes the messages in one statement that inserts all of them
+// or (when one of the IDs is stored already) none.
+func (s *Store) insert(ctx context.Context, tx backend.Execer, headStart time.Duration, cols columns) error {
+	var lease int64
+	if headStart > 0 {
+		lease = s.headStart
+	}
+	channel := ""
+	if !s.opts.DisableNotify {
+		channel = s.opts.Table
+	}
+	res, err := tx.ExecContext(ctx, s.t.render(insertSQL), cols.ids, cols.keys, cols.types, cols.payloads, cols.headers, cols.occurred,
+		headStart.Microseconds(), lease, channel)
+	if err != nil {
+		if classify(err) == ClassDuplicate {
+			return fmt.Errorf("postgres store: enqueue: a message ID already exists: %w", outbox.ErrDuplicateID)
+		}
+		return s.wrap("enqueue", err)
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return s.wrap("enqueue", err)
+	}
+	if int(n) == len(cols.ids) {
+		return nil
+	}
+	// One of the IDs is stored already (the statement inserted nothing),
+	// or a concurrent writer of one committed while this statement ran
+	// (it inserted the others): take those back, in this transaction.
+	if n > 0 {
+		if _, err := tx.ExecContext(ctx, s.t.render("DELETE FROM {outbox} WHERE event_id = ANY($1::text[]) AND xid = pg_current_xact_id()"), cols.ids); err != nil {
+			return s.wrap("enqueue: take back a rejected call", err)
+		}
+	}
+	return fmt.Errorf("postgres store: enqueue: message ID %s already exists: %w", s.duplicateOf(ctx, tx, cols.ids), outbox.ErrDuplicateID)
+}
+
+// insertSQL inserts the messages of unnested arrays, in their order,
+// unless one of their IDs is stored already. ON CONFLICT covers a
+// concurrent writer of one of the IDs: the statement waits for it and
+// skips the row if it commits, rather than failing (which would abort
+// the caller's transaction). Times are the server's.
+const insertSQL = `INSERT INTO {outbox} (event_id, event_key, event_type, payload, headers, occurred_at, created_at, available_at, next_attempt_at, lease_token)
+SELECT i.id, i.k, i.t, i.p, i.h::jsonb, i.o, statement_timestamp(),
+	statement_timestamp() + $7 * interval '1 microsecond', statement_timestamp() + $7 * interval '1 microsecond', $8
+FROM unnest($1::text[], $2::bytea[], $3::bytea[], $4::bytea[], $5::text[], $6::timestamptz[]) WITH ORDINALITY AS i(id, k, t, p, h, o, n)
+CROSS JOIN (SELECT CASE WHEN $9::text <> '' THEN pg_notify($9::text, '') END) AS nt
+WHERE NOT EXISTS (SELECT 1 FROM {outbox} d WHERE d.event_id = ANY($1::text[]))
+ORDER BY i.n
+ON CONFLICT (event_id) DO NOTHING`
+
+// duplicateOf names a stored ID of ids, where tx can tell.
+func (s *Store) duplicateOf(ctx context.Context, tx backend.Execer, ids []string) string {
+	q := s.t.render("SELECT event_id FROM {outbox} WHERE event_id = ANY($1::text[]) ORDER BY seq LIMIT 1")
+	var id string
+	var err error
+	switch tx := tx.(type) {
+	case interface {
+		QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+	}:
+		err = tx.QueryRowContext(ctx, q, ids).Scan(&id)
+	case *pgxExecer:
+		err = tx.q.QueryRow(ctx, q, ids).Scan(&id)
+	default:
+		return "(one of the call's)"
+	}
+	if err != nil {
+		return "(one of the call's)"
+	}
+	return strconv.Quote(id)
+}
+
+// columns are the messages of a call, column by column.
+type columns struct {
+	ids      []string
+	keys     [][]byte
+	types    [][]byte
+	payloads [][]byte
+	headers  []*string
+	occurred []*time.Time
+}
+
+func (s *Store) encode(msgs []outbox.Message) (columns, error) {
+	c := columns{
+		ids: make([]string, len(msgs)), keys: make([][]byte, len(msgs)), types: make([][]byte, len(msgs)),
+		payloads: make([][]byte, len(msgs)), headers: make([]*string, len(msgs)), occurred: make([]*time.Time, len(msgs)),
+	}
+	seen := make(map[string]struct{}, len(msgs))
+	for i, m := range msgs {
+		if err := m.Validate(); err != nil {
+			return columns{}, fmt.Errorf("postgres store: enqueue: message %d: %w", i, err)
+		}
+		if strings.ContainsRune(m.ID, 0) {
+			return columns{}, fmt.Errorf("postgres store: enqueue: message %d: %w: ID %q contains a NUL character, which PostgreSQL text cannot hold", i, outbox.ErrInvalidMessage, m.ID)
+		}
+		if _, dup := seen[m.ID]; dup {
+			return columns{}, fmt.Errorf("postgres store: enqueue: message ID %q appears twice: %w", m.ID, outbox.ErrDuplicateID)
+		}
+		seen[m.ID] = struct{}{}
+		if len(m.Payload) > s.opts.MaxPayloadBytes {
+			return columns{}, fmt.Errorf("postgres store: enqueue: message %q: %w: Payload of %d bytes exceeds MaxPayloadBytes (%d)", m.ID, outbox.ErrInvalidMessage, len(m.Payload), s.opts.MaxPayloadBytes)
+		}
+		if len(m.Headers) > 0 {
+			for name, value := range m.Headers {
+				if strings.ContainsRune(name, 0) || strings.ContainsRune(value, 0) {
+					return columns{}, fmt.Errorf("postgres store: enqueue: message %q: %w: header %q contains a NUL character, which PostgreSQL jsonb cannot hold", m.ID, outbox.ErrInvalidMessage, backend.Truncate(name, 64))
+				}
+			}
+			b, err := json.Marshal(m.Headers)
+			if err != nil {
+				return columns{}, fmt.Errorf("postgres store: enqueue: message %q: headers: %w", m.ID, err)
+			}
+			if len(b) > s.opts.MaxHeaderBytes {
+				return columns{}, fmt.Errorf("postgres store: enqueue: message %q: %w: Headers of %d bytes (as JSON) exceed MaxHeaderBytes (%d)", m.ID, outbox.ErrInvalidMessage, len(b), s.opts.MaxHeaderBytes)
+			}
+			h := string(b)
+			c.headers[i] = &h
+		}
+		c.ids[i] = m.ID
+		c.keys[i] = append([]byte{}, m.Key...) // never nil: nil is NULL
+		c.types[i] = []byte(m.Type)
+		c.payloads[i] = m.Payload
+		if c.payloads[i] == nil {
+			c.payloads[i] = []byte{}
+		}
+		if !m.CreatedAt.IsZero() {
+			t := m.CreatedAt
+			c.occurred[i] = &t
+		}
+	}
+	return c, nil
+}
