@@ -37,6 +37,7 @@ type arm struct {
 // the ceiling last.
 func allArms() []arm {
 	return []arm{
+		{"relay", relayPrepare, relayDrain, relayLeft},
 		{"River", riverPrepare, riverDrain, riverLeft},
 		{"Watermill", watermillPrepare, watermillDrain, watermillLeft},
 		{"ceiling", ceilingPrepare, ceilingDrain, ceilingLeft},

@@ -1,0 +1,142 @@
+package main
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	_ "github.com/jackc/pgx/v5/stdlib" // the "pgx" driver of database/sql, which the store requires
+
+	"github.com/outboxrelay/outboxrelay/outbox"
+	"github.com/outboxrelay/outboxrelay/outbox/backend"
+	"github.com/outboxrelay/outboxrelay/store/postgres"
+)
+
+// The relay: outbox.Worker.Run on store/postgres's table, a sink that
+// does nothing, one worker per pool (database/sql on pgx's stdlib
+// driver, as the store requires), WorkerOptions{BatchSize: the batch,
+// PollInterval: 10 ms}. The backlog has 200 keys, as the MySQL bench's;
+// the worker does not order by them.
+
+const relayTable = "bench_outbox"
+
+// relayDB opens a database/sql pool on the bench database.
+func (b *bench) relayDB() (*sql.DB, error) {
+	db, err := sql.Open("pgx", b.dsn)
+	if err != nil {
+		return nil, err
+	}
+	db.SetMaxIdleConns(4)
+	return db, nil
+}
+
+// relayFresh recreates the outbox table empty, through the store's
+// Migrate.
+func relayFresh(ctx context.Context, b *bench, opts postgres.Options) error {
+	if err := b.exec(ctx, fmt.Sprintf("DROP TABLE IF EXISTS %[1]s, %[1]s_consumers, %[1]s_consumption", relayTable)); err != nil {
+		return err
+	}
+	db, err := b.relayDB()
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	opts.Table = relayTable
+	s, err := postgres.New(db, opts)
+	if err != nil {
+		return err
+	}
+	return s.Migrate(ctx)
+}
+
+func relayPrepare(ctx context.Context, b *bench, n int, c compareConfig) error {
+	if err := relayFresh(ctx, b, postgres.Options{}); err != nil {
+		return err
+	}
+	return b.exec(ctx,
+		fmt.Sprintf("INSERT INTO %s (event_id, event_key, event_type, payload, created_at, available_at, next_attempt_at)"+
+			" SELECT 'e-' || n, convert_to('room-' || (n %% 200), 'UTF8'), convert_to('RoomGiftSent', 'UTF8'), %s,"+
+			" statement_timestamp() - interval '1 second', statement_timestamp() - interval '1 second', statement_timestamp() - interval '1 second'"+
+			" FROM generate_series(0, %d) n", relayTable, fillPayload(c.payload), n-1),
+		"VACUUM ANALYZE "+relayTable)
+}
+
+func relayLeft(ctx context.Context, b *bench) (int, error) {
+	return b.count(ctx, "SELECT count(*) FROM "+relayTable+" WHERE status <> 'published'")
+}
+
+// countingSink accepts everything, as fast as it can.
+type countingSink struct{ n atomic.Int64 }
+
+func (s *countingSink) Publish(context.Context, outbox.Message) error {
+	s.n.Add(1)
+	return nil
+}
+
+// settleCounter is the store with a count of the outcomes it wrote: the
+// drain ends when every delivery's outcome is committed.
+type settleCounter struct {
+	*postgres.Store
+	applied *atomic.Int64
+}
+
+func (s settleCounter) Settle(ctx context.Context, token string, outcomes []backend.Outcome) (backend.SettleResult, error) {
+	res, err := s.Store.Settle(ctx, token, outcomes)
+	s.applied.Add(int64(res.Applied))
+	return res, err
+}
+
+func (s settleCounter) SettleAndClaim(ctx context.Context, st backend.Settlement, p backend.ClaimParams) (backend.SettleResult, backend.Batch, error) {
+	res, batch, err := s.Store.SettleAndClaim(ctx, st, p)
+	s.applied.Add(int64(res.Applied))
+	return res, batch, err
+}
+
+func relayDrain(ctx context.Context, b *bench, n int, c compareConfig) (time.Duration, int, error) {
+	runCtx, stop := context.WithCancel(ctx)
+	var (
+		wg      sync.WaitGroup
+		dbs     []*sql.DB
+		sink    countingSink
+		applied atomic.Int64
+	)
+	defer func() {
+		stop()
+		wg.Wait()
+		for _, db := range dbs {
+			db.Close()
+		}
+	}()
+	start := time.Now()
+	for i := range c.workers {
+		db, err := b.relayDB()
+		if err != nil {
+			return 0, 0, err
+		}
+		dbs = append(dbs, db)
+		s, err := postgres.New(db, postgres.Options{Table: relayTable})
+		if err != nil {
+			return 0, 0, err
+		}
+		w, err := outbox.NewWorker(settleCounter{s, &applied}, &sink, outbox.WorkerOptions{
+			BatchSize: c.batch, PollInterval: 10 * time.Millisecond, NodeID: fmt.Sprintf("bench-%d", i), Logger: quiet,
+		})
+		if err != nil {
+			return 0, 0, err
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_ = w.Run(runCtx)
+		}()
+	}
+	err := waitDone(ctx, "relay", 5*time.Minute, func() (bool, error) { return applied.Load() >= int64(n), nil })
+	d := time.Since(start)
+	if err != nil {
+		return 0, 0, fmt.Errorf("%w (%d published, %d outcomes written, of %d)", err, sink.n.Load(), applied.Load(), n)
+	}
+	return d, int(sink.n.Load()), nil
+}
