@@ -2,16 +2,21 @@ module github.com/outboxrelay/outboxrelay/store/postgres
 
 go 1.26.0
 
-// A module of its own, so that a user of outbox and store/mysql does not
-// require pgx.
+// A module of its own (as store/mysql's driver is for its users), so that
+// a user of outbox and store/mysql does not require pgx.
 require (
 	github.com/jackc/pgx/v5 v5.12.0
 	github.com/outboxrelay/outboxrelay v0.1.0
 )
 
+// For tests only:
+//   - pgtest: a fresh PostgreSQL database per test
+//   - testify: require, in the store's tests
+//   - goleak: no goroutine outlives a stopped worker or listener
 require (
 	github.com/outboxrelay/outboxrelay/internal/pgtest v0.0.0-00010101000000-000000000000
 	github.com/stretchr/testify v1.12.1
+	go.uber.org/goleak v1.3.0
 )
 
 require (
@@ -21,7 +26,6 @@ require (
 	github.com/jackc/pgpassfile v1.0.0 // indirect
 	github.com/jackc/pgservicefile v0.0.0-20240606120523-5a60cdf6a761 // indirect
 	github.com/jackc/puddle/v2 v2.2.3 // indirect
-	go.uber.org/goleak v1.3.0 // indirect
 	go.yaml.in/yaml/v3 v3.0.6 // indirect
 	golang.org/x/sync v0.22.0 // indirect
 	golang.org/x/text v0.41.0 // indirect

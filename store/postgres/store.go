@@ -202,12 +202,22 @@ func (c *channel) get(ctx context.Context, id string) (outbox.Record, error) {
 	if err != nil {
 		return outbox.Record{}, err
 	}
+	q := t.render("SELECT {cols} FROM {from} WHERE {scope}{m}.event_id = $1")
 	if t.consumerID != 0 {
-		if _, err := c.s.handOver(ctx, t, handOverBatch); err != nil {
-			return outbox.Record{}, c.wrap("get: hand over", err)
-		}
+		// A message not yet handed over to the consumer is pending for it
+		// (with the head start its writer gave it). One statement reads
+		// both, so that a hand-over committing meanwhile cannot hide it.
+		q += t.render(` UNION ALL
+SELECT m.seq, m.event_id, m.event_key, m.event_type, m.payload, m.headers, m.occurred_at, m.created_at,
+	'pending', 0, '', m.available_at, NULL::timestamptz
+FROM {outbox} m JOIN {consumers} c ON c.id = $2
+WHERE m.event_id = $1 AND m.seq > c.start_seq AND (m.xid, m.seq) > (c.cursor_xid, c.cursor_seq)`)
 	}
-	rows, err := queryRecords(ctx, c.db, t.render("SELECT {cols} FROM {from} WHERE {scope}{m}.event_id = $1"), id)
+	args := []any{id}
+	if t.consumerID != 0 {
+		args = append(args, t.consumerID)
+	}
+	rows, err := queryRecords(ctx, c.db, q, args...)
 	if err != nil {
 		return outbox.Record{}, c.wrap("get", err)
 	}

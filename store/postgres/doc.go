@@ -1,0 +1,56 @@
+// Package postgres is the outbox store for PostgreSQL 13 and later (xid8
+// and pg_current_xact_id), on github.com/jackc/pgx/v5: the same contract
+// as store/mysql (backend.Store, SettleClaimer, HeadStartLeaser,
+// HeadStartEnder, the operator contract backend.Outbox with named
+// consumers, retention), checked by the same backendtest suites.
+//
+// The store reads and claims through a *sql.DB on pgx's stdlib driver:
+//
+//	import _ "github.com/jackc/pgx/v5/stdlib"
+//
+//	db, err := sql.Open("pgx", dsn) // or stdlib.OpenDBFromPool(pool)
+//	store, err := postgres.New(db, postgres.Options{Table: "outbox"})
+//	err = store.Migrate(ctx) // at start-up, from every instance
+//
+// Messages are written in the caller's transaction, whichever API the
+// service uses. With database/sql, pass the *sql.Tx:
+//
+//	tx, err := db.BeginTx(ctx, nil)
+//	// ... the state change ...
+//	err = store.Enqueue(ctx, tx, nil, outbox.Message{ID: id, Key: orderID, Type: "OrderPlaced", Payload: body})
+//	err = tx.Commit()
+//
+// With pgx's own API (pgx.Tx from a *pgx.Conn or *pgxpool.Pool), wrap it
+// with PgxTx:
+//
+//	tx, err := pool.Begin(ctx)
+//	// ... the state change ...
+//	err = store.Enqueue(ctx, postgres.PgxTx(tx), nil, msg)
+//	err = tx.Commit(ctx)
+//
+// A rejected Enqueue (a duplicate ID, an invalid message) writes nothing
+// and does not abort the caller's transaction.
+//
+// Workers claim with FOR UPDATE SKIP LOCKED from a partial index of
+// pending records, commit the lease (a random fencing token and its
+// expiry on the server's clock) before any sink call, and settle in one
+// UPDATE fenced by the token. Every time that decides delivery is the
+// server's (statement_timestamp()).
+//
+// Enqueue notifies the table's channel (pg_notify, delivered at commit);
+// a Listener turns notifications into Worker.Notify calls, so that a
+// commit wakes an idle worker at once. Polling stays the fallback:
+//
+//	l, err := postgres.NewListener(dsn, postgres.ListenerOptions{Table: "outbox"})
+//	go l.Run(ctx, worker.Notify)
+//
+// Named consumers (AddConsumer, Consumer) are handed messages in the
+// order of their writers' transaction IDs, only once those transactions
+// have ended, so that none is skipped whatever the commit order; see
+// docs/postgres-store.md for the rule and its price.
+//
+// What PostgreSQL text cannot hold: a NUL character. IDs and header
+// names and values that contain one are rejected with
+// outbox.ErrInvalidMessage; keys and types are bytea and keep any bytes;
+// error texts are stored with NUL as U+FFFD.
+package postgres

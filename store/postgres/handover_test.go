@@ -1,0 +1,174 @@
+package postgres_test
+
+import (
+	"context"
+	"database/sql"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/outboxrelay/outboxrelay/internal/pgtest"
+	"github.com/outboxrelay/outboxrelay/outbox"
+	"github.com/outboxrelay/outboxrelay/outbox/backend"
+	"github.com/outboxrelay/outboxrelay/store/postgres"
+)
+
+func claimIDs(t *testing.T, s backend.Store) []string {
+	t.Helper()
+	b, err := s.Claim(context.Background(), backend.ClaimParams{Owner: "w", Limit: 100, LeaseFor: time.Minute})
+	require.NoError(t, err)
+	var out []string
+	for _, r := range b.Records {
+		out = append(out, r.ID)
+	}
+	return out
+}
+
+func begin(t *testing.T, db *sql.DB) *sql.Tx {
+	t.Helper()
+	tx, err := db.BeginTx(context.Background(), nil)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = tx.Rollback() })
+	return tx
+}
+
+// TestHandOverNeverSkipsAnEarlierSeqCommittedLater: a message whose seq
+// was taken before a later one committed reaches a named consumer,
+// whichever transaction took its ID first.
+func TestHandOverNeverSkipsAnEarlierSeqCommittedLater(t *testing.T) {
+	d := pgtest.NewDatabase(t)
+	s := newStore(t, d.DB)
+	ctx := context.Background()
+	require.NoError(t, s.AddConsumer(ctx, "audit", postgres.StartNow))
+	c, err := s.Consumer("audit")
+	require.NoError(t, err)
+
+	// 1. The slow writer takes seq 1 (and its transaction ID) first; the
+	// fast one takes seq 2 and commits. seq 2 waits for seq 1.
+	slow := begin(t, d.DB)
+	require.NoError(t, s.Enqueue(ctx, slow, nil, outbox.Message{ID: "slow-1", Type: "T"}))
+	enqueueCommitted(t, d, s, outbox.Message{ID: "fast-2", Type: "T"})
+	require.Empty(t, claimIDs(t, c), "fast-2 waits until slow-1's transaction has ended")
+	require.NoError(t, slow.Commit())
+	require.ElementsMatch(t, []string{"slow-1", "fast-2"}, claimIDs(t, c))
+
+	// 2. The slow writer's transaction ID is the older one, its seq the
+	// newer: the fast one, handed over first, does not carry the cursor
+	// past the slow one.
+	slow = begin(t, d.DB)
+	_, err = slow.ExecContext(ctx, "SELECT pg_current_xact_id()") // takes its ID now
+	require.NoError(t, err)
+	fast := begin(t, d.DB)
+	_, err = fast.ExecContext(ctx, "SELECT pg_current_xact_id()")
+	require.NoError(t, err)
+	require.NoError(t, s.Enqueue(ctx, fast, nil, outbox.Message{ID: "fast-3", Type: "T"}))
+	require.NoError(t, s.Enqueue(ctx, slow, nil, outbox.Message{ID: "slow-4", Type: "T"}))
+	require.NoError(t, fast.Commit())
+	require.Empty(t, claimIDs(t, c), "fast-3's transaction is younger than the open slow one")
+	require.NoError(t, slow.Commit())
+	require.ElementsMatch(t, []string{"fast-3", "slow-4"}, claimIDs(t, c))
+
+	// 3. A rolled-back writer leaves a gap that holds nothing back.
+	rolled := begin(t, d.DB)
+	require.NoError(t, s.Enqueue(ctx, rolled, nil, outbox.Message{ID: "gone", Type: "T"}))
+	enqueueCommitted(t, d, s, outbox.Message{ID: "after-gap", Type: "T"})
+	require.NoError(t, rolled.Rollback())
+	require.Equal(t, []string{"after-gap"}, claimIDs(t, c))
+}
+
+// TestHandOverIgnoresOtherDatabases: a transaction open in another
+// database of the server cannot write this table, and does not hold the
+// hand-over back.
+func TestHandOverIgnoresOtherDatabases(t *testing.T) {
+	other := pgtest.NewDatabase(t)
+	d := pgtest.NewDatabase(t)
+	s := newStore(t, d.DB)
+	ctx := context.Background()
+	require.NoError(t, s.AddConsumer(ctx, "audit", postgres.StartNow))
+	c, err := s.Consumer("audit")
+	require.NoError(t, err)
+
+	elsewhere := begin(t, other.DB)
+	_, err = elsewhere.ExecContext(ctx, "SELECT pg_current_xact_id()")
+	require.NoError(t, err)
+	enqueueCommitted(t, d, s, outbox.Message{ID: "m", Type: "T"})
+	require.Equal(t, []string{"m"}, claimIDs(t, c))
+}
+
+// TestConsumerStartsNowOrFromTheBeginning, and its removal takes its
+// state.
+func TestConsumerStartsNowOrFromTheBeginning(t *testing.T) {
+	d := pgtest.NewDatabase(t)
+	s := newStore(t, d.DB)
+	ctx := context.Background()
+	enqueueCommitted(t, d, s, outbox.Message{ID: "old", Type: "T"})
+	require.NoError(t, s.AddConsumer(ctx, "now", postgres.StartNow))
+	require.NoError(t, s.AddConsumer(ctx, "all", postgres.StartBeginning))
+	require.ErrorIs(t, s.AddConsumer(ctx, "all", postgres.StartNow), postgres.ErrConsumerExists)
+	require.ErrorContains(t, s.AddConsumer(ctx, "bad name", postgres.StartNow), "consumer name")
+	enqueueCommitted(t, d, s, outbox.Message{ID: "new", Type: "T"})
+
+	now, err := s.Consumer("now")
+	require.NoError(t, err)
+	all, err := s.Consumer("all")
+	require.NoError(t, err)
+	require.Equal(t, []string{"new"}, claimIDs(t, now))
+	require.Equal(t, []string{"old", "new"}, claimIDs(t, all))
+	_, err = now.Get(ctx, "old")
+	require.ErrorIs(t, err, outbox.ErrNotFound, "before the consumer's start")
+
+	cs, err := s.Consumers(ctx)
+	require.NoError(t, err)
+	require.Len(t, cs, 2)
+	require.Equal(t, "all", cs[0].Name)
+	require.Equal(t, int64(1), cs[0].StartSeq)
+	require.Equal(t, "now", cs[1].Name)
+	require.Equal(t, int64(2), cs[1].StartSeq)
+
+	n, err := s.RemoveConsumer(ctx, "all")
+	require.NoError(t, err)
+	require.Equal(t, 2, n)
+	_, err = all.Claim(ctx, backend.ClaimParams{Owner: "w", Limit: 1, LeaseFor: time.Minute})
+	require.ErrorIs(t, err, postgres.ErrUnknownConsumer)
+	_, err = s.RemoveConsumer(ctx, "all")
+	require.ErrorIs(t, err, postgres.ErrUnknownConsumer)
+}
+
+// TestRetentionWaitsForEveryConsumer: a message published by the default
+// consumer stays while a named consumer has not finished it.
+func TestRetentionWaitsForEveryConsumer(t *testing.T) {
+	d := pgtest.NewDatabase(t)
+	s := newStore(t, d.DB)
+	ctx := context.Background()
+	require.NoError(t, s.AddConsumer(ctx, "audit", postgres.StartNow))
+	audit, err := s.Consumer("audit")
+	require.NoError(t, err)
+	enqueueCommitted(t, d, s, outbox.Message{ID: "m", Type: "T"})
+	b, err := s.Claim(ctx, backend.ClaimParams{Owner: "w", Limit: 1, LeaseFor: time.Minute})
+	require.NoError(t, err)
+	_, err = s.Settle(ctx, b.Token, []backend.Outcome{{ID: "m", Kind: backend.OutcomePublished}})
+	require.NoError(t, err)
+
+	n, err := s.CountPurgeable(ctx, time.Microsecond)
+	require.NoError(t, err)
+	require.Zero(t, n, "audit has not been handed it yet")
+	ba, err := audit.Claim(ctx, backend.ClaimParams{Owner: "w", Limit: 1, LeaseFor: time.Minute})
+	require.NoError(t, err)
+	require.Equal(t, 1, ba.Len())
+	n, err = s.PurgePublished(ctx, time.Microsecond, 10)
+	require.NoError(t, err)
+	require.Zero(t, n, "audit holds it")
+	_, err = audit.Settle(ctx, ba.Token, []backend.Outcome{{ID: "m", Kind: backend.OutcomePublished}})
+	require.NoError(t, err)
+	require.Eventually(t, func() bool {
+		n, err := s.PurgeAll(ctx, time.Microsecond, 10, 0)
+		require.NoError(t, err)
+		return n == 1
+	}, time.Minute, 10*time.Millisecond)
+	_, err = audit.Get(ctx, "m")
+	require.ErrorIs(t, err, outbox.ErrNotFound)
+	var left int
+	require.NoError(t, d.DB.QueryRowContext(ctx, "SELECT count(*) FROM room_outbox_consumption").Scan(&left))
+	require.Zero(t, left, "its consumer state went with it")
+}
