@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	_ "github.com/jackc/pgx/v5/stdlib" // the "pgx" driver of database/sql, which the store requires
 
 	"github.com/outboxrelay/outboxrelay/outbox"
@@ -139,4 +140,64 @@ func relayDrain(ctx context.Context, b *bench, n int, c compareConfig) (time.Dur
 		return 0, 0, fmt.Errorf("%w (%d published, %d outcomes written, of %d)", err, sink.n.Load(), applied.Load(), n)
 	}
 	return d, int(sink.n.Load()), nil
+}
+
+// relayLatency runs one worker (BatchSize 100, the given poll) on a
+// store that notifies at every Enqueue and a postgres.Listener that
+// wakes the worker, or on a store with DisableNotify and no Listener.
+// Writers enqueue one 256 B message per transaction, through PgxTx.
+func relayLatency(ctx context.Context, b *bench, notify bool, poll time.Duration, receipt func(string)) (func(context.Context, pgx.Tx, string) error, func(), error) {
+	opts := postgres.Options{Table: relayTable, DisableNotify: !notify}
+	if err := relayFresh(ctx, b, opts); err != nil {
+		return nil, nil, err
+	}
+	db, err := b.relayDB()
+	if err != nil {
+		return nil, nil, err
+	}
+	store, err := postgres.New(db, opts)
+	if err != nil {
+		db.Close()
+		return nil, nil, err
+	}
+	sink := outbox.SinkFunc(func(_ context.Context, m outbox.Message) error {
+		receipt(m.ID)
+		return nil
+	})
+	w, err := outbox.NewWorker(store, sink, outbox.WorkerOptions{PollInterval: poll, NodeID: "bench-latency", Logger: quiet})
+	if err != nil {
+		db.Close()
+		return nil, nil, err
+	}
+	runCtx, cancel := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		_ = w.Run(runCtx)
+	}()
+	if notify {
+		l, err := postgres.NewListener(b.dsn, postgres.ListenerOptions{Table: relayTable, Logger: quiet})
+		if err != nil {
+			cancel()
+			wg.Wait()
+			db.Close()
+			return nil, nil, err
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_ = l.Run(runCtx, w.Notify)
+		}()
+	}
+	stop := func() {
+		cancel()
+		wg.Wait()
+		db.Close()
+	}
+	payload := []byte(goPayload(0, 256))
+	enqueue := func(ctx context.Context, tx pgx.Tx, id string) error {
+		return store.Enqueue(ctx, postgres.PgxTx(tx), nil, outbox.Message{ID: id, Key: "room-" + id[len(id)-1:], Type: "RoomGiftSent", Payload: payload})
+	}
+	return enqueue, stop, nil
 }
