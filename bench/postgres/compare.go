@@ -150,7 +150,11 @@ func compareRows(arms []arm, med map[string]drainStats, c compareConfig, n, roun
 	var rows []row
 	for _, a := range arms {
 		st := med[a.name]
-		r := row{scenario: "compare: " + a.name + ", " + what, figure: evRate(st.rate)}
+		name := a.name
+		if alters := relayAlters(); name == "relay" && len(alters) > 0 {
+			name += " (" + strings.Join(alters, "; ") + ")"
+		}
+		r := row{scenario: "compare: " + name + ", " + what, figure: evRate(st.rate)}
 		if hasCeiling && a.name != "ceiling" {
 			r.reference, r.ratio = "ceiling "+evRate(ceiling.rate), a.name+"/ceiling "+ratio(st.rate, ceiling.rate)
 			if a.name == "relay" && c.workers == 1 {

@@ -62,6 +62,8 @@ func main() {
 	rounds := flag.Int("rounds", 0, "the compare scenario's alternating rounds (default: 5, 1 with -quick)")
 	events := flag.Int("events", 0, "events per drain (default: 20000, 600 with -quick)")
 	flag.DurationVar(&riverCooldown, "river-cooldown", riverCooldown, "River's FetchCooldown in the compare scenario (River's default is 100ms)")
+	flag.IntVar(&relayFillfactor, "relay-fillfactor", 0, "an experiment: the relay's table with this fillfactor (default: the store's schema as it is)")
+	flag.BoolVar(&relayToast, "relay-toast", false, "an experiment: the relay's payloads stored out of line (toast_tuple_target 128, STORAGE EXTERNAL)")
 	flag.IntVar(&riverMaxWorkers, "river-maxworkers", 0, "River's MaxWorkers per client in the compare scenario (default: the batch)")
 	flag.Parse()
 	sz := full

@@ -53,8 +53,37 @@ func relayFresh(ctx context.Context, b *bench, opts postgres.Options) error {
 	return s.Migrate(ctx)
 }
 
+// Experiments on the store's table, for an A/B of a schema change
+// (-relay-fillfactor, -relay-toast); off by default.
+var (
+	// relayFillfactor, when positive, sets the outbox table's fillfactor
+	// before the backlog is written, so that an update can put the new
+	// row version on the page of the old one, and PostgreSQL then logs
+	// only the bytes that changed.
+	relayFillfactor int
+	// relayToast moves payloads out of line (toast_tuple_target 128,
+	// STORAGE EXTERNAL), so that an update of the status columns
+	// rewrites a row without its payload.
+	relayToast bool
+)
+
+// relayAlters are the statements of the experiments in effect.
+func relayAlters() []string {
+	var out []string
+	if relayFillfactor > 0 {
+		out = append(out, fmt.Sprintf("ALTER TABLE %s SET (fillfactor = %d)", relayTable, relayFillfactor))
+	}
+	if relayToast {
+		out = append(out, "ALTER TABLE "+relayTable+" SET (toast_tuple_target = 128)", "ALTER TABLE "+relayTable+" ALTER payload SET STORAGE EXTERNAL")
+	}
+	return out
+}
+
 func relayPrepare(ctx context.Context, b *bench, n int, c compareConfig) error {
 	if err := relayFresh(ctx, b, postgres.Options{}); err != nil {
+		return err
+	}
+	if err := b.exec(ctx, relayAlters()...); err != nil {
 		return err
 	}
 	return b.exec(ctx,
