@@ -26,5 +26,5 @@ var (
 	// outboxctl schema prints SchemaSQL(table, from, to) for versions 1
 	// to SchemaVersion.
 	_ func(string, int, int) (string, error) = postgres.SchemaSQL
-	_                                         = postgres.SchemaVersion
+	_                                        = postgres.SchemaVersion
 )
