@@ -3,6 +3,7 @@ package postgres
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -108,6 +109,17 @@ func (c *channel) settleAndClaim(ctx context.Context, st backend.Settlement, p b
 		res  backend.SettleResult
 		rows []scanned
 	)
+	if !p.Ordered && len(p.IDs) == 0 {
+		_, err = retrying(ctx, func() ([]scanned, error) {
+			var err error
+			res, rows, err = c.settleAndClaimOne(ctx, t, st.Token, outcomes, token, p)
+			return nil, err
+		})
+		if err != nil {
+			return backend.SettleResult{}, backend.Batch{}, c.wrap("settle and claim", err)
+		}
+		return res, toBatch(token, rows), nil
+	}
 	_, err = retrying(ctx, func() ([]scanned, error) {
 		return nil, inTx(ctx, c.db, func(tx *sql.Tx) error {
 			var err error
@@ -388,4 +400,78 @@ func retrying[T any](ctx context.Context, fn func() (T, error)) (T, error) {
 		}
 	}
 	return v, err
+}
+
+// settleAndClaimSQL settles (as settleSQL, $1 to $5) and claims due
+// records (as claimDue, $6 to $9) in one statement: one round trip and
+// one commit per batch while there is a backlog. The claim leaves out the
+// records being settled: their leases may have run out, and a row must
+// not be written twice by one statement. The last row it returns (seq 0)
+// carries the settle's result: the applied count and the dead IDs.
+const settleAndClaimSQL = `WITH settled AS (` + settleSQL + `
+), locked AS (
+	SELECT s.seq, s.next_attempt_at AS due, octet_length({m}.payload) + coalesce(octet_length({m}.headers::text), 0) AS size
+	FROM {from} WHERE {scope}s.status = 'pending' AND s.next_attempt_at <= statement_timestamp() AND {m}.event_id <> ALL($2::text[])
+	ORDER BY s.next_attempt_at, s.seq LIMIT $6 FOR UPDATE OF s SKIP LOCKED
+), picked AS (
+	SELECT seq FROM (SELECT seq, size, sum(size) OVER (ORDER BY due, seq) - size AS before FROM locked) x
+	WHERE before < $7
+), claimed AS (
+	UPDATE {state} s SET lease_token = $8, next_attempt_at = statement_timestamp() + $9 * interval '1 microsecond'
+	FROM picked p{updfrom} WHERE {scope}s.seq = p.seq{updjoin}
+	RETURNING {cols}
+)
+SELECT *, 0::bigint, NULL::text FROM claimed
+UNION ALL
+SELECT 0::bigint, '', '\x'::bytea, '\x'::bytea, '\x'::bytea, NULL::jsonb, NULL::timestamptz, statement_timestamp(), 'pending', 0, '',
+	statement_timestamp(), NULL::timestamptz, (SELECT count(*) FROM settled),
+	(SELECT coalesce(json_agg(event_id) FILTER (WHERE kind = 3), '[]')::text FROM settled)`
+
+// settleAndClaimOne settles and claims unordered in one statement (see
+// settleAndClaimSQL).
+func (c *channel) settleAndClaimOne(ctx context.Context, t *target, token string, outcomes []backend.Outcome, claimToken int64, p backend.ClaimParams) (backend.SettleResult, []scanned, error) {
+	tok, ok := parseToken(token)
+	if !ok || len(outcomes) == 0 {
+		res := backend.SettleResult{Stale: len(outcomes)}
+		rows, _, err := c.claimDue(ctx, c.db, t, claimToken, p, "", p.Limit, budget{left: c.s.opts.MaxClaimBytes})
+		return res, rows, err
+	}
+	ids, kinds, retry, errs := outcomeColumns(outcomes)
+	rows, err := c.db.QueryContext(ctx, t.render(settleAndClaimSQL), tok, ids, kinds, retry, errs,
+		p.Limit, c.s.opts.MaxClaimBytes, claimToken, p.LeaseFor.Microseconds())
+	if err != nil {
+		return backend.SettleResult{}, nil, err
+	}
+	defer rows.Close()
+	var (
+		out []scanned
+		res backend.SettleResult
+	)
+	for rows.Next() {
+		var (
+			applied int
+			dead    sql.NullString
+		)
+		r, err := scanRecordWith(rows, &applied, &dead)
+		if err != nil {
+			return backend.SettleResult{}, nil, err
+		}
+		if r.rec.Seq != 0 {
+			out = append(out, r)
+			continue
+		}
+		res.Applied = applied
+		if err := json.Unmarshal([]byte(dead.String), &res.Dead); err != nil {
+			return backend.SettleResult{}, nil, fmt.Errorf("read the dead IDs: %w", err)
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return backend.SettleResult{}, nil, err
+	}
+	res.Stale = len(outcomes) - res.Applied
+	if len(res.Dead) == 0 {
+		res.Dead = nil
+	}
+	slices.Sort(res.Dead)
+	return res, out, nil
 }

@@ -37,10 +37,12 @@ func newHarness(t *testing.T) backendtest.Harness {
 }
 
 func TestStoreConformance(t *testing.T) {
+	t.Parallel()
 	backendtest.RunStoreTests(t, newHarness)
 }
 
 func TestWorkerConformance(t *testing.T) {
+	t.Parallel()
 	backendtest.RunWorkerTests(t, newHarness)
 }
 
@@ -68,14 +70,17 @@ func newConsumerHarness(t *testing.T) backendtest.Harness {
 }
 
 func TestConsumerStoreConformance(t *testing.T) {
+	t.Parallel()
 	backendtest.RunStoreTests(t, newConsumerHarness)
 }
 
 func TestConsumerWorkerConformance(t *testing.T) {
+	t.Parallel()
 	backendtest.RunWorkerTests(t, newConsumerHarness)
 }
 
 func TestConsumerContract(t *testing.T) {
+	t.Parallel()
 	backendtest.RunConsumerTests(t, func(t *testing.T) backendtest.ConsumerHarness {
 		h := newHarness(t)
 		s := h.Store.(*postgres.Store)
@@ -92,17 +97,21 @@ func TestConsumerContract(t *testing.T) {
 }
 
 func TestAdversarial(t *testing.T) {
+	t.Parallel()
 	backendtest.RunAdversarialTests(t, newHarness)
 }
 
 func TestConsumerAdversarial(t *testing.T) {
+	t.Parallel()
 	backendtest.RunAdversarialTests(t, newConsumerHarness)
 }
 
 func TestOperatorContract(t *testing.T) {
+	t.Parallel()
 	backendtest.RunOperatorTests(t, newHarness)
 }
 
 func TestConsumerOperatorContract(t *testing.T) {
+	t.Parallel()
 	backendtest.RunOperatorTests(t, newConsumerHarness)
 }

@@ -161,7 +161,7 @@ var requiredColumns = map[string]map[string]string{
 		"next_attempt_at": "timestamp with time zone", "lease_token": "bigint", "finished_at": "timestamp with time zone",
 	},
 	"_consumers": {
-		"id": "integer", "name": "text", "start_seq": "bigint", "cursor_xid": "xid8", "cursor_seq": "bigint",
+		"id": "integer", "name": "text", "start_seq": "bigint", "cursor_xid": "xid8", "cursor_seq": "bigint", "backfill_until": "bigint",
 		"created_at": "timestamp with time zone", "removing": "boolean",
 	},
 	"_consumption": {

@@ -77,19 +77,7 @@ func (c *channel) settleIn(ctx context.Context, q querier, t *target, token stri
 		res.Stale = len(outcomes)
 		return res, nil
 	}
-	ids := make([]string, len(outcomes))
-	kinds := make([]int32, len(outcomes))
-	retry := make([]int64, len(outcomes))
-	errs := make([]string, len(outcomes))
-	for i, o := range outcomes {
-		ids[i], kinds[i] = o.ID, int32(o.Kind)
-		if o.Kind == backend.OutcomeRetry {
-			retry[i] = o.RetryIn.Microseconds()
-		}
-		if o.Kind == backend.OutcomeRetry || o.Kind == backend.OutcomeDead {
-			errs[i] = storedText(o.Error, backend.MaxLastErrorBytes)
-		}
-	}
+	ids, kinds, retry, errs := outcomeColumns(outcomes)
 	rows, err := q.QueryContext(ctx, t.render(settleSQL), tok, ids, kinds, retry, errs)
 	if err != nil {
 		return res, err
@@ -114,6 +102,24 @@ func (c *channel) settleIn(ctx context.Context, q querier, t *target, token stri
 	res.Stale = len(outcomes) - res.Applied
 	slices.Sort(res.Dead)
 	return res, nil
+}
+
+// outcomeColumns are outcomes, column by column, for settleSQL.
+func outcomeColumns(outcomes []backend.Outcome) (ids []string, kinds []int32, retry []int64, errs []string) {
+	ids = make([]string, len(outcomes))
+	kinds = make([]int32, len(outcomes))
+	retry = make([]int64, len(outcomes))
+	errs = make([]string, len(outcomes))
+	for i, o := range outcomes {
+		ids[i], kinds[i] = o.ID, int32(o.Kind)
+		if o.Kind == backend.OutcomeRetry {
+			retry[i] = o.RetryIn.Microseconds()
+		}
+		if o.Kind == backend.OutcomeRetry || o.Kind == backend.OutcomeDead {
+			errs[i] = storedText(o.Error, backend.MaxLastErrorBytes)
+		}
+	}
+	return ids, kinds, retry, errs
 }
 
 // settleSQL applies unnested outcomes (1 published, 2 retry, 3 dead,

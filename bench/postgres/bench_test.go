@@ -1,0 +1,68 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// TestQuickBench runs the quick bench end to end against the server in
+// OUTBOXRELAY_TEST_POSTGRES_DSN, and checks that every arm delivered
+// every event of every drain exactly once and left none undelivered. It
+// asserts no figure: a shared, loaded server makes them meaningless here.
+func TestQuickBench(t *testing.T) {
+	dsn := os.Getenv("OUTBOXRELAY_TEST_POSTGRES_DSN")
+	if dsn == "" {
+		t.Fatal("OUTBOXRELAY_TEST_POSTGRES_DSN is not set: the bench needs a PostgreSQL server (such as postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable)")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
+	defer cancel()
+	b, err := open(ctx, dsn, fmt.Sprintf("outboxrelay_pgbench_test_%d", os.Getpid()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(b.close)
+	type drain struct {
+		arm                       string
+		c                         compareConfig
+		enqueued, delivered, left int
+	}
+	var (
+		mu     sync.Mutex
+		drains []drain
+	)
+	b.onDrain = func(arm string, c compareConfig, enqueued, delivered, left int) {
+		mu.Lock()
+		defer mu.Unlock()
+		drains = append(drains, drain{arm, c, enqueued, delivered, left})
+	}
+	sz := quick
+	sz.compareEvents = 300
+	rows, err := b.run(ctx, sz, "", io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rows) == 0 {
+		t.Fatal("the bench reported nothing")
+	}
+	seen := map[string]int{}
+	for _, d := range drains {
+		seen[d.arm]++
+		if d.delivered != d.enqueued || d.left != 0 {
+			t.Errorf("%s, %s: %d events enqueued, %d deliveries, %d left undelivered", d.arm, formatConfigs([]compareConfig{d.c}), d.enqueued, d.delivered, d.left)
+		}
+	}
+	for _, a := range allArms() {
+		if want := len(sz.compareConfigs) * sz.compareRounds; seen[a.name] != want {
+			t.Errorf("%s: %d drains, want %d", a.name, seen[a.name], want)
+		}
+	}
+	var report strings.Builder
+	printRows(&report, rows)
+	t.Log("\n" + report.String())
+}

@@ -1,0 +1,232 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+)
+
+// The compare scenario drains the same backlog several ways, in
+// alternating rounds (the order rotating from round to round), and reports
+// medians, ratios, the WAL the server wrote and the rows it touched per
+// delivered event. See the arms' files for what each does.
+
+// compareConfig is one configuration of the comparison.
+type compareConfig struct {
+	workers, batch, payload int
+}
+
+// arm is one contender of the comparison.
+type arm struct {
+	name string
+	// prepare makes a backlog of n events of c.payload bytes, on a fresh
+	// table, analysed.
+	prepare func(ctx context.Context, b *bench, n int, c compareConfig) error
+	// drain delivers the backlog with c.workers workers, each on a pool
+	// of its own, and returns how long that took, from before the first
+	// connection to the last outcome committed, and how many deliveries
+	// its consumer saw. It closes its pools before it returns.
+	drain func(ctx context.Context, b *bench, n int, c compareConfig) (time.Duration, int, error)
+	// left counts the events of the backlog not marked delivered.
+	left func(ctx context.Context, b *bench) (int, error)
+}
+
+// allArms are the arms in the order they are reported: the relay first,
+// the ceiling last.
+func allArms() []arm {
+	return []arm{
+		{"relay", relayPrepare, relayDrain, relayLeft},
+		{"River", riverPrepare, riverDrain, riverLeft},
+		{"Watermill", watermillPrepare, watermillDrain, watermillLeft},
+		{"ceiling", ceilingPrepare, ceilingDrain, ceilingLeft},
+	}
+}
+
+func armNames() []string {
+	var names []string
+	for _, a := range allArms() {
+		names = append(names, a.name)
+	}
+	return names
+}
+
+func (b *bench) pickArms(names []string) error {
+	var picked []arm
+	for _, a := range allArms() {
+		if slices.ContainsFunc(names, func(n string) bool { return strings.EqualFold(strings.TrimSpace(n), a.name) }) {
+			picked = append(picked, a)
+		}
+	}
+	if len(picked) != len(names) {
+		return fmt.Errorf("%q: the arms are %s", strings.Join(names, ","), strings.Join(armNames(), ", "))
+	}
+	b.arms = picked
+	return nil
+}
+
+// measured prepares a backlog and drains it between two readings of the
+// counters, then checks (outside them) that every event was delivered
+// exactly once and marked delivered. A checkpoint comes first, so that no drain pays for full-page
+// images that another did not (the backlog is written after it, and the
+// drain follows within the same checkpoint cycle, as a backlog drained
+// soon after it is written does).
+func (b *bench) measured(ctx context.Context, a arm, n int, c compareConfig) (drainStats, error) {
+	if err := b.exec(ctx, "CHECKPOINT"); err != nil {
+		return drainStats{}, err
+	}
+	if err := a.prepare(ctx, b, n, c); err != nil {
+		return drainStats{}, fmt.Errorf("prepare: %w", err)
+	}
+	before, err := b.readCounters(ctx)
+	if err != nil {
+		return drainStats{}, err
+	}
+	d, delivered, err := a.drain(ctx, b, n, c)
+	if err != nil {
+		return drainStats{}, err
+	}
+	if err := b.quiesce(ctx); err != nil {
+		return drainStats{}, err
+	}
+	after, err := b.readCounters(ctx)
+	if err != nil {
+		return drainStats{}, err
+	}
+	left, err := a.left(ctx, b)
+	if err != nil {
+		return drainStats{}, err
+	}
+	if b.onDrain != nil {
+		b.onDrain(a.name, c, n, delivered, left)
+	}
+	if delivered != n || left != 0 {
+		return drainStats{}, fmt.Errorf("%d events enqueued, %d deliveries, %d left undelivered", n, delivered, left)
+	}
+	return drainStats{rate: perSec(n, d), counter: after.minus(before), events: n}, nil
+}
+
+// count runs a count query on the control connection.
+func (b *bench) count(ctx context.Context, q string) (int, error) {
+	var n int
+	err := b.ctl.QueryRow(ctx, q).Scan(&n)
+	return n, err
+}
+
+// compare runs every arm for each configuration, in alternating rounds,
+// and reports medians.
+func (b *bench) compare(ctx context.Context, sz sizes) ([]row, error) {
+	var rows []row
+	n := sz.compareEvents
+	for _, c := range sz.compareConfigs {
+		results := make([][]drainStats, len(b.arms))
+		for round := range sz.compareRounds {
+			for i := range b.arms {
+				k := (i + round) % len(b.arms)
+				st, err := b.measured(ctx, b.arms[k], n, c)
+				if err != nil {
+					return nil, fmt.Errorf("%s, %s: %w", b.arms[k].name, formatConfigs([]compareConfig{c}), err)
+				}
+				results[k] = append(results[k], st)
+			}
+		}
+		med := map[string]drainStats{}
+		for i, a := range b.arms {
+			med[a.name] = medianStats(results[i])
+		}
+		rows = append(rows, compareRows(b.arms, med, c, n, sz.compareRounds)...)
+	}
+	return rows, nil
+}
+
+// compareRows reports one configuration: each arm's rate against the
+// ceiling, the relay's against River and Watermill, then WAL and rows per
+// delivered event.
+func compareRows(arms []arm, med map[string]drainStats, c compareConfig, n, rounds int) []row {
+	what := fmt.Sprintf("%d worker(s), batch %d, %d B payload, %d events, median of %d", c.workers, c.batch, c.payload, n, rounds)
+	ceiling, hasCeiling := med["ceiling"]
+	relay, hasRelay := med["relay"]
+	var rows []row
+	for _, a := range arms {
+		st := med[a.name]
+		name := a.name
+		if alters := relayAlters(); name == "relay" && len(alters) > 0 {
+			name += " (" + strings.Join(alters, "; ") + ")"
+		}
+		r := row{scenario: "compare: " + name + ", " + what, figure: evRate(st.rate)}
+		if hasCeiling && a.name != "ceiling" {
+			r.reference, r.ratio = "ceiling "+evRate(ceiling.rate), a.name+"/ceiling "+ratio(st.rate, ceiling.rate)
+			if a.name == "relay" && c.workers == 1 {
+				r.target = "≥ 0.75"
+			}
+		}
+		rows = append(rows, r)
+	}
+	if hasRelay {
+		for _, peer := range []string{"River", "Watermill"} {
+			if st, ok := med[peer]; ok {
+				rows = append(rows, row{scenario: "compare: relay vs " + peer + ", " + what, figure: evRate(relay.rate),
+					reference: peer + " " + evRate(st.rate), ratio: "relay/" + peer + " " + ratio(relay.rate, st.rate), target: "≥ 1.2"})
+			}
+		}
+	}
+	for _, a := range arms {
+		st := med[a.name]
+		r := row{scenario: "compare: WAL and rows per delivered event, " + a.name + ", " + what,
+			figure: fmt.Sprintf("%.0f B WAL", st.perEvent(st.counter.wal)), reference: st.rowsPerEvent() + "; " + perBatch(st, c.batch)}
+		if hasCeiling && a.name != "ceiling" {
+			r.ratio = "WAL/ceiling's " + ratio(st.perEvent(st.counter.wal), ceiling.perEvent(ceiling.counter.wal))
+			if a.name == "relay" {
+				r.target = "≤ 2"
+			}
+		}
+		rows = append(rows, r)
+	}
+	return rows
+}
+
+// perBatch is the commits per batch of size events, and whether a
+// checkpoint fell in the drain (its full-page images count in the WAL).
+func perBatch(s drainStats, size int) string {
+	out := fmt.Sprintf("%.1f commits per %d events", s.counter.commits*float64(size)/float64(s.events), size)
+	if s.counter.checkpoints > 0 {
+		out += fmt.Sprintf(", %.0f checkpoint(s) during the drain", s.counter.checkpoints)
+	}
+	return out
+}
+
+// medianStats is the drain of median rate; its counters go with it.
+func medianStats(xs []drainStats) drainStats {
+	sorted := slices.Clone(xs)
+	slices.SortFunc(sorted, func(a, b drainStats) int {
+		switch {
+		case a.rate < b.rate:
+			return -1
+		case a.rate > b.rate:
+			return 1
+		}
+		return 0
+	})
+	return sorted[len(sorted)/2]
+}
+
+// waitDone polls done (every few milliseconds, with a deadline) until it
+// reports true.
+func waitDone(ctx context.Context, what string, limit time.Duration, done func() (bool, error)) error {
+	deadline := time.Now().Add(limit)
+	for {
+		ok, err := done()
+		if err != nil || ok {
+			return err
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%s: not done after %v", what, limit)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(2 * time.Millisecond): // polling with a deadline
+		}
+	}
+}

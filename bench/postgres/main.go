@@ -1,0 +1,196 @@
+// Command postgres measures outboxrelay's PostgreSQL store against a
+// minimal SKIP LOCKED ceiling, Watermill's PostgreSQL queue schema and
+// River, on one PostgreSQL, in one run, and prints every figure as a ratio
+// against a reference from the same run (issue 31).
+//
+//	cd bench/postgres && go run . [-dsn postgres://postgres@127.0.0.1:5433/postgres?sslmode=disable] [-quick] [-only NAME]
+//
+// It is a module of its own so that neither the library nor the MySQL
+// bench (bench/) requires River, pgx or Watermill's PostgreSQL code. It
+// creates (and drops) a database named outboxrelay_pgbench. Run it against
+// a server nobody else uses meanwhile: the WAL position and the statistics
+// it reads are server-wide (WAL) or database-wide (row counters).
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"log"
+	"log/slog"
+	"os"
+	"runtime"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+)
+
+// sizes scales the runs; -quick shrinks them for a smoke test.
+type sizes struct {
+	compareEvents  int // per drain
+	compareRounds  int
+	compareConfigs []compareConfig
+	latencyRate    int // events per second
+	latencyFor     time.Duration
+}
+
+// compareConfigs are issue 31's configurations: 1 and 4 workers, 256 B
+// and 512 B payloads, at the batch sizes of the MySQL compare.
+var compareConfigs = []compareConfig{{workers: 1, batch: 100, payload: 512}, {workers: 1, batch: 100, payload: 256}, {workers: 4, batch: 200, payload: 512}, {workers: 4, batch: 200, payload: 256}}
+
+var full = sizes{compareEvents: 20000, compareRounds: 5, compareConfigs: compareConfigs, latencyRate: 1000, latencyFor: 5 * time.Second}
+
+var quick = sizes{compareEvents: 600, compareRounds: 1, compareConfigs: compareConfigs, latencyRate: 200, latencyFor: time.Second}
+
+// row is one line of the report.
+type row struct {
+	scenario, figure, reference, ratio, target string
+}
+
+const defaultDSN = "postgres://postgres@127.0.0.1:5433/postgres?sslmode=disable"
+
+var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
+
+func main() {
+	dsn := flag.String("dsn", defaultDSN, "PostgreSQL server DSN (a URL); the bench creates and drops its own database there")
+	q := flag.Bool("quick", false, "small sizes: a smoke test, not a measurement")
+	only := flag.String("only", "", "run only the scenarios whose names contain this (compare, latency)")
+	arms := flag.String("arms", "", "the compare scenario's arms, separated by commas (default: all of "+strings.Join(armNames(), ",")+")")
+	configs := flag.String("compare", "", "the compare scenario's configurations, as WORKERSxBATCHxPAYLOAD separated by commas (default: "+formatConfigs(compareConfigs)+")")
+	rounds := flag.Int("rounds", 0, "the compare scenario's alternating rounds (default: 5, 1 with -quick)")
+	events := flag.Int("events", 0, "events per drain (default: 20000, 600 with -quick)")
+	flag.DurationVar(&riverCooldown, "river-cooldown", riverCooldown, "River's FetchCooldown in the compare scenario (River's default is 100ms)")
+	flag.IntVar(&relayFillfactor, "relay-fillfactor", 0, "an experiment: the relay's table with this fillfactor (default: the store's schema as it is)")
+	flag.BoolVar(&relayToast, "relay-toast", false, "an experiment: the relay's payloads stored out of line (toast_tuple_target 128, STORAGE EXTERNAL)")
+	flag.IntVar(&riverMaxWorkers, "river-maxworkers", 0, "River's MaxWorkers per client in the compare scenario (default: the batch)")
+	flag.Parse()
+	sz := full
+	if *q {
+		sz = quick
+	}
+	if *configs != "" {
+		c, err := parseConfigs(*configs)
+		if err != nil {
+			log.Fatalf("-compare: %v", err)
+		}
+		sz.compareConfigs = c
+	}
+	if *rounds < 0 || *events < 0 {
+		log.Fatalf("-rounds %d, -events %d: must be >= 0", *rounds, *events)
+	}
+	if *rounds > 0 {
+		sz.compareRounds = *rounds
+	}
+	if *events > 0 {
+		sz.compareEvents = *events
+	}
+	ctx := context.Background()
+	b, err := open(ctx, *dsn, defaultDBName)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer b.close()
+	if *arms != "" {
+		if err := b.pickArms(strings.Split(*arms, ",")); err != nil {
+			log.Fatalf("-arms: %v", err)
+		}
+	}
+	res, err := b.run(ctx, sz, *only, os.Stderr)
+	if err != nil {
+		b.close()
+		log.Fatal(err) //nolint:gocritic // closed above
+	}
+	fmt.Printf("machine: %d CPUs, %s/%s, %s, server %s, load average %s\n\n", runtime.NumCPU(), runtime.GOOS, runtime.GOARCH, runtime.Version(), b.version, loadAverage())
+	printRows(os.Stdout, res)
+}
+
+// run runs the scenarios whose names contain only, printing each
+// scenario's rows to progress as it ends, and returns all the rows.
+func (b *bench) run(ctx context.Context, sz sizes, only string, progress io.Writer) ([]row, error) {
+	var rows []row
+	for _, scenario := range []struct {
+		name string
+		run  func(context.Context, sizes) ([]row, error)
+	}{{"compare", b.compare}, {"latency", b.latency}} {
+		if !strings.Contains(scenario.name, only) {
+			continue
+		}
+		fmt.Fprintf(progress, "%s: %s, load average %s\n", scenario.name, time.Now().UTC().Format(time.TimeOnly), loadAverage())
+		r, err := scenario.run(ctx, sz)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", scenario.name, err)
+		}
+		rows = append(rows, r...)
+		printRows(progress, r)
+	}
+	return rows, nil
+}
+
+func printRows(w io.Writer, rows []row) {
+	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "| scenario\t| figure\t| reference (same run)\t| ratio\t| target\t|")
+	fmt.Fprintln(tw, "| ---\t| ---\t| ---\t| ---\t| ---\t|")
+	for _, r := range rows {
+		fmt.Fprintf(tw, "| %s\t| %s\t| %s\t| %s\t| %s\t|\n", r.scenario, r.figure, r.reference, r.ratio, r.target)
+	}
+	_ = tw.Flush()
+}
+
+// loadAverage is the machine's load average (1, 5 and 15 minutes), or
+// "?" where /proc/loadavg cannot be read.
+func loadAverage() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "?"
+	}
+	f := strings.Fields(string(b))
+	if len(f) < 3 {
+		return "?"
+	}
+	return strings.Join(f[:3], " ")
+}
+
+func perSec(n int, d time.Duration) float64 { return float64(n) / d.Seconds() }
+
+func ratio(a, b float64) string {
+	if b == 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%.2f", a/b)
+}
+
+func evRate(v float64) string { return fmt.Sprintf("%.0f ev/s", v) }
+
+func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+
+// parseConfigs reads the -compare flag: WORKERSxBATCHxPAYLOAD, separated
+// by commas, each number positive.
+func parseConfigs(s string) ([]compareConfig, error) {
+	var out []compareConfig
+	for _, part := range strings.Split(s, ",") {
+		fields := strings.Split(strings.TrimSpace(part), "x")
+		if len(fields) != 3 {
+			return nil, fmt.Errorf("%q is not WORKERSxBATCHxPAYLOAD (such as 4x200x512)", part)
+		}
+		var n [3]int
+		for i, f := range fields {
+			v, err := strconv.Atoi(f)
+			if err != nil || v <= 0 {
+				return nil, fmt.Errorf("%q: %q is not a positive number", part, f)
+			}
+			n[i] = v
+		}
+		out = append(out, compareConfig{workers: n[0], batch: n[1], payload: n[2]})
+	}
+	return out, nil
+}
+
+func formatConfigs(cs []compareConfig) string {
+	parts := make([]string, len(cs))
+	for i, c := range cs {
+		parts[i] = fmt.Sprintf("%dx%dx%d", c.workers, c.batch, c.payload)
+	}
+	return strings.Join(parts, ",")
+}

@@ -1,0 +1,232 @@
+package main
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	_ "github.com/jackc/pgx/v5/stdlib" // the "pgx" driver of database/sql, which the store requires
+
+	"github.com/outboxrelay/outboxrelay/outbox"
+	"github.com/outboxrelay/outboxrelay/outbox/backend"
+	"github.com/outboxrelay/outboxrelay/store/postgres"
+)
+
+// The relay: outbox.Worker.Run on store/postgres's table, a sink that
+// does nothing, one worker per pool (database/sql on pgx's stdlib
+// driver, as the store requires), WorkerOptions{BatchSize: the batch,
+// PollInterval: 10 ms}. The backlog has 200 keys, as the MySQL bench's;
+// the worker does not order by them.
+
+const relayTable = "bench_outbox"
+
+// relayDB opens a database/sql pool on the bench database.
+func (b *bench) relayDB() (*sql.DB, error) {
+	db, err := sql.Open("pgx", b.dsn)
+	if err != nil {
+		return nil, err
+	}
+	db.SetMaxIdleConns(4)
+	return db, nil
+}
+
+// relayFresh recreates the outbox table empty, through the store's
+// Migrate.
+func relayFresh(ctx context.Context, b *bench, opts postgres.Options) error {
+	if err := b.exec(ctx, fmt.Sprintf("DROP TABLE IF EXISTS %[1]s, %[1]s_consumers, %[1]s_consumption", relayTable)); err != nil {
+		return err
+	}
+	db, err := b.relayDB()
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	opts.Table = relayTable
+	s, err := postgres.New(db, opts)
+	if err != nil {
+		return err
+	}
+	return s.Migrate(ctx)
+}
+
+// Experiments on the store's table, for an A/B of a schema change
+// (-relay-fillfactor, -relay-toast); off by default.
+var (
+	// relayFillfactor, when positive, sets the outbox table's fillfactor
+	// before the backlog is written, so that an update can put the new
+	// row version on the page of the old one, and PostgreSQL then logs
+	// only the bytes that changed.
+	relayFillfactor int
+	// relayToast moves payloads out of line (toast_tuple_target 128,
+	// STORAGE EXTERNAL), so that an update of the status columns
+	// rewrites a row without its payload.
+	relayToast bool
+)
+
+// relayAlters are the statements of the experiments in effect.
+func relayAlters() []string {
+	var out []string
+	if relayFillfactor > 0 {
+		out = append(out, fmt.Sprintf("ALTER TABLE %s SET (fillfactor = %d)", relayTable, relayFillfactor))
+	}
+	if relayToast {
+		out = append(out, "ALTER TABLE "+relayTable+" SET (toast_tuple_target = 128)", "ALTER TABLE "+relayTable+" ALTER payload SET STORAGE EXTERNAL")
+	}
+	return out
+}
+
+func relayPrepare(ctx context.Context, b *bench, n int, c compareConfig) error {
+	if err := relayFresh(ctx, b, postgres.Options{}); err != nil {
+		return err
+	}
+	if err := b.exec(ctx, relayAlters()...); err != nil {
+		return err
+	}
+	return b.exec(ctx,
+		fmt.Sprintf("INSERT INTO %s (event_id, event_key, event_type, payload, created_at, available_at, next_attempt_at)"+
+			" SELECT 'e-' || n, convert_to('room-' || (n %% 200), 'UTF8'), convert_to('RoomGiftSent', 'UTF8'), %s,"+
+			" statement_timestamp() - interval '1 second', statement_timestamp() - interval '1 second', statement_timestamp() - interval '1 second'"+
+			" FROM generate_series(0, %d) n", relayTable, fillPayload(c.payload), n-1),
+		"VACUUM ANALYZE "+relayTable)
+}
+
+func relayLeft(ctx context.Context, b *bench) (int, error) {
+	return b.count(ctx, "SELECT count(*) FROM "+relayTable+" WHERE status <> 'published'")
+}
+
+// countingSink accepts everything, as fast as it can.
+type countingSink struct{ n atomic.Int64 }
+
+func (s *countingSink) Publish(context.Context, outbox.Message) error {
+	s.n.Add(1)
+	return nil
+}
+
+// settleCounter is the store with a count of the outcomes it wrote: the
+// drain ends when every delivery's outcome is committed.
+type settleCounter struct {
+	*postgres.Store
+	applied *atomic.Int64
+}
+
+func (s settleCounter) Settle(ctx context.Context, token string, outcomes []backend.Outcome) (backend.SettleResult, error) {
+	res, err := s.Store.Settle(ctx, token, outcomes)
+	s.applied.Add(int64(res.Applied))
+	return res, err
+}
+
+func (s settleCounter) SettleAndClaim(ctx context.Context, st backend.Settlement, p backend.ClaimParams) (backend.SettleResult, backend.Batch, error) {
+	res, batch, err := s.Store.SettleAndClaim(ctx, st, p)
+	s.applied.Add(int64(res.Applied))
+	return res, batch, err
+}
+
+func relayDrain(ctx context.Context, b *bench, n int, c compareConfig) (time.Duration, int, error) {
+	runCtx, stop := context.WithCancel(ctx)
+	var (
+		wg      sync.WaitGroup
+		dbs     []*sql.DB
+		sink    countingSink
+		applied atomic.Int64
+	)
+	defer func() {
+		stop()
+		wg.Wait()
+		for _, db := range dbs {
+			db.Close()
+		}
+	}()
+	start := time.Now()
+	for i := range c.workers {
+		db, err := b.relayDB()
+		if err != nil {
+			return 0, 0, err
+		}
+		dbs = append(dbs, db)
+		s, err := postgres.New(db, postgres.Options{Table: relayTable})
+		if err != nil {
+			return 0, 0, err
+		}
+		w, err := outbox.NewWorker(settleCounter{s, &applied}, &sink, outbox.WorkerOptions{
+			BatchSize: c.batch, PollInterval: 10 * time.Millisecond, NodeID: fmt.Sprintf("bench-%d", i), Logger: quiet,
+		})
+		if err != nil {
+			return 0, 0, err
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_ = w.Run(runCtx)
+		}()
+	}
+	err := waitDone(ctx, "relay", 5*time.Minute, func() (bool, error) { return applied.Load() >= int64(n), nil })
+	d := time.Since(start)
+	if err != nil {
+		return 0, 0, fmt.Errorf("%w (%d published, %d outcomes written, of %d)", err, sink.n.Load(), applied.Load(), n)
+	}
+	return d, int(sink.n.Load()), nil
+}
+
+// relayLatency runs one worker (BatchSize 100, the given poll) on a
+// store that notifies at every Enqueue and a postgres.Listener that
+// wakes the worker, or on a store with DisableNotify and no Listener.
+// Writers enqueue one 256 B message per transaction, through PgxTx.
+func relayLatency(ctx context.Context, b *bench, notify bool, poll time.Duration, receipt func(string)) (func(context.Context, pgx.Tx, string) error, func(), error) {
+	opts := postgres.Options{Table: relayTable, DisableNotify: !notify}
+	if err := relayFresh(ctx, b, opts); err != nil {
+		return nil, nil, err
+	}
+	db, err := b.relayDB()
+	if err != nil {
+		return nil, nil, err
+	}
+	store, err := postgres.New(db, opts)
+	if err != nil {
+		db.Close()
+		return nil, nil, err
+	}
+	sink := outbox.SinkFunc(func(_ context.Context, m outbox.Message) error {
+		receipt(m.ID)
+		return nil
+	})
+	w, err := outbox.NewWorker(store, sink, outbox.WorkerOptions{PollInterval: poll, NodeID: "bench-latency", Logger: quiet})
+	if err != nil {
+		db.Close()
+		return nil, nil, err
+	}
+	runCtx, cancel := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		_ = w.Run(runCtx)
+	}()
+	if notify {
+		l, err := postgres.NewListener(b.dsn, postgres.ListenerOptions{Table: relayTable, Logger: quiet})
+		if err != nil {
+			cancel()
+			wg.Wait()
+			db.Close()
+			return nil, nil, err
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_ = l.Run(runCtx, w.Notify)
+		}()
+	}
+	stop := func() {
+		cancel()
+		wg.Wait()
+		db.Close()
+	}
+	payload := []byte(goPayload(0, 256))
+	enqueue := func(ctx context.Context, tx pgx.Tx, id string) error {
+		return store.Enqueue(ctx, postgres.PgxTx(tx), nil, outbox.Message{ID: id, Key: "room-" + id[len(id)-1:], Type: "RoomGiftSent", Payload: payload})
+	}
+	return enqueue, stop, nil
+}
