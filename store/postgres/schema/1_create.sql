@@ -1,6 +1,6 @@
--- Schema version 1 of an outboxrelay PostgreSQL outbox. {outbox},
--- {consumers} and {consumption} are the quoted table names, {prefix} the
--- unquoted outbox name that prefixes index names.
+-- Schema version 1 of an outboxrelay PostgreSQL outbox: the outbox table,
+-- its named consumers' registry and their delivery state. Index names
+-- start with the outbox table's name.
 
 -- The outbox table: the messages, and the delivery state of the default
 -- consumer. seq is the order of the inserts; xid is the inserting
