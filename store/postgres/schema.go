@@ -14,12 +14,13 @@ import (
 )
 
 // SchemaVersion is the schema version this build creates and needs.
-const SchemaVersion = 1
+const SchemaVersion = 2
 
 //go:embed schema/*.sql
 var schemaFiles embed.FS
 
-// schemaStep returns the SQL of version v (1: create), for table.
+// schemaStep returns the SQL of version v (1: create; later ones
+// upgrade from the one before), for table.
 func schemaStep(table string, v int) (string, error) {
 	names, err := schemaFiles.ReadDir("schema")
 	if err != nil {

@@ -47,9 +47,6 @@ CREATE TABLE IF NOT EXISTS {consumers} (
 	start_seq   bigint NOT NULL,
 	cursor_xid  xid8 NOT NULL,
 	cursor_seq  bigint NOT NULL,
-	-- StartBeginning: the last seq when the consumer was added; the
-	-- consumer is backfilling while messages up to it wait for hand-over.
-	backfill_until bigint NOT NULL DEFAULT 0,
 	created_at  timestamptz NOT NULL DEFAULT statement_timestamp(),
 	removing    boolean NOT NULL DEFAULT false
 );
