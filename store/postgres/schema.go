@@ -14,7 +14,7 @@ import (
 )
 
 // SchemaVersion is the schema version this build creates and needs.
-const SchemaVersion = 2
+const SchemaVersion = 1
 
 //go:embed schema/*.sql
 var schemaFiles embed.FS
@@ -162,7 +162,7 @@ var requiredColumns = map[string]map[string]string{
 		"next_attempt_at": "timestamp with time zone", "lease_token": "bigint", "finished_at": "timestamp with time zone",
 	},
 	"_consumers": {
-		"id": "integer", "name": "text", "start_seq": "bigint", "cursor_xid": "xid8", "cursor_seq": "bigint", "backfill_until": "bigint",
+		"id": "integer", "name": "text", "start_seq": "bigint", "cursor_xid": "xid8", "cursor_seq": "bigint",
 		"created_at": "timestamp with time zone", "removing": "boolean",
 	},
 	"_consumption": {

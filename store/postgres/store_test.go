@@ -231,7 +231,6 @@ func TestMigrateConcurrentlyAndVerify(t *testing.T) {
 	require.NoError(t, err)
 	require.Contains(t, text, `CREATE TABLE IF NOT EXISTS "room_outbox" (`)
 	require.Contains(t, text, "schema version 1")
-	require.Contains(t, text, "schema version 2")
 	require.Equal(t, text, s.Schema())
 	_, err = postgres.SchemaSQL("Bad", 0, 1)
 	require.ErrorContains(t, err, "Table")
@@ -266,21 +265,4 @@ func TestClaimPlanUsesThePartialIndex(t *testing.T) {
 	b, err := s.Claim(ctx, backend.ClaimParams{Owner: "w", Limit: 100, LeaseFor: time.Minute})
 	require.NoError(t, err)
 	require.Equal(t, 1, b.Len())
-}
-
-// TestMigrateUpgradesVersion1: tables made by schema version 1 are
-// upgraded, and then verify.
-func TestMigrateUpgradesVersion1(t *testing.T) {
-	d := pgtest.NewDatabase(t)
-	ctx := context.Background()
-	v1, err := postgres.SchemaSQL(testTable, 0, 1)
-	require.NoError(t, err)
-	_, err = d.DB.ExecContext(ctx, v1)
-	require.NoError(t, err)
-	s, err := postgres.New(d.DB, postgres.Options{Table: testTable})
-	require.NoError(t, err)
-	require.ErrorContains(t, s.Verify(ctx), "schema version 1")
-	require.NoError(t, s.Migrate(ctx))
-	require.NoError(t, s.Verify(ctx))
-	require.NoError(t, s.AddConsumer(ctx, "audit", postgres.StartBeginning))
 }
