@@ -257,9 +257,8 @@ func (s *Store) AddConsumer(ctx context.Context, name string, from StartFrom) er
 	if from != StartNow && from != StartBeginning {
 		return fmt.Errorf("postgres store: add consumer %q: from %v: must be StartNow or StartBeginning", name, from)
 	}
-	res, err := s.db.ExecContext(ctx, s.t.render(`INSERT INTO {consumers} (name, start_seq, cursor_xid, cursor_seq, backfill_until)
-SELECT $1, CASE WHEN $2 THEN 0 ELSE last.seq END, CASE WHEN $2 THEN '0'::xid8 ELSE `+horizonSQL+` END, 0,
-	CASE WHEN $2 THEN last.seq ELSE 0 END
+	res, err := s.db.ExecContext(ctx, s.t.render(`INSERT INTO {consumers} (name, start_seq, cursor_xid, cursor_seq)
+SELECT $1, CASE WHEN $2 THEN 0 ELSE last.seq END, CASE WHEN $2 THEN '0'::xid8 ELSE `+horizonSQL+` END, 0
 FROM (SELECT coalesce(max(seq), 0) AS seq FROM {outbox}) last
 ON CONFLICT (name) DO NOTHING`), name, from == StartBeginning)
 	if err != nil {
@@ -305,10 +304,12 @@ func (s *Store) RemoveConsumer(ctx context.Context, name string) (int, error) {
 	return int(n), nil
 }
 
-// Consumers lists the named consumers, by name.
+// Consumers lists the named consumers, by name. A consumer started
+// from the beginning is backfilling while messages written before it was
+// added still wait for hand-over.
 func (s *Store) Consumers(ctx context.Context) ([]backend.ConsumerInfo, error) {
 	rows, err := s.db.QueryContext(ctx, s.t.render(`SELECT name, start_seq, cursor_seq, created_at, removing,
-	EXISTS (SELECT 1 FROM {outbox} o WHERE o.seq <= c.backfill_until AND (o.xid, o.seq) > (c.cursor_xid, c.cursor_seq))
+	c.start_seq = 0 AND EXISTS (SELECT 1 FROM {outbox} o WHERE (o.xid, o.seq) > (c.cursor_xid, c.cursor_seq) AND o.created_at <= c.created_at)
 FROM {consumers} c ORDER BY name`))
 	if err != nil {
 		return nil, s.wrap("consumers", err)

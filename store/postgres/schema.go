@@ -19,7 +19,8 @@ const SchemaVersion = 1
 //go:embed schema/*.sql
 var schemaFiles embed.FS
 
-// schemaStep returns the SQL of version v (1: create), for table.
+// schemaStep returns the SQL of version v (1: create; later ones
+// upgrade from the one before), for table.
 func schemaStep(table string, v int) (string, error) {
 	names, err := schemaFiles.ReadDir("schema")
 	if err != nil {
@@ -161,7 +162,7 @@ var requiredColumns = map[string]map[string]string{
 		"next_attempt_at": "timestamp with time zone", "lease_token": "bigint", "finished_at": "timestamp with time zone",
 	},
 	"_consumers": {
-		"id": "integer", "name": "text", "start_seq": "bigint", "cursor_xid": "xid8", "cursor_seq": "bigint", "backfill_until": "bigint",
+		"id": "integer", "name": "text", "start_seq": "bigint", "cursor_xid": "xid8", "cursor_seq": "bigint",
 		"created_at": "timestamp with time zone", "removing": "boolean",
 	},
 	"_consumption": {

@@ -1,6 +1,6 @@
--- Schema version 1 of an outboxrelay PostgreSQL outbox. {outbox},
--- {consumers} and {consumption} are the quoted table names, {prefix} the
--- unquoted outbox name that prefixes index names.
+-- Schema version 1 of an outboxrelay PostgreSQL outbox: the outbox table,
+-- its named consumers' registry and their delivery state. Index names
+-- start with the outbox table's name.
 
 -- The outbox table: the messages, and the delivery state of the default
 -- consumer. seq is the order of the inserts; xid is the inserting
@@ -47,9 +47,6 @@ CREATE TABLE IF NOT EXISTS {consumers} (
 	start_seq   bigint NOT NULL,
 	cursor_xid  xid8 NOT NULL,
 	cursor_seq  bigint NOT NULL,
-	-- StartBeginning: the last seq when the consumer was added; the
-	-- consumer is backfilling while messages up to it wait for hand-over.
-	backfill_until bigint NOT NULL DEFAULT 0,
 	created_at  timestamptz NOT NULL DEFAULT statement_timestamp(),
 	removing    boolean NOT NULL DEFAULT false
 );
