@@ -382,13 +382,18 @@ func inTx(ctx context.Context, db *sql.DB, fn func(tx *sql.Tx) error) error {
 // failure: fn must be safe to run again (every caller's is a statement
 // or transaction that either happened whole or not at all).
 func retrying[T any](ctx context.Context, fn func() (T, error)) (T, error) {
+	return retryingWhile(ctx, retryable, fn)
+}
+
+// retryingWhile is retrying with retry saying which errors to try again.
+func retryingWhile[T any](ctx context.Context, retry func(error) bool, fn func() (T, error)) (T, error) {
 	var (
 		v   T
 		err error
 	)
 	for attempt := range 4 {
 		v, err = fn()
-		if err == nil || !retryable(err) || ctx.Err() != nil {
+		if err == nil || !retry(err) || ctx.Err() != nil {
 			return v, err
 		}
 		t := time.NewTimer(time.Duration(attempt+1) * 5 * time.Millisecond)

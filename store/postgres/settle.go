@@ -27,8 +27,13 @@ func (c *channel) settle(ctx context.Context, token string, outcomes []backend.O
 	if err != nil {
 		return backend.SettleResult{}, err
 	}
+	// A settle is one statement fenced by the token, so it is tried
+	// again after a lost connection too: had the lost try committed, the
+	// next finds its records settled and counts them stale, and nothing
+	// applies twice. (Without it, each connection a pooler or a failover
+	// cuts costs a batch of redeliveries after the lease.)
 	var res backend.SettleResult
-	_, err = retrying(ctx, func() (struct{}, error) {
+	_, err = retryingWhile(ctx, settleRetryable, func() (struct{}, error) {
 		var err error
 		res, err = c.settleIn(ctx, c.db, t, token, outcomes)
 		return struct{}{}, err
@@ -38,6 +43,9 @@ func (c *channel) settle(ctx context.Context, token string, outcomes []backend.O
 	}
 	return res, nil
 }
+
+// settleRetryable is retryable, and a lost connection.
+func settleRetryable(err error) bool { return retryable(err) || classify(err) == ClassConnection }
 
 // checkOutcomes refuses unknown kinds and keeps the last outcome of each
 // ID.
