@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/outboxrelay/outboxrelay/inbox"
+	"github.com/outboxrelay/outboxrelay/inbox/internal/txproc"
 	"github.com/outboxrelay/outboxrelay/internal/mysqlerr"
 )
 
@@ -40,7 +41,7 @@ func (ib *Inbox) Purge(ctx context.Context, olderThan time.Duration, batch int) 
 	deleted := 0
 	defer func() {
 		if deleted > 0 {
-			ib.observe(ctx, inbox.Event{Kind: inbox.EventPurged, Consumer: ib.consumer, Count: deleted})
+			txproc.Observe(ctx, ib.opts.Observer, inbox.Event{Kind: inbox.EventPurged, Consumer: ib.consumer, Count: deleted})
 		}
 	}()
 	for {
@@ -61,13 +62,13 @@ func (ib *Inbox) Purge(ctx context.Context, olderThan time.Duration, batch int) 
 // purgeBatch deletes one batch, retrying it while it conflicts. It
 // returns how many old records it found and how many it deleted.
 func (ib *Inbox) purgeBatch(ctx context.Context, olderThan time.Duration, batch int) (found, deleted int, err error) {
-	policy := newBackoff()
+	policy := txproc.NewBackoff()
 	for try := 1; ; try++ {
 		found, deleted, err = ib.purgeOnce(ctx, olderThan, batch)
 		if err == nil || !mysqlerr.IsTransient(err) || try >= ib.opts.MaxAttempts {
 			return found, deleted, err
 		}
-		if werr := pause(ctx, policy); werr != nil {
+		if werr := txproc.Pause(ctx, policy); werr != nil {
 			return 0, 0, werr
 		}
 	}

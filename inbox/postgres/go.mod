@@ -8,7 +8,7 @@ go 1.26.0
 // SQLSTATE through the SQLState method that pgx's and lib/pq's errors
 // have.
 require (
-	github.com/cenkalti/backoff/v4 v4.3.0
+	github.com/cenkalti/backoff/v4 v4.3.0 // indirect
 	github.com/outboxrelay/outboxrelay v0.1.0
 )
 

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/outboxrelay/outboxrelay/inbox"
+	"github.com/outboxrelay/outboxrelay/inbox/internal/txproc"
 )
 
 // MaxPurgeBatch is the largest batch Purge accepts.
@@ -41,7 +42,7 @@ func (ib *Inbox) Purge(ctx context.Context, olderThan time.Duration, batch int) 
 	deleted := 0
 	defer func() {
 		if deleted > 0 {
-			ib.observe(ctx, inbox.Event{Kind: inbox.EventPurged, Consumer: ib.consumer, Count: deleted})
+			txproc.Observe(ctx, ib.opts.Observer, inbox.Event{Kind: inbox.EventPurged, Consumer: ib.consumer, Count: deleted})
 		}
 	}()
 	for {
@@ -62,13 +63,13 @@ func (ib *Inbox) Purge(ctx context.Context, olderThan time.Duration, batch int) 
 // purgeBatch deletes one batch, retrying it while it conflicts, and
 // returns how many records it deleted.
 func (ib *Inbox) purgeBatch(ctx context.Context, olderThan time.Duration, batch int) (int, error) {
-	policy := newBackoff()
+	policy := txproc.NewBackoff()
 	for try := 1; ; try++ {
 		n, err := ib.purgeOnce(ctx, olderThan, batch)
 		if err == nil || !isTransient(err) || try >= ib.opts.MaxAttempts || ctx.Err() != nil {
 			return n, err
 		}
-		if werr := pause(ctx, policy); werr != nil {
+		if werr := txproc.Pause(ctx, policy); werr != nil {
 			return 0, fmt.Errorf("%w (after: %v)", werr, err)
 		}
 	}
