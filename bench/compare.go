@@ -52,6 +52,9 @@ type counters struct {
 	// Handler_read_* counters). A claim that steps over rows it does not
 	// take reads more than it returns.
 	rowsRead float64
+	// lockWaits and lockWaitMs are the row lock waits and the time spent
+	// in them (Innodb_row_lock_waits, Innodb_row_lock_time).
+	lockWaits, lockWaitMs float64
 }
 
 var counterNames = map[string]func(*counters) *float64{
@@ -67,6 +70,8 @@ var counterNames = map[string]func(*counters) *float64{
 	"Handler_read_last":     func(c *counters) *float64 { return &c.rowsRead },
 	"Handler_read_rnd":      func(c *counters) *float64 { return &c.rowsRead },
 	"Handler_read_rnd_next": func(c *counters) *float64 { return &c.rowsRead },
+	"Innodb_row_lock_waits": func(c *counters) *float64 { return &c.lockWaits },
+	"Innodb_row_lock_time":  func(c *counters) *float64 { return &c.lockWaitMs },
 }
 
 func (b *bench) readCounters(ctx context.Context) (counters, error) {
@@ -94,7 +99,7 @@ func (b *bench) readCounters(ctx context.Context) (counters, error) {
 }
 
 func (c counters) minus(o counters) counters {
-	return counters{c.redo - o.redo, c.updates - o.updates, c.rowsUpdated - o.rowsUpdated, c.selects - o.selects, c.commits - o.commits, c.rowsRead - o.rowsRead}
+	return counters{c.redo - o.redo, c.updates - o.updates, c.rowsUpdated - o.rowsUpdated, c.selects - o.selects, c.commits - o.commits, c.rowsRead - o.rowsRead, c.lockWaits - o.lockWaits, c.lockWaitMs - o.lockWaitMs}
 }
 
 // measured runs drain between two readings of the counters.
@@ -417,8 +422,9 @@ func (s drainStats) perEvent(v float64) float64 { return v / float64(s.events) }
 // perBatch is what the server counted per batch of size events.
 func (s drainStats) perBatch(size int) string {
 	per := func(v float64) float64 { return v * float64(size) / float64(s.events) }
-	return fmt.Sprintf("%.1f UPDATE, %.1f SELECT, %.1f COMMIT, %.0f rows read, %.0f rows updated, %.1f KB redo",
-		per(s.counter.updates), per(s.counter.selects), per(s.counter.commits), per(s.counter.rowsRead), per(s.counter.rowsUpdated), per(s.counter.redo)/1024)
+	return fmt.Sprintf("%.1f UPDATE, %.1f SELECT, %.1f COMMIT, %.0f rows read, %.0f rows updated, %.1f KB redo, %.2f row lock waits (%.1f ms)",
+		per(s.counter.updates), per(s.counter.selects), per(s.counter.commits), per(s.counter.rowsRead), per(s.counter.rowsUpdated), per(s.counter.redo)/1024,
+		per(s.counter.lockWaits), per(s.counter.lockWaitMs))
 }
 
 // numbers is a derived table of the integers 0 … n-1, named nums, column n:

@@ -164,7 +164,7 @@ func claimDueWhere(t *target, where string, limit int, args ...any) statement {
 // a worker, or its lease is over. A claim's lease moves the record's
 // next_attempt_at to the lease's end (see leaseSQL), so a claim of due
 // records does not even read the records other claims hold; the check
-// stays for leases a store of schema version 8 wrote, which did not. A
+// stays for leases that older builds wrote, which did not. A
 // writer's head start is not a claim: it keeps its record from being
 // due. Nor is a requeued record's wait for its key (see
 // orderedUnclaimed): without ordering it is due at once.
@@ -242,8 +242,8 @@ const workerLeased = "lease_id > 0"
 // read 3.6 rows per row it took, and more with every instance added).
 // It costs the lease a move of one idx_due entry. lease_until is written
 // too, for the conditions that tell a live lease from one that ran out
-// (unclaimed, orderedUnclaimed) and for a store of schema version 8 in a
-// rolling deploy, whose claims of due records skip a lease by it. (The
+// (unclaimed, orderedUnclaimed) and for an older build in a rolling deploy
+// (schema version 8 too), whose claims of due records skip a lease by it. (The
 // owner is not written: a column of up to 255 characters, set on each
 // claim, would grow or rewrite every row; the worker logs its node ID.)
 func leaseSQL(t *target, lease int64, leaseFor time.Duration, rows []scannedRecord) statement {

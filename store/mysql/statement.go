@@ -46,7 +46,7 @@ const recordColumns = "id, event_id, event_key, event_type, payload, headers, oc
 
 // nextAttemptAt is when a record is next due for a worker: for a
 // pending record a claim holds, when that lease ends. A claim writes it
-// into next_attempt_at and lease_until both (schema version 8's builds
+// into next_attempt_at and lease_until both (builds before issue 30
 // wrote lease_until only, hence the IF).
 const nextAttemptAt = "IF(status = 'pending' AND lease_id > 0 AND lease_until > next_attempt_at, lease_until, next_attempt_at)"
 
