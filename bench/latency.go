@@ -325,7 +325,11 @@ func (b *bench) enqueueOverhead(ctx context.Context, sz sizes) ([]row, error) {
 		scenario:  fmt.Sprintf("enqueue overhead: one-row business transaction, %d B payload, %d commits each way, interleaved", len(enqueuePayload), n),
 		figure:    fmt.Sprintf("%.0f tx/s with the outbox insert", perSec(n, took[outboxInsert])),
 		reference: fmt.Sprintf("%.0f tx/s without", perSec(n, took[nothing])),
-		ratio:     over(outboxInsert), target: "≤ +15%; within 5 points of the SELECT 1 floor: " + points(outboxInsert, emptyStatement),
+		ratio:     over(outboxInsert),
+		// Issue 30: the outbox insert's extra cost within 1.5× the
+		// smallest insert's (the old "≤ +15%" and "within 5 points" are
+		// retired: below what any 512-byte row costs on this machine).
+		target: fmt.Sprintf("extra cost ≤ 1.5× the smallest insert's: %s, %s the SELECT 1 floor", ratio(took[outboxInsert].Seconds()-took[nothing].Seconds(), took[bareInsert].Seconds()-took[nothing].Seconds()), points(outboxInsert, emptyStatement)),
 	}, {
 		scenario:  "floor: the same transaction with an empty statement (SELECT 1) instead",
 		figure:    fmt.Sprintf("%.0f tx/s", perSec(n, took[emptyStatement])),
