@@ -52,6 +52,9 @@ type counters struct {
 	// Handler_read_* counters). A claim that steps over rows it does not
 	// take reads more than it returns.
 	rowsRead float64
+	// lockWaits and lockWaitMs are the row lock waits and the time spent
+	// in them (Innodb_row_lock_waits, Innodb_row_lock_time).
+	lockWaits, lockWaitMs float64
 }
 
 var counterNames = map[string]func(*counters) *float64{
@@ -67,6 +70,8 @@ var counterNames = map[string]func(*counters) *float64{
 	"Handler_read_last":     func(c *counters) *float64 { return &c.rowsRead },
 	"Handler_read_rnd":      func(c *counters) *float64 { return &c.rowsRead },
 	"Handler_read_rnd_next": func(c *counters) *float64 { return &c.rowsRead },
+	"Innodb_row_lock_waits": func(c *counters) *float64 { return &c.lockWaits },
+	"Innodb_row_lock_time":  func(c *counters) *float64 { return &c.lockWaitMs },
 }
 
 func (b *bench) readCounters(ctx context.Context) (counters, error) {
@@ -94,7 +99,7 @@ func (b *bench) readCounters(ctx context.Context) (counters, error) {
 }
 
 func (c counters) minus(o counters) counters {
-	return counters{c.redo - o.redo, c.updates - o.updates, c.rowsUpdated - o.rowsUpdated, c.selects - o.selects, c.commits - o.commits, c.rowsRead - o.rowsRead}
+	return counters{c.redo - o.redo, c.updates - o.updates, c.rowsUpdated - o.rowsUpdated, c.selects - o.selects, c.commits - o.commits, c.rowsRead - o.rowsRead, c.lockWaits - o.lockWaits, c.lockWaitMs - o.lockWaitMs}
 }
 
 // measured runs drain between two readings of the counters.
@@ -332,6 +337,7 @@ func (b *bench) compare(ctx context.Context, sz sizes) ([]row, error) {
 	}{{"relay", b.relayDrain}, {"watermill", b.watermillDrain}, {"ceiling", b.minimalDrain}}
 	var rows []row
 	n := sz.compareEvents
+	rates := map[compareConfig]float64{} // the relay's median, by configuration
 	for _, c := range configs {
 		results := make([][]drainStats, len(contenders))
 		for round := range sz.compareRounds {
@@ -349,13 +355,13 @@ func (b *bench) compare(ctx context.Context, sz sizes) ([]row, error) {
 		if c.ordered {
 			what += ", relay with Ordering (200 keys)"
 		}
-		target := ""
-		if c.workers == 1 {
-			target = "relay ≥ 0.75 of the ceiling"
-		}
+		rates[c] = relay.rate
 		rows = append(rows,
-			row{scenario: "compare: relay, " + what, figure: evRate(relay.rate), reference: "minimal ceiling " + evRate(ceiling.rate), ratio: ratio(relay.rate, ceiling.rate), target: target},
+			row{scenario: "compare: relay, " + what, figure: evRate(relay.rate), reference: "minimal ceiling " + evRate(ceiling.rate), ratio: ratio(relay.rate, ceiling.rate), target: "≥ 0.8"},
 			row{scenario: "compare: relay vs Watermill queue schema, " + what, figure: evRate(relay.rate), reference: "Watermill " + evRate(wm.rate), ratio: ratio(relay.rate, wm.rate), target: "≥ 1.2"},
+			row{scenario: "compare: rows read per delivered event (Handler_read_*, server-wide), " + what, figure: fmt.Sprintf("relay %.2f", relay.perEvent(relay.counter.rowsRead)),
+				reference: fmt.Sprintf("ceiling %.2f, Watermill %.2f", ceiling.perEvent(ceiling.counter.rowsRead), wm.perEvent(wm.counter.rowsRead)),
+				ratio:     ratio(relay.perEvent(relay.counter.rowsRead), ceiling.perEvent(ceiling.counter.rowsRead)), target: readTarget(c)},
 			row{scenario: "compare: redo per delivered event, " + what, figure: fmt.Sprintf("relay %.0f B", relay.perEvent(relay.counter.redo)),
 				reference: fmt.Sprintf("ceiling %.0f B, Watermill %.0f B", ceiling.perEvent(ceiling.counter.redo), wm.perEvent(wm.counter.redo)),
 				ratio:     ratio(relay.perEvent(relay.counter.redo), ceiling.perEvent(ceiling.counter.redo)), target: "≤ 3× the ceiling"},
@@ -363,7 +369,37 @@ func (b *bench) compare(ctx context.Context, sz sizes) ([]row, error) {
 				reference: "ceiling " + ceiling.perBatch(c.batch) + "; Watermill " + wm.perBatch(c.batch), ratio: "", target: ""},
 		)
 	}
-	return rows, nil
+	return append(rows, scaling(configs, rates)...), nil
+}
+
+// readTarget is issue 30's goal for the rows read per delivered event.
+func readTarget(c compareConfig) string {
+	if c.workers == 8 {
+		return "≤ 1.5"
+	}
+	return ""
+}
+
+// scaling compares the relay at more than 4 workers with the relay at 4
+// workers and the same payload (issue 30: adding instances must not make
+// the relay slower), in the same run.
+func scaling(configs []compareConfig, rates map[compareConfig]float64) []row {
+	var rows []row
+	for _, c := range configs {
+		if c.workers <= 4 || c.ordered {
+			continue
+		}
+		for _, four := range configs {
+			if four.workers != 4 || four.payload != c.payload || four.ordered {
+				continue
+			}
+			rows = append(rows, row{
+				scenario: fmt.Sprintf("compare: relay at %d workers × %d vs 4 workers × %d, %d B payload", c.workers, c.batch, four.batch, c.payload),
+				figure:   evRate(rates[c]), reference: "4 workers " + evRate(rates[four]), ratio: ratio(rates[c], rates[four]), target: "≥ 1.0",
+			})
+		}
+	}
+	return rows
 }
 
 // medianStats is the drain of median rate; its counters go with it.
@@ -386,8 +422,9 @@ func (s drainStats) perEvent(v float64) float64 { return v / float64(s.events) }
 // perBatch is what the server counted per batch of size events.
 func (s drainStats) perBatch(size int) string {
 	per := func(v float64) float64 { return v * float64(size) / float64(s.events) }
-	return fmt.Sprintf("%.1f UPDATE, %.1f SELECT, %.1f COMMIT, %.0f rows read, %.0f rows updated, %.1f KB redo",
-		per(s.counter.updates), per(s.counter.selects), per(s.counter.commits), per(s.counter.rowsRead), per(s.counter.rowsUpdated), per(s.counter.redo)/1024)
+	return fmt.Sprintf("%.1f UPDATE, %.1f SELECT, %.1f COMMIT, %.0f rows read, %.0f rows updated, %.1f KB redo, %.2f row lock waits (%.1f ms)",
+		per(s.counter.updates), per(s.counter.selects), per(s.counter.commits), per(s.counter.rowsRead), per(s.counter.rowsUpdated), per(s.counter.redo)/1024,
+		per(s.counter.lockWaits), per(s.counter.lockWaitMs))
 }
 
 // numbers is a derived table of the integers 0 … n-1, named nums, column n:

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 	"slices"
 	"strings"
@@ -62,35 +63,50 @@ func (b *bench) latency(ctx context.Context, sz sizes) ([]row, error) {
 		if err != nil {
 			return nil, err
 		}
-		workerPool, err := b.pool()
-		if err != nil {
-			return nil, err
-		}
-		workerStore, err := mysql.New(workerPool, mysql.Options{Table: table})
-		if err != nil {
-			return nil, err
-		}
 		sink := &latencySink{}
-		w, err := outbox.NewWorker(workerStore, sink, outbox.WorkerOptions{PollInterval: time.Second, Logger: quiet})
-		if err != nil {
-			return nil, err
-		}
 		runCtx, stop := context.WithCancel(ctx)
-		done := make(chan struct{})
-		go func() {
-			defer close(done)
-			_ = w.Run(runCtx)
-		}()
-		sent, elapsed, err := b.produce(ctx, store, w, sink, sz, afterCommit, v.headStart)
+		var (
+			wg      sync.WaitGroup
+			pools   []*sql.DB
+			workers []*outbox.Worker
+		)
+		cleanup := func() {
+			stop()
+			wg.Wait()
+			for _, p := range pools {
+				p.Close()
+			}
+		}
+		for i := range latencyWorkers {
+			workerPool, err := b.pool()
+			if err != nil {
+				cleanup()
+				return nil, err
+			}
+			pools = append(pools, workerPool)
+			workerStore, err := mysql.New(workerPool, mysql.Options{Table: table})
+			if err != nil {
+				cleanup()
+				return nil, err
+			}
+			w, err := outbox.NewWorker(workerStore, sink, outbox.WorkerOptions{PollInterval: time.Second, Logger: quiet, NodeID: fmt.Sprintf("latency-%d", i)})
+			if err != nil {
+				cleanup()
+				return nil, err
+			}
+			workers = append(workers, w)
+			wg.Go(func() { _ = w.Run(runCtx) })
+		}
+		// The writers are one instance: its worker publishes after commit
+		// and is the one Notify wakes; the other instances' workers poll.
+		sent, elapsed, err := b.produce(ctx, store, workers[0], sink, sz, afterCommit, v.headStart)
 		if err == nil {
 			deadline := time.Now().Add(time.Minute)
 			for sink.count() < sent && time.Now().Before(deadline) {
 				time.Sleep(10 * time.Millisecond) // polling for the last arrivals
 			}
 		}
-		stop()
-		<-done
-		workerPool.Close()
+		cleanup()
 		if err != nil {
 			return nil, err
 		}
@@ -118,7 +134,7 @@ func (b *bench) latency(ctx context.Context, sz sizes) ([]row, error) {
 		}
 		target += "; " + kept
 		rows = append(rows, row{
-			scenario:  fmt.Sprintf("latency commit → sink, %s, %d events at %.0f/s, 8 writers", path, sent, got),
+			scenario:  fmt.Sprintf("latency commit → sink, %s, %d events at %.0f/s, 8 writers, %d workers", path, sent, got, latencyWorkers),
 			figure:    fmt.Sprintf("p50 %.2fms, p99 %.2fms", ms(p50), ms(p99)),
 			reference: "target", ratio: fmt.Sprintf("p99/target %.2f", ms(p99)/map[bool]float64{true: 5, false: 20}[afterCommit]),
 			target: target,
@@ -126,6 +142,11 @@ func (b *bench) latency(ctx context.Context, sz sizes) ([]row, error) {
 	}
 	return rows, nil
 }
+
+// latencyWorkers is how many workers run during the latency scenario,
+// each on a pool of its own as instances would be (issue 30: 8 writers
+// and 8 workers).
+const latencyWorkers = 8
 
 // shortHeadStart is a head start shorter than PublishTimeout plus
 // StoreTimeout at their defaults (DefaultHeadStart covers them), so that
@@ -304,7 +325,11 @@ func (b *bench) enqueueOverhead(ctx context.Context, sz sizes) ([]row, error) {
 		scenario:  fmt.Sprintf("enqueue overhead: one-row business transaction, %d B payload, %d commits each way, interleaved", len(enqueuePayload), n),
 		figure:    fmt.Sprintf("%.0f tx/s with the outbox insert", perSec(n, took[outboxInsert])),
 		reference: fmt.Sprintf("%.0f tx/s without", perSec(n, took[nothing])),
-		ratio:     over(outboxInsert), target: "≤ +15%; within 5 points of the SELECT 1 floor: " + points(outboxInsert, emptyStatement),
+		ratio:     over(outboxInsert),
+		// Issue 30: the outbox insert's extra cost within 1.5× the
+		// smallest insert's (the old "≤ +15%" and "within 5 points" are
+		// retired: below what any 512-byte row costs on this machine).
+		target: fmt.Sprintf("extra cost ≤ 1.5× the smallest insert's: %s, %s the SELECT 1 floor", ratio(took[outboxInsert].Seconds()-took[nothing].Seconds(), took[bareInsert].Seconds()-took[nothing].Seconds()), points(outboxInsert, emptyStatement)),
 	}, {
 		scenario:  "floor: the same transaction with an empty statement (SELECT 1) instead",
 		figure:    fmt.Sprintf("%.0f tx/s", perSec(n, took[emptyStatement])),

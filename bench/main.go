@@ -50,9 +50,16 @@ type sizes struct {
 	histories      []historyCase
 }
 
-// compareConfigs are the configurations of the compare scenario that
-// issue 17 names: 1 and 4 workers, 256 B and 512 B payloads.
-var compareConfigs = []compareConfig{{workers: 1, batch: 100, payload: 512}, {workers: 1, batch: 100, payload: 256}, {workers: 4, batch: 200, payload: 512}, {workers: 4, batch: 200, payload: 256}}
+// compareConfigs are the configurations of the compare scenario: those
+// issue 17 names (1 and 4 workers, 256 B and 512 B payloads) and issue
+// 30's 8 and 16 workers, where a claim that steps over the other
+// instances' leases shows.
+var compareConfigs = []compareConfig{
+	{workers: 1, batch: 100, payload: 512}, {workers: 1, batch: 100, payload: 256},
+	{workers: 4, batch: 200, payload: 512}, {workers: 4, batch: 200, payload: 256},
+	{workers: 8, batch: 100, payload: 512}, {workers: 8, batch: 200, payload: 256},
+	{workers: 16, batch: 100, payload: 512}, {workers: 16, batch: 200, payload: 256},
+}
 
 var full = sizes{
 	relayEvents:   func(batch int) int { return min(max(batch*300, 3000), 60000) },
@@ -82,7 +89,7 @@ func main() {
 	q := flag.Bool("quick", false, "small sizes: a smoke test, not a measurement")
 	only := flag.String("only", "", "run only the scenarios whose names contain this (compare, relay, consumers, peer, backlog, slow, latency, enqueue, history); the peer needs relay")
 	cpuprofile := flag.String("cpuprofile", "", "write the bench process's CPU profile to this file")
-	configs := flag.String("compare", "", "the compare scenario's configurations, as WORKERSxBATCHxPAYLOAD separated by commas (default: the four of issue 17, "+formatConfigs(compareConfigs)+")")
+	configs := flag.String("compare", "", "the compare scenario's configurations, as WORKERSxBATCHxPAYLOAD separated by commas (default: those of issues 17 and 30, "+formatConfigs(compareConfigs)+")")
 	rounds := flag.Int("rounds", 0, "the compare scenario's alternating rounds (default: 5, 1 with -quick)")
 	ordered := flag.Bool("ordered", false, "the compare scenario drains the relay with WorkerOptions.Ordering (the ceiling and Watermill have none)")
 	flag.Parse()

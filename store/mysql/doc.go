@@ -19,11 +19,13 @@
 // A claim is one short READ COMMITTED transaction: it selects due pending
 // rows in due order with FOR UPDATE SKIP LOCKED (concurrent claimers skip
 // each other's rows instead of waiting), stamps them with a random lease
-// (lease_id) and the lease's end (lease_until), which rewrites sixteen
-// bytes of each row in place and no index, and commits before anything is
-// published. The index (status, next_attempt_at, id) makes this a range
-// scan that stops after the batch, whatever the size of the backlog or of
-// the published history. Settles are fenced by the lease.
+// (lease_id) and the lease's end (lease_until, and next_attempt_at: a
+// leased record is next due when its lease ends), and commits before
+// anything is published. The index (status, next_attempt_at, id) makes
+// this a range scan that stops after the batch, whatever the size of the
+// backlog or of the published history; as the lease moves its records
+// past the due range, a claim does not read the records other instances
+// hold either. Settles are fenced by the lease.
 //
 // # Limits and clocks
 //

@@ -13,15 +13,21 @@ import (
 // and InnoDB keeps the old entry, delete-marked, until purge removes it.
 // While a backlog drains, purge lags behind, so a scan from the start
 // steps over the entries of every record published since purge last
-// caught up, and over the records other claims hold; a claim of 100
-// records then reads hundreds or thousands of entries. Resuming after the
+// caught up; a claim of 100 records then steps over hundreds or thousands
+// of entries. Resuming after the
 // last claimed record skips them.
 //
+// (A claim no longer steps over the records other claims hold: a lease
+// moves its record to the lease's end in idx_due, past the due range; see
+// leaseSQL. What is left to skip is the entries the leases and outcomes
+// leave behind, delete-marked, until purge removes them.)
+//
 // What it could skip, and how that is found: a record that is due but
-// lies before the cursor. That is a record whose lease ran out (a claim
-// does not move it in idx_due), one a claim skipped while another
-// transaction held it (SKIP LOCKED), or one a writer inserted before the
-// cursor's record but committed after the cursor passed it. So:
+// lies before the cursor. That is a record whose lease ran out while the
+// cursor was past its lease's end, one a claim skipped while another
+// transaction held it (SKIP LOCKED), one a retry or a release made due
+// before the cursor, or one a writer inserted before the cursor's record
+// but committed after the cursor passed it. So:
 //   - a claim that finds fewer records after the cursor than it asked for
 //     scans the part before the cursor in the same transaction, and the
 //     next claim starts from the beginning;

@@ -136,9 +136,10 @@ func TestResumedClaimPlan(t *testing.T) {
 }
 
 // TestResumedClaimStartsAtTheIndexPlace: a claim resumes at the place in
-// idx_due of the last record it took, next_attempt_at itself. A record
-// taken over from an expired lease reports its lease's end as its
-// NextAttemptAt; resuming there would skip the records due in between.
+// idx_due of the last record it took, next_attempt_at itself. A lease
+// moves its record there to the lease's end, so a record whose lease ran
+// out is due from then on, after the records that were due before it
+// ended; a claim that takes it resumes after it.
 func TestResumedClaimStartsAtTheIndexPlace(t *testing.T) {
 	_, s := migrated(t, "due_place")
 	ctx := context.Background()
@@ -150,9 +151,9 @@ func TestResumedClaimStartsAtTheIndexPlace(t *testing.T) {
 	require.Len(t, b.Records, 1)
 	require.NoError(t, s.Enqueue(ctx, s.db, nil, outbox.Message{ID: "a3", Type: "T"}))
 
+	require.Equal(t, []string{"a2"}, claimIDs(t, s, 1), "a2 was due before a1's lease ended")
 	require.Equal(t, []string{"a1"}, claimIDs(t, s, 1), "a1's lease has run out")
-	require.Equal(t, []string{"a2"}, claimIDs(t, s, 1), "a2 is due before a1's lease ended, and after a1 in idx_due")
-	require.Equal(t, []string{"a3"}, claimIDs(t, s, 1))
+	require.Equal(t, []string{"a3"}, claimIDs(t, s, 1), "a3 was enqueued after a1's lease ended")
 }
 
 // TestOrderedClaimsFollowUnorderedOutcomes: a record that a claim

@@ -45,8 +45,9 @@ import (
 const recordColumns = "id, event_id, event_key, event_type, payload, headers, occurred_at, created_at, status, retry_count, last_error, " + nextAttemptAt + ", " + publishedAt
 
 // nextAttemptAt is when a record is next due for a worker: for a
-// pending record a claim holds, when that lease ends (a claim writes
-// lease_until, not next_attempt_at).
+// pending record a claim holds, when that lease ends. A claim writes it
+// into next_attempt_at and lease_until both (builds before issue 30
+// wrote lease_until only, hence the IF).
 const nextAttemptAt = "IF(status = 'pending' AND lease_id > 0 AND lease_until > next_attempt_at, lease_until, next_attempt_at)"
 
 // publishedAt is when a record was published: next_attempt_at, which

@@ -13,11 +13,13 @@
 --   itself.
 --   created_at is when the row was written, on the database clock;
 --   occurred_at is Message.CreatedAt when the writer set one.
---   next_attempt_at is when a pending record is next due. For a published
---   or dead record it is when that outcome was recorded, so idx_due also
---   serves retention.
+--   next_attempt_at is when a pending record is next due: for a leased
+--   record, when its lease ends. For a published or dead record it is
+--   when that outcome was recorded, so idx_due also serves retention.
 --   idx_due (status, next_attempt_at, id) serves the claim: a range scan
 --   over due pending records in due order that stops after the batch.
+--   A claim moves the records it leases past the range (to the lease's
+--   end), so that the next claims, on any instance, do not read them.
 --   idx_status_key (status, event_key, id) finds each key's oldest
 --   pending record with a loose index scan, for ordered claims, and a
 --   key's records for filters.
@@ -27,8 +29,8 @@
 --   is positive; a writer's lease (a head start) is negative, and so is
 --   a requeued record's wait for the record of its key in flight (see
 --   Requeue). lease_until is when a claim's lease ends (a claim writes
---   it, not next_attempt_at, so that it does not move the record in
---   idx_due); a head start ends at next_attempt_at.
+--   it and next_attempt_at; builds before issue 30 wrote only
+--   lease_until); a head start ends at next_attempt_at.
 --   status, lease_id, lease_until, next_attempt_at and retry_count are
 --   fixed-width and NOT NULL, so that a claim and a published outcome
 --   rewrite the row in place: InnoDB then logs only the bytes that

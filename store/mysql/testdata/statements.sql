@@ -30,7 +30,7 @@ SELECT id, event_id, event_key, event_type, payload, headers, occurred_at, creat
 SELECT id FROM `orders_outbox` WHERE status = 'pending' AND event_key = ? ORDER BY id LIMIT ?;
 
 -- leaseSQL
-UPDATE `orders_outbox` SET lease_id = ?, lease_until = UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND WHERE id IN (?, ?);
+UPDATE `orders_outbox` SET lease_id = ?, lease_until = UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND, next_attempt_at = UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND WHERE id IN (?, ?);
 
 -- contentSQL
 SELECT id, payload, headers, occurred_at FROM `orders_outbox` WHERE id IN (?, ?) ORDER BY id;
@@ -218,7 +218,7 @@ SELECT msg_id, event_id, event_key, event_type, NULL, NULL, NULL, created_at, st
 SELECT msg_id FROM `orders_outbox_consumption` WHERE consumer = 'audit' AND status = 'pending' AND event_key = ? ORDER BY msg_id LIMIT ?;
 
 -- leaseSQL
-UPDATE `orders_outbox_consumption` SET lease_id = ?, lease_until = UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND WHERE consumer = 'audit' AND msg_id IN (?, ?);
+UPDATE `orders_outbox_consumption` SET lease_id = ?, lease_until = UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND, next_attempt_at = UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND WHERE consumer = 'audit' AND msg_id IN (?, ?);
 
 -- contentSQL
 SELECT id, payload, headers, occurred_at FROM `orders_outbox` WHERE id IN (?, ?) ORDER BY id;
