@@ -2,13 +2,11 @@ package postgres
 
 import (
 	"context"
-	"database/sql/driver"
 	"errors"
-	"io"
-	"net"
-	"strings"
 
 	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/outboxrelay/outboxrelay/internal/pgerr"
 )
 
 // Class is what kind of failure a database error is. The store
@@ -65,31 +63,27 @@ func classify(err error) Class {
 	if err == nil {
 		return ClassOther
 	}
-	var pe *pgconn.PgError
-	if errors.As(err, &pe) {
-		switch {
-		case pe.Code == "23505":
-			return ClassDuplicate
-		case pe.Code == "40001":
-			return ClassSerialization
-		case pe.Code == "40P01":
-			return ClassDeadlock
-		case pe.Code == "55P03":
-			return ClassLockTimeout
-		case pe.Code == "57P01", pe.Code == "57P02", pe.Code == "57P03", strings.HasPrefix(pe.Code, "08"):
-			return ClassConnection
-		case pe.Code == "42P01":
-			return ClassNoTable
-		}
+	switch pgerr.Classify(err) {
+	case pgerr.UniqueViolation:
+		return ClassDuplicate
+	case pgerr.Serialization:
+		return ClassSerialization
+	case pgerr.Deadlock:
+		return ClassDeadlock
+	case pgerr.LockTimeout:
+		return ClassLockTimeout
+	case pgerr.Connection:
+		return ClassConnection
+	case pgerr.UndefinedTable:
+		return ClassNoTable
+	}
+	if _, ok := pgerr.SQLState(err); ok || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 		return ClassOther
 	}
-	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
-		return ClassOther
-	}
+	// pgx's own: a failed connect, and an error before anything reached
+	// the server.
 	var ce *pgconn.ConnectError
-	var ne net.Error
-	if errors.As(err, &ce) || errors.As(err, &ne) || errors.Is(err, driver.ErrBadConn) ||
-		errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || pgconn.SafeToRetry(err) {
+	if errors.As(err, &ce) || pgconn.SafeToRetry(err) {
 		return ClassConnection
 	}
 	return ClassOther

@@ -1,0 +1,146 @@
+// Package pgerr classifies PostgreSQL errors, once, for store/postgres
+// and inbox/postgres: a server error by its SQLSTATE (through the
+// SQLState method that pgx's *pgconn.PgError and lib/pq's *pq.Error both
+// have, so that it imports no driver), a broken connection by
+// database/sql's, net's and syscall's errors.
+package pgerr
+
+import (
+	"context"
+	"database/sql"
+	"database/sql/driver"
+	"errors"
+	"io"
+	"net"
+	"strings"
+	"syscall"
+)
+
+// Class is what kind of failure a database error is.
+type Class int
+
+// The classes.
+const (
+	// Other is any other error (and nil).
+	Other Class = iota
+	// UniqueViolation: a unique constraint was violated (23505).
+	UniqueViolation
+	// Serialization: the transaction could not be serialized
+	// (40001), under REPEATABLE READ or SERIALIZABLE; running it again is
+	// the cure.
+	Serialization
+	// Deadlock: the server chose the transaction as a deadlock's
+	// victim (40P01) and rolled it back.
+	Deadlock
+	// LockTimeout: a lock was not granted within lock_timeout, or
+	// NOWAIT refused it (55P03).
+	LockTimeout
+	// Connection: the connection broke, the server went away or
+	// ended the session (class 08, 57P01-57P03, idle timeouts), or the
+	// network failed; a COMMIT may or may not have been applied.
+	Connection
+	// UndefinedTable: the table does not exist (42P01): Migrate was
+	// not run.
+	UndefinedTable
+	// FailedTransaction: a statement in a transaction that an
+	// earlier error aborted (25P02): someone swallowed that error.
+	FailedTransaction
+)
+
+func (c Class) String() string {
+	switch c {
+	case UniqueViolation:
+		return "unique violation"
+	case Serialization:
+		return "serialization failure"
+	case Deadlock:
+		return "deadlock"
+	case LockTimeout:
+		return "lock timeout"
+	case Connection:
+		return "connection lost"
+	case UndefinedTable:
+		return "table missing"
+	case FailedTransaction:
+		return "transaction aborted"
+	}
+	return "other"
+}
+
+// SQLState returns the SQLSTATE of a server error, through the SQLState
+// method that pgx's *pgconn.PgError and lib/pq's *pq.Error both have.
+func SQLState(err error) (string, bool) {
+	var se interface{ SQLState() string }
+	if err == nil || !errors.As(err, &se) {
+		return "", false
+	}
+	return se.SQLState(), true
+}
+
+// Classify says what kind of failure err is: a server error by its
+// SQLSTATE, a broken connection by database/sql's, net's and syscall's
+// errors. A cancelled or expired context is Other, whatever the
+// driver wrapped around it.
+func Classify(err error) Class {
+	if err == nil {
+		return Other
+	}
+	if code, ok := SQLState(err); ok {
+		return classifyState(code)
+	}
+	var netErr net.Error
+	switch {
+	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
+		return Other
+	case errors.Is(err, driver.ErrBadConn),
+		errors.Is(err, sql.ErrConnDone),
+		errors.Is(err, io.EOF),
+		errors.Is(err, io.ErrUnexpectedEOF),
+		errors.Is(err, syscall.ECONNREFUSED),
+		errors.Is(err, syscall.ECONNRESET),
+		errors.Is(err, syscall.EPIPE),
+		errors.As(err, &netErr):
+		return Connection
+	}
+	return Other
+}
+
+// classifyState classifies a SQLSTATE.
+func classifyState(code string) Class {
+	switch code {
+	case "23505": // unique_violation
+		return UniqueViolation
+	case "40001": // serialization_failure
+		return Serialization
+	case "40P01": // deadlock_detected
+		return Deadlock
+	case "55P03": // lock_not_available
+		return LockTimeout
+	case "42P01": // undefined_table
+		return UndefinedTable
+	case "25P02": // in_failed_sql_transaction
+		return FailedTransaction
+	case "57P01", // admin_shutdown (pg_terminate_backend, a fast shutdown)
+		"57P02", // crash_shutdown
+		"57P03", // cannot_connect_now (starting up, shutting down)
+		"25P03", // idle_in_transaction_session_timeout
+		"57P05", // idle_session_timeout
+		"40003": // statement_completion_unknown
+		return Connection
+	}
+	if strings.HasPrefix(code, "08") { // connection_exception
+		return Connection
+	}
+	return Other
+}
+
+// IsTransient reports whether err is a failure worth beginning the
+// transaction again for: the server rolled it back (deadlock,
+// serialization failure, lock timeout) or the connection was lost.
+func IsTransient(err error) bool {
+	switch Classify(err) {
+	case Serialization, Deadlock, LockTimeout, Connection:
+		return true
+	}
+	return false
+}
