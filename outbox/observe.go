@@ -30,7 +30,9 @@ const (
 	EventPublishFailed
 	// EventDead: Record became a dead letter (Err: what ended it).
 	EventDead
-	// EventClaimFailed: a claim failed (Err); the round ended.
+	// EventClaimFailed: a claim failed (Err); the round ended. A claim
+	// cut short because the context of Run (or of the caller) ended is
+	// not reported: it is a stop, not a failure of the store.
 	EventClaimFailed
 	// EventSettleFailed: outcomes could not be recorded (Err); their
 	// records are delivered again after the lease expires.

@@ -30,6 +30,12 @@ import (
 func (w *Worker) round(ctx context.Context, p Path, params backend.ClaimParams, carry *settlement, holdOff bool) (*settlement, error) {
 	start := time.Now()
 	batch, err := w.claim(ctx, params, carry)
+	if err != nil && ctx.Err() != nil {
+		// The worker is stopping (or the caller gave up): not a failure
+		// of the store, and nothing was claimed.
+		w.log.DebugContext(ctx, "outbox claim interrupted", slog.String("path", string(p)), slog.Any("error", err))
+		return nil, fmt.Errorf("outbox: claim: %w", err)
+	}
 	if err != nil {
 		w.log.ErrorContext(ctx, "outbox claim failed", slog.String("path", string(p)), slog.Any("error", err))
 		w.observe(ctx, Event{Kind: EventClaimFailed, Path: p, Err: err})

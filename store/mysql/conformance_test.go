@@ -71,6 +71,13 @@ func TestConsumerStoreConformance(t *testing.T) {
 	backendtest.RunStoreTests(t, newConsumerHarness)
 }
 
+// TestWorkerLeavesNoGoroutine is not parallel: its goroutine check must
+// not see another test's.
+func TestWorkerLeavesNoGoroutine(t *testing.T) {
+	t.Run("Default", func(t *testing.T) { backendtest.RunLeakTest(t, newHarness) })
+	t.Run("Consumer", func(t *testing.T) { backendtest.RunLeakTest(t, newConsumerHarness) })
+}
+
 func TestConsumerWorkerConformance(t *testing.T) {
 	backendtest.RunWorkerTests(t, newConsumerHarness)
 }

@@ -3,9 +3,15 @@
 // between the outbox worker and a store, checked from outside.
 //
 //	func TestConformance(t *testing.T) {
+//		t.Parallel()
 //		backendtest.RunStoreTests(t, newHarness)
 //		backendtest.RunWorkerTests(t, newHarness)
 //		backendtest.RunAdversarialTests(t, newHarness)
+//	}
+//
+//	// Not parallel: the goroutine check must run alone.
+//	func TestWorkerLeavesNoGoroutine(t *testing.T) {
+//		backendtest.RunLeakTest(t, newHarness)
 //	}
 //
 // RunStoreTests checks every promise of backend.Store: enqueue and
@@ -14,13 +20,15 @@
 // backend.SettleClaimer where the store has it. RunWorkerTests runs a
 // real outbox.Worker on the store: delivery, retries, dead letters,
 // ordering, the after-commit path, concurrency, crashes, stats and
-// retention (for stores that report and purge). RunAdversarialTests feeds
+// retention (for stores that report and purge). RunLeakTest checks that
+// a stopped worker leaves no goroutine behind. RunAdversarialTests feeds
 // both hostile but legal input. A store that serves several consumers of
 // one outbox runs them against each kind of consumer store, and
 // RunConsumerTests for what holds between consumers.
 //
 // outbox/outboxtest.NewStore passes all of them in memory;
-// store/mysql passes them on MySQL and MariaDB.
+// store/mysql passes them on MySQL and MariaDB, store/postgres on
+// PostgreSQL.
 package backendtest
 
 import (

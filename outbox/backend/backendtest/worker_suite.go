@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -21,11 +22,10 @@ import (
 // RunWorkerTests checks the worker's promises (delivery, retries, the after-commit path), and the worker's
 // behaviour under failures and concurrency, through a real outbox.Worker on
 // the store newHarness makes.
+//
+// Whether a stopped worker leaves a goroutine behind is checked by
+// RunLeakTest, which cannot run beside other tests.
 func RunWorkerTests(t *testing.T, newHarness Factory) {
-	// Runs alone, before the parallel subtests start, so that its goroutine
-	// count sees only its own worker.
-	t.Run("StoppedWorkerLeavesNoGoroutine", func(t *testing.T) { testNoGoroutineLeak(t, newHarness) })
-
 	tests := []struct {
 		name string
 		fn   func(t *testing.T, h Harness)
@@ -36,6 +36,7 @@ func RunWorkerTests(t *testing.T, newHarness Factory) {
 		{"SyncSuccessMarksPublishedAndWorkerSkipsIt", testSyncSuccess},
 		{"SyncFailureLeavesPendingRetryCountUnchanged", testSyncFailure},
 		{"CancelStopsNewBatchesInFlightBoundedByPublishTimeout", testCancel},
+		{"StopDuringAClaimIsNotAFailure", testStopDuringClaim},
 		{"NoOpSinkSuccessMarksPublished", testNoOpSink},
 		{"FailingAndPanickingRecordsDoNotStopTheBatch", testBatchIsolation},
 		{"StoreErrorEndsRoundNextRoundRetries", testStoreErrors},
@@ -443,6 +444,44 @@ func testStoreErrors(t *testing.T, h Harness) {
 	}
 }
 
+// stallingStore wraps a real store. Its claims wait for their context to
+// end and then fail with the context's error, as a claim whose query a
+// stop cuts short does (some stores ignore a context that ends before
+// they start).
+type stallingStore struct {
+	backend.Store
+	claiming chan struct{} // closed when a claim is waiting
+	once     sync.Once
+}
+
+func (s *stallingStore) Claim(ctx context.Context, p backend.ClaimParams) (backend.Batch, error) {
+	s.once.Do(func() { close(s.claiming) })
+	<-ctx.Done()
+	return backend.Batch{}, fmt.Errorf("claim: %w", ctx.Err())
+}
+
+// testStopDuringClaim: a claim that a stop interrupts is not a failure
+// of the store. The worker stops cleanly, logs nothing at ERROR and
+// reports no EventClaimFailed, so that each deploy's shutdown does not
+// page anyone or count as a database error.
+func testStopDuringClaim(t *testing.T, h Harness) {
+	enqueue(t, h, outbox.EnqueueOptions{}, msg("sc-1"))
+	store := &stallingStore{Store: h.Store, claiming: make(chan struct{})}
+	var logs outboxtest.LogBuffer
+	events := &eventLog{}
+	w := newWorker(t, store, outboxtest.NewRecorder(), outbox.WorkerOptions{Logger: slogJSON(&logs), Observer: events})
+	stop := runWorker(t, w)
+	waitClosed(t, store.claiming, "a claim is waiting")
+	stop()
+
+	require.Zero(t, events.count(outbox.EventClaimFailed), "a claim cut short by the stop was reported as failed")
+	for _, line := range strings.Split(logs.String(), "\n") {
+		require.NotContains(t, line, `"level":"ERROR"`, "an interrupted claim was logged as an error")
+	}
+	require.Contains(t, logs.String(), "outbox worker stopped")
+	requireStatus(t, h.Store, outbox.StatusPending, "sc-1")
+}
+
 func testBatchSize(t *testing.T, h Harness) {
 	enqueue(t, h, outbox.EnqueueOptions{}, msgs("bs", 25)...)
 	w := newWorker(t, h.Store, outboxtest.NewRecorder(), outbox.WorkerOptions{BatchSize: 10})
@@ -571,6 +610,32 @@ func testCrashedWorker(t *testing.T, h Harness) {
 	require.Empty(t, rec.Duplicates())
 	res := settle(t, h.Store, crashed.Token, backend.Outcome{ID: "cr-0", Kind: backend.OutcomeRetry, Error: "zombie"})
 	require.Equal(t, 1, res.Stale, "the crashed worker, if it came back, could not overwrite the result")
+}
+
+// RunLeakTest checks that a stopped worker leaves no goroutine behind:
+// not its own, and not one of the store's. The check sees every goroutine
+// of the test binary, so a test running beside it would count as a leak.
+// Call it from a top-level test that does not call t.Parallel: Go runs
+// such a test before the parallel ones start and lets none start while it
+// runs. It fails at once if called from a parallel test or one of its
+// subtests.
+func RunLeakTest(t *testing.T, newHarness Factory) {
+	t.Run("StoppedWorkerLeavesNoGoroutine", func(t *testing.T) {
+		refuseParallel(t)
+		testNoGoroutineLeak(t, newHarness)
+	})
+}
+
+// refuseParallel fails t if t or a test above it is parallel, using the
+// testing package's own check: t.Setenv panics in a parallel test.
+func refuseParallel(t *testing.T) {
+	t.Helper()
+	defer func() {
+		if r := recover(); r != nil {
+			t.Fatalf("RunLeakTest needs a test that is not parallel, nor any test above it (%v)", r)
+		}
+	}()
+	t.Setenv("OUTBOXRELAY_BACKENDTEST_ALONE", "1")
 }
 
 func testNoGoroutineLeak(t *testing.T, newHarness Factory) {
