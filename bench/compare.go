@@ -55,6 +55,9 @@ type counters struct {
 	// lockWaits and lockWaitMs are the row lock waits and the time spent
 	// in them (Innodb_row_lock_waits, Innodb_row_lock_time).
 	lockWaits, lockWaitMs float64
+	// cpu is the CPU time the server (with -server-pid) and the bench
+	// process used.
+	cpu cpuTimes
 }
 
 var counterNames = map[string]func(*counters) *float64{
@@ -95,11 +98,16 @@ func (b *bench) readCounters(ctx context.Context) (counters, error) {
 			*f(&c) += v // the Handler_read_* counters add up to one figure
 		}
 	}
-	return c, rows.Err()
+	if err := rows.Err(); err != nil {
+		return c, err
+	}
+	c.cpu, err = readCPU(b.serverPID)
+	return c, err
 }
 
 func (c counters) minus(o counters) counters {
-	return counters{c.redo - o.redo, c.updates - o.updates, c.rowsUpdated - o.rowsUpdated, c.selects - o.selects, c.commits - o.commits, c.rowsRead - o.rowsRead, c.lockWaits - o.lockWaits, c.lockWaitMs - o.lockWaitMs}
+	return counters{c.redo - o.redo, c.updates - o.updates, c.rowsUpdated - o.rowsUpdated, c.selects - o.selects, c.commits - o.commits, c.rowsRead - o.rowsRead, c.lockWaits - o.lockWaits, c.lockWaitMs - o.lockWaitMs,
+		cpuTimes{server: c.cpu.server - o.cpu.server, bench: c.cpu.bench - o.cpu.bench}}
 }
 
 // measured runs drain between two readings of the counters.
@@ -365,6 +373,9 @@ func (b *bench) compare(ctx context.Context, sz sizes) ([]row, error) {
 			row{scenario: "compare: redo per delivered event, " + what, figure: fmt.Sprintf("relay %.0f B", relay.perEvent(relay.counter.redo)),
 				reference: fmt.Sprintf("ceiling %.0f B, Watermill %.0f B", ceiling.perEvent(ceiling.counter.redo), wm.perEvent(wm.counter.redo)),
 				ratio:     ratio(relay.perEvent(relay.counter.redo), ceiling.perEvent(ceiling.counter.redo)), target: "≤ 3× the ceiling"},
+			row{scenario: "compare: CPU per delivered event, " + what, figure: "relay " + relay.cpuPerEvent(),
+				reference: "ceiling " + ceiling.cpuPerEvent() + "; Watermill " + wm.cpuPerEvent(),
+				ratio:     cpuRatio(relay, ceiling), target: ""},
 			row{scenario: "compare: per batch of " + fmt.Sprint(c.batch) + " (server-wide), " + what, figure: "relay " + relay.perBatch(c.batch),
 				reference: "ceiling " + ceiling.perBatch(c.batch) + "; Watermill " + wm.perBatch(c.batch), ratio: "", target: ""},
 		)
@@ -418,6 +429,21 @@ func medianStats(xs []drainStats) drainStats {
 }
 
 func (s drainStats) perEvent(v float64) float64 { return v / float64(s.events) }
+
+// cpuPerEvent is the drain's CPU time per delivered event: the server's
+// (when its PID is known) and the bench process's.
+func (s drainStats) cpuPerEvent() string {
+	bench := fmt.Sprintf("bench %.1f µs", s.perEvent(s.counter.cpu.bench)*1e6)
+	if s.counter.cpu.server == 0 {
+		return bench
+	}
+	return fmt.Sprintf("server %.1f µs + %s", s.perEvent(s.counter.cpu.server)*1e6, bench)
+}
+
+// cpuRatio is a's CPU time per event over b's, server and bench together.
+func cpuRatio(a, b drainStats) string {
+	return ratio(a.perEvent(a.counter.cpu.server+a.counter.cpu.bench), b.perEvent(b.counter.cpu.server+b.counter.cpu.bench))
+}
 
 // perBatch is what the server counted per batch of size events.
 func (s drainStats) perBatch(size int) string {

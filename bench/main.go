@@ -91,6 +91,7 @@ func main() {
 	cpuprofile := flag.String("cpuprofile", "", "write the bench process's CPU profile to this file")
 	configs := flag.String("compare", "", "the compare scenario's configurations, as WORKERSxBATCHxPAYLOAD separated by commas (default: those of issues 17 and 30, "+formatConfigs(compareConfigs)+")")
 	rounds := flag.Int("rounds", 0, "the compare scenario's alternating rounds (default: 5, 1 with -quick)")
+	serverPID := flag.Int("server-pid", 0, "the server's process ID, when it runs on this machine: the compare scenario then reports the server's CPU time per delivered event (from /proc)")
 	ordered := flag.Bool("ordered", false, "the compare scenario drains the relay with WorkerOptions.Ordering (the ceiling and Watermill have none)")
 	flag.Parse()
 	if *cpuprofile != "" {
@@ -133,6 +134,7 @@ func main() {
 		log.Fatal(err)
 	}
 	defer b.close()
+	b.serverPID = *serverPID
 
 	var rows []row
 	for _, scenario := range []struct {
@@ -181,6 +183,8 @@ type bench struct {
 	// relay100 is the relay's rate at batch 100 with one worker, the
 	// reference for the peer.
 	relay100 float64
+	// serverPID is the server's process ID, 0 when unknown.
+	serverPID int
 }
 
 func open(ctx context.Context, serverDSN string) (*bench, error) {
