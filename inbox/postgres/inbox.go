@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/outboxrelay/outboxrelay/inbox"
+	"github.com/outboxrelay/outboxrelay/inbox/internal/txproc"
 )
 
 // DefaultTable is the table name when Options.Table is empty.
@@ -21,13 +22,13 @@ const DefaultTable = "inbox"
 const MaxTableLength = 48
 
 // MaxConsumerLength is the longest consumer name.
-const MaxConsumerLength = 64
+const MaxConsumerLength = txproc.MaxConsumerLength
 
 // DefaultMaxAttempts is Options.MaxAttempts' default.
-const DefaultMaxAttempts = 16
+const DefaultMaxAttempts = txproc.DefaultMaxAttempts
 
 // MaxMaxAttempts is the largest Options.MaxAttempts accepted.
-const MaxMaxAttempts = 1000
+const MaxMaxAttempts = txproc.MaxMaxAttempts
 
 // DefaultRetention is the retention window the package documents and
 // examples use: processed IDs are kept 7 days (NServiceBus keeps its
@@ -35,10 +36,7 @@ const MaxMaxAttempts = 1000
 // argument; the inbox deletes nothing by itself.
 const DefaultRetention = 7 * 24 * time.Hour
 
-var (
-	tableNameRE    = regexp.MustCompile(`^[a-z_][a-z0-9_]*$`)
-	consumerNameRE = regexp.MustCompile(fmt.Sprintf(`^[A-Za-z0-9_][A-Za-z0-9_.-]{0,%d}$`, MaxConsumerLength-1))
-)
+var tableNameRE = regexp.MustCompile(`^[a-z_][a-z0-9_]*$`)
 
 // Options configures an Inbox. The zero value, with Consumer set, is
 // every default.
@@ -84,16 +82,14 @@ func (o Options) withDefaults() Options {
 	if o.Table == "" {
 		o.Table = DefaultTable
 	}
-	if o.MaxAttempts == 0 {
-		o.MaxAttempts = DefaultMaxAttempts
-	}
-	if o.Isolation == sql.LevelDefault {
-		o.Isolation = sql.LevelReadCommitted
-	}
-	if o.Logger == nil {
-		o.Logger = slog.Default()
-	}
+	c := o.common().WithDefaults()
+	o.MaxAttempts, o.Isolation, o.Logger = c.MaxAttempts, c.Isolation, c.Logger
 	return o
+}
+
+// common is what o shares with every inbox's options.
+func (o Options) common() txproc.Common {
+	return txproc.Common{Consumer: o.Consumer, MaxAttempts: o.MaxAttempts, Isolation: o.Isolation, Logger: o.Logger}
 }
 
 // validate checks options with defaults filled in; each error names the
@@ -103,17 +99,7 @@ func (o Options) validate() error {
 	if len(o.Table) > MaxTableLength || !tableNameRE.MatchString(o.Table) {
 		errs = append(errs, fmt.Errorf("postgres inbox: Table %q: must be lower-case letters, digits and underscores, not starting with a digit, at most %d characters", o.Table, MaxTableLength))
 	}
-	if !consumerNameRE.MatchString(o.Consumer) {
-		errs = append(errs, fmt.Errorf("postgres inbox: Consumer %q: required, 1 to %d letters, digits, '_', '.' or '-', not starting with '.' or '-'", o.Consumer, MaxConsumerLength))
-	}
-	if o.MaxAttempts < 0 || o.MaxAttempts > MaxMaxAttempts {
-		errs = append(errs, fmt.Errorf("postgres inbox: MaxAttempts %d: must be 1 to %d (0 for the default)", o.MaxAttempts, MaxMaxAttempts))
-	}
-	switch o.Isolation {
-	case sql.LevelReadCommitted, sql.LevelRepeatableRead, sql.LevelSerializable:
-	default:
-		errs = append(errs, fmt.Errorf("postgres inbox: Isolation %v: must be read committed, repeatable read or serializable", o.Isolation))
-	}
+	errs = append(errs, o.common().Validate("postgres inbox")...)
 	return errors.Join(errs...)
 }
 
