@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/outboxrelay/outboxrelay/internal/dsnsafe"
+	"github.com/outboxrelay/outboxrelay/internal/pgdsn"
 )
 
 // The flag package's parse errors, which flagError rewrites.
@@ -62,8 +63,12 @@ func flagError(fs *flag.FlagSet, err error) string {
 // argText quotes a command-line argument for an error message. One with
 // an "@" may be a DSN given where another argument goes: it is shown as
 // the DSN's user, address and database, or not at all, never with its
-// password.
+// password; one in a PostgreSQL DSN's form (postgres://…, or KEY=VALUE
+// with a connection keyword, which need no "@") is not shown.
 func argText(a string) string {
+	if pgdsn.Looks(a) {
+		return "a PostgreSQL DSN (not shown: it may hold a password; pass it with --dsn)"
+	}
 	if !strings.Contains(a, "@") {
 		return strconv.Quote(safe(a, false))
 	}

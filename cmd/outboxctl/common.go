@@ -312,9 +312,9 @@ func (c *cli) dial() (int, error) {
 		_ = cn.db.Close()
 		code := exitFailed
 		if te := (*timeoutError)(nil); errors.As(err, &te) {
-			code = exitTimeout // the redaction below hides the type
+			code = exitTimeout // hide below may hide the type
 		}
-		return code, fmt.Errorf("cannot reach %s: %v", cn.target, cn.redact(err))
+		return code, fmt.Errorf("cannot reach %s: %v", cn.target, cn.hide(err))
 	}
 	c.db, c.dbName, c.driver = cn.db, cn.dbName, d
 	return exitOK, nil

@@ -5,9 +5,10 @@ import (
 	"database/sql"
 	"fmt"
 	"os"
-	"regexp"
 	"sort"
 	"strings"
+
+	"github.com/outboxrelay/outboxrelay/internal/pgdsn"
 )
 
 // A driver is what outboxctl knows of one kind of database: how to reach
@@ -44,8 +45,9 @@ type dbConn struct {
 	target string
 	// dbName is the database's name.
 	dbName string
-	// password is the DSN's, for redact.
-	password string
+	// hide stands in for an error of the driver's whose text holds a
+	// piece of the DSN's password (secretfmt.Hide).
+	hide func(error) error
 }
 
 // schemaDDL is a store's versioned DDL.
@@ -106,15 +108,7 @@ func (c *cli) pickDriver() (*driver, error) {
 	return d, nil
 }
 
-// pgKeyword is the start of a libpq keyword/value DSN.
-var pgKeyword = regexp.MustCompile(`^\s*(host|hostaddr|port|dbname|user|password|sslmode|service)\s*=`)
-
 // looksLikePostgres says whether dsn is PostgreSQL's: a postgres:// or
 // postgresql:// URL, or libpq's keyword/value form (host=... dbname=...).
 // MySQL's DSN (USER:PASSWORD@tcp(HOST)/DB) is neither.
-func looksLikePostgres(dsn string) bool {
-	return strings.HasPrefix(dsn, "postgres://") || strings.HasPrefix(dsn, "postgresql://") || pgKeyword.MatchString(dsn)
-}
-
-// redact returns err with the DSN's password replaced (see dsnsafe.Err).
-func (cn dbConn) redact(err error) error { return redactErr(err, cn.password) }
+func looksLikePostgres(dsn string) bool { return pgdsn.Looks(dsn) }

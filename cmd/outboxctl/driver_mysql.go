@@ -35,19 +35,20 @@ func init() {
 	}
 }
 
-// connectMySQL parses a go-sql-driver DSN (USER:PASSWORD@tcp(HOST:PORT)/DB).
+// connectMySQL parses a go-sql-driver DSN (USER:PASSWORD@tcp(HOST:PORT)/DB),
+// refusing one that does not parse unambiguously (dsnsafe.Parse).
 func connectMySQL(dsn string) (dbConn, error) {
 	cfg, err := dsnsafe.Parse(dsn)
 	if err != nil {
 		return dbConn{}, err
 	}
-	cn := dbConn{target: dsnsafe.Target(cfg), dbName: cfg.DBName, password: cfg.Passwd}
+	cn := dbConn{target: dsnsafe.Target(cfg), dbName: cfg.DBName, hide: func(err error) error { return dsnsafe.Hide(err, cfg) }}
 	if cfg.DBName == "" {
 		return cn, errNoDatabase
 	}
 	connector, err := mysqldrv.NewConnector(cfg)
 	if err != nil {
-		return cn, cn.redact(err)
+		return cn, cn.hide(err)
 	}
 	cn.db = sql.OpenDB(connector)
 	return cn, nil
@@ -55,6 +56,3 @@ func connectMySQL(dsn string) (dbConn, error) {
 
 // errNoDatabase: the DSN names no database.
 var errNoDatabase = errors.New("names no database")
-
-// redactErr is dsnsafe.Err: err with password replaced.
-func redactErr(err error, password string) error { return dsnsafe.Err(err, password) }

@@ -1,5 +1,6 @@
 // Package secretfmt holds what the sinks (sink/tencentim and its fake,
-// sink/webhook) share to keep secrets out of formatted output.
+// sink/webhook), the stores' DSN handling and outboxctl share to keep
+// secrets out of formatted output and error texts.
 package secretfmt
 
 import (

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/outboxrelay/outboxrelay/internal/pgdsn"
 )
 
 // ListenerOptions configures a Listener. The zero value means all
@@ -46,12 +48,18 @@ type Listener struct {
 }
 
 // NewListener returns a Listener that connects with dsn (a pgx
-// connection string or URL). Errors never contain the DSN's password.
+// connection string or URL). A DSN that does not parse unambiguously is
+// refused (see CheckDSN; the error matches ErrAmbiguousDSN). Its errors,
+// and the lines it logs, never hold a piece of the DSN's password.
 func NewListener(dsn string, opts ListenerOptions) (*Listener, error) {
+	if err := pgdsn.Check(dsn); err != nil {
+		return nil, fmt.Errorf("postgres listener: the DSN %w", err)
+	}
 	cfg, err := pgx.ParseConfig(dsn)
 	if err != nil {
 		// pgconn's parse errors hold the connection string with the
-		// password redacted; still, say only that it did not parse.
+		// password masked as well as pgx can tell it; say only that it
+		// did not parse.
 		return nil, errors.New("postgres listener: the DSN does not parse (not shown: it may hold a password)")
 	}
 	return NewListenerConfig(cfg, opts)
@@ -59,12 +67,20 @@ func NewListener(dsn string, opts ListenerOptions) (*Listener, error) {
 
 // NewListenerConfig returns a Listener that connects with cfg (from
 // pgx.ParseConfig, or pgxpool.Config.ConnConfig of the service's pool).
+// A cfg parsed from a DSN that does not parse unambiguously is refused,
+// as NewListener refuses the DSN.
 func NewListenerConfig(cfg *pgx.ConnConfig, opts ListenerOptions) (*Listener, error) {
 	if cfg == nil {
 		return nil, errors.New("postgres listener: config is nil")
 	}
+	if err := pgdsn.Check(cfg.ConnString()); err != nil {
+		return nil, fmt.Errorf("postgres listener: the DSN of the config %w", err)
+	}
 	cfg = cfg.Copy()
-	return newListener(func(ctx context.Context) (*pgx.Conn, error) { return pgx.ConnectConfig(ctx, cfg) }, opts)
+	return newListener(func(ctx context.Context) (*pgx.Conn, error) {
+		conn, err := pgx.ConnectConfig(ctx, cfg)
+		return conn, safeDriverErr(err)
+	}, opts)
 }
 
 func newListener(connect func(ctx context.Context) (*pgx.Conn, error), opts ListenerOptions) (*Listener, error) {

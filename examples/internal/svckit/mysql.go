@@ -117,7 +117,7 @@ func (m MySQL) Open(ctx context.Context) (*sql.DB, error) {
 	target := dsnsafe.Target(cfg)
 	connector, err := mysqldrv.NewConnector(cfg)
 	if err != nil {
-		return nil, fmt.Errorf("mysql %s: %w", target, dsnsafe.Err(err, cfg.Passwd))
+		return nil, fmt.Errorf("mysql %s: %w", target, dsnsafe.Hide(err, cfg))
 	}
 	db := sql.OpenDB(connector)
 	db.SetMaxOpenConns(m.MaxOpenConns)
@@ -126,7 +126,7 @@ func (m MySQL) Open(ctx context.Context) (*sql.DB, error) {
 	db.SetConnMaxIdleTime(m.ConnMaxIdleTime)
 	if err := WaitFor(ctx, m.StartupTimeout, db.PingContext); err != nil {
 		db.Close()
-		return nil, fmt.Errorf("mysql %s did not answer within %v: %w", target, m.StartupTimeout, dsnsafe.Err(err, cfg.Passwd))
+		return nil, fmt.Errorf("mysql %s did not answer within %v: %w", target, m.StartupTimeout, dsnsafe.Hide(err, cfg))
 	}
 	return db, nil
 }

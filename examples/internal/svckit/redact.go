@@ -5,19 +5,21 @@ import (
 	"net/url"
 	"strings"
 
-	mysqldrv "github.com/go-sql-driver/mysql"
+	"github.com/outboxrelay/outboxrelay/internal/dsnsafe"
+	"github.com/outboxrelay/outboxrelay/internal/secretfmt"
 )
 
 // Redacted replaces a secret in what the services print.
 const Redacted = "[redacted]"
 
 // RedactDSN returns dsn with its password replaced; a DSN that does not
-// parse is replaced whole, as its password cannot be found.
+// parse unambiguously (dsnsafe.Parse) is replaced whole, as its password
+// cannot be told from the rest.
 func RedactDSN(dsn string) string {
 	if dsn == "" {
 		return ""
 	}
-	cfg, err := mysqldrv.ParseDSN(dsn)
+	cfg, err := dsnsafe.Parse(dsn)
 	if err != nil {
 		return "(a DSN that does not parse)"
 	}
@@ -80,4 +82,15 @@ func NATSSecrets(list string) []string {
 		}
 	}
 	return secrets
+}
+
+// NATSErr wraps a NATS error with the server list, credentials redacted:
+// err's text is left out whole when it holds a piece of one
+// (secretfmt.Hide).
+func NATSErr(list, what string, err error) error {
+	shown := RedactNATSURL(list)
+	for _, s := range NATSSecrets(list) {
+		err = secretfmt.Hide(err, s, []string{shown})
+	}
+	return fmt.Errorf("nats %s: %s: %w", shown, what, err)
 }
