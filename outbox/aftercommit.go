@@ -22,8 +22,14 @@ import (
 // not Run is running. It is best effort, and built to cost the caller
 // little: each sink call is bounded by AfterCommitTimeout (500 ms by
 // default, against the worker's PublishTimeout), and while the worker
-// holds off a failing sink (see SinkBreaker) it calls no sink at all. A
-// request handler can call it inline and ignore its error.
+// holds off a failing sink (see SinkBreaker) it calls no sink, but for a
+// probe now and then. Its whole cost is not bounded by one timeout: it
+// publishes msgs one after another (up to Concurrency at once, one key's
+// messages in order), each sink call within AfterCommitTimeout, and each
+// of its store calls (reading the writer's lease or claiming, settling,
+// ending the head start of what it leaves) takes up to StoreTimeout. In
+// the normal case that is a read, the sink calls and a write. A request
+// handler can call it inline and ignore its error.
 //
 // It leases the messages first, so it never races a worker: a message a
 // worker has already claimed, or that is no longer pending, is left alone.
@@ -56,33 +62,47 @@ func (w *Worker) PublishNow(ctx context.Context, msgs ...Message) error {
 	for i, m := range msgs {
 		ids[i] = m.ID
 	}
-	if !w.breaker.tryProbe(time.Now()) {
+	g := gateHeld
+	switch adm, _ := w.breaker.admit(time.Now()); adm {
+	case refused:
 		return w.leaveToWorker(ctx, msgs, ids, ErrSinkHeldOff)
+	case probe:
+		g = gateProbe
 	}
-	s, ok := w.publishHeadStarted(ctx, ids)
-	if !ok {
-		var err error
-		s, err = w.round(ctx, PathAfterCommit, backend.ClaimParams{
-			Owner:    w.opts.NodeID,
-			Limit:    len(ids),
-			LeaseFor: w.opts.LeaseTimeout,
-			IDs:      ids,
-			Ordered:  w.opts.Ordering,
-		}, nil, true)
-		if err != nil {
-			// Nothing claimed: a worker delivers them once their head
-			// start ends (the store is failing; so would ending it).
-			return fmt.Errorf("%w: %d message(s), after the claim failed: %w", ErrLeftToWorker, len(ids), err)
-		}
+	s, err := w.publishCommitted(ctx, ids, g)
+	if g == gateProbe {
+		w.breaker.endProbe()
+	}
+	if err != nil {
+		// Nothing claimed: a worker delivers them once their head
+		// start ends (the store is failing; so would ending it).
+		return fmt.Errorf("%w: %d message(s), after the claim failed: %w", ErrLeftToWorker, len(ids), err)
 	}
 	return w.finishNow(ctx, msgs, ids, s)
+}
+
+// publishCommitted publishes the messages ids names under the lease their
+// writer's transaction took, or else under a claim of their own, and
+// returns the outcomes (nil when nothing was claimed), not yet recorded.
+// It fails only when the claim does.
+func (w *Worker) publishCommitted(ctx context.Context, ids []string, g gate) (*settlement, error) {
+	if s, ok := w.publishHeadStarted(ctx, ids, g); ok {
+		return s, nil
+	}
+	return w.round(ctx, PathAfterCommit, backend.ClaimParams{
+		Owner:    w.opts.NodeID,
+		Limit:    len(ids),
+		LeaseFor: w.opts.LeaseTimeout,
+		IDs:      ids,
+		Ordered:  w.opts.Ordering,
+	}, nil, g)
 }
 
 // publishHeadStarted publishes the messages ids names under the lease the
 // writer's transaction took for them, when the store keeps such leases
 // and holds one on every one of them for at least a publish and its
 // settle; ok is false when it did not (the caller claims them instead).
-func (w *Worker) publishHeadStarted(ctx context.Context, ids []string) (s *settlement, ok bool) {
+func (w *Worker) publishHeadStarted(ctx context.Context, ids []string, g gate) (s *settlement, ok bool) {
 	hs, can := w.store.(backend.HeadStartLeaser)
 	if !can || w.opts.Ordering {
 		return nil, false
@@ -96,7 +116,7 @@ func (w *Worker) publishHeadStarted(ctx context.Context, ids []string) (s *settl
 	}
 	// left was measured at the read, after start: counted from start, it
 	// ends no later than the lease does.
-	return w.publishLeased(ctx, PathAfterCommit, batch, start, left, true), true
+	return w.publishLeased(ctx, PathAfterCommit, batch, start, left, g), true
 }
 
 // finishNow records the outcomes of an after-commit publish (s, nil when

@@ -99,20 +99,21 @@ func (w *Worker) retryLevel(attempts int) slog.Level {
 	return slog.LevelWarn
 }
 
-// noteOutcome feeds a publish's result to the breaker, and logs and
-// reports what that changed.
-func (w *Worker) noteOutcome(ctx context.Context, err error) {
+// noteOutcome feeds a publish's result to the breaker (probe: the call
+// was the probe of a held-off sink), and logs and reports what that
+// changed.
+func (w *Worker) noteOutcome(ctx context.Context, err error, probe bool) {
 	now := time.Now()
 	var ch breakerChange
 	switch {
 	case err == nil:
 		ch = w.breaker.succeeded(now)
 	case IsUnavailable(err):
-		ch = w.breaker.failed(now, true)
+		ch = w.breaker.failed(now, true, probe)
 	case IsPermanent(err):
 		return // the message's fault, not the sink's
 	default:
-		ch = w.breaker.failed(now, false)
+		ch = w.breaker.failed(now, false, probe)
 	}
 	text := ""
 	if err != nil {
@@ -120,7 +121,7 @@ func (w *Worker) noteOutcome(ctx context.Context, err error) {
 	}
 	switch {
 	case ch.opened:
-		w.log.ErrorContext(ctx, "outbox sink failing: holding it off; PublishNow leaves messages to the worker, which tries one message at a time until one goes through",
+		w.log.ErrorContext(ctx, "outbox sink failing: holding it off; PublishNow leaves messages to the worker, and only a probe now and then calls the sink until one goes through",
 			slog.Int("failures", ch.failures), slog.Bool("unavailable", IsUnavailable(err)), slog.Duration("probe_in", ch.probeIn), slog.String("error", text))
 		w.observe(ctx, Event{Kind: EventSinkDown, Path: PathWorker, Count: ch.failures, Err: err})
 	case ch.still:
@@ -130,5 +131,6 @@ func (w *Worker) noteOutcome(ctx context.Context, err error) {
 		w.log.InfoContext(ctx, "outbox sink is back: delivering again",
 			slog.Duration("down_for", ch.downFor), slog.Int("failed_probes", ch.failures))
 		w.observe(ctx, Event{Kind: EventSinkUp, Path: PathWorker, Count: ch.failures, Latency: ch.downFor})
+		w.Notify() // Run waits for a probe no more: full rounds resume
 	}
 }

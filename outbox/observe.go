@@ -48,7 +48,7 @@ const (
 	// Unavailable (Err: the last failure).
 	EventSinkDown
 	// EventSinkUp: the sink the worker held off took a message again
-	// (Latency: how long it was held off; Count: the failed publishes
+	// (Latency: how long it was held off; Count: the failed probes
 	// meanwhile).
 	EventSinkUp
 )

@@ -98,10 +98,10 @@ type WorkerOptions struct {
 	// dead-letter an hour of events.
 	DeadLetterUnavailable bool
 	// Breaker says when the worker holds off a sink that keeps failing:
-	// PublishNow then calls no sink and leaves its messages to the
-	// workers at once, and Run tries one message at a time (a probe)
-	// until one goes through. The zero value means the defaults (see
-	// SinkBreaker).
+	// then nothing calls the sink but one probe at a time, at doubling
+	// waits (PublishNow leaves its messages to the workers at once, and
+	// Run claims one message per probe), until one goes through. The
+	// zero value means the defaults (see SinkBreaker).
 	Breaker SinkBreaker
 	// Logger receives the worker's structured logs. Defaults to
 	// slog.Default().

@@ -20,14 +20,28 @@ import (
 // runs one, and PublishNow (aftercommit.go) runs the publish and settle
 // steps on the messages its caller just committed.
 
+// gate says how a round treats a sink the worker holds off (see
+// SinkBreaker).
+type gate int
+
+const (
+	// gateHeld: while the sink is held off, the records not yet
+	// published are released untried.
+	gateHeld gate = iota
+	// gateProbe: as gateHeld, but the round holds the probe: its first
+	// call may go to the held-off sink.
+	gateProbe
+	// gateOpen: every record is tried, held off or not (ProcessBatch).
+	gateOpen
+)
+
 // round claims a batch and publishes it. With carry, the previous
 // batch's outcomes, it records those first, in the claim's own
-// transaction when the store is a backend.SettleClaimer. With holdOff,
-// the records not yet attempted once a publish of the batch failed while
-// the worker holds off the sink are released (see SinkBreaker). It returns the batch's outcomes,
-// not yet recorded, or nil when nothing was claimed (or the claim failed:
-// the error, already logged and observed).
-func (w *Worker) round(ctx context.Context, p Path, params backend.ClaimParams, carry *settlement, holdOff bool) (*settlement, error) {
+// transaction when the store is a backend.SettleClaimer. g says what it
+// does while the worker holds off the sink. It returns the batch's
+// outcomes, not yet recorded, or nil when nothing was claimed (or the
+// claim failed: the error, already logged and observed).
+func (w *Worker) round(ctx context.Context, p Path, params backend.ClaimParams, carry *settlement, g gate) (*settlement, error) {
 	start := time.Now()
 	batch, err := w.claim(ctx, params, carry)
 	if err != nil && ctx.Err() != nil {
@@ -37,10 +51,11 @@ func (w *Worker) round(ctx context.Context, p Path, params backend.ClaimParams, 
 		return nil, fmt.Errorf("outbox: claim: %w", err)
 	}
 	if err != nil {
-		w.log.ErrorContext(ctx, "outbox claim failed", slog.String("path", string(p)), slog.Any("error", err))
+		w.logStoreFailure(ctx, opClaim, p, err, "outbox claim failed")
 		w.observe(ctx, Event{Kind: EventClaimFailed, Path: p, Err: err})
 		return nil, fmt.Errorf("outbox: claim: %w", err)
 	}
+	w.noteStoreSuccess(ctx, opClaim, p)
 	if p == PathAfterCommit && batch.Len() < len(params.IDs) {
 		w.log.DebugContext(ctx, "outbox after-commit publish skipped messages that are not pending or are leased by a worker",
 			slog.Int("requested", len(params.IDs)), slog.Int("claimed", batch.Len()))
@@ -48,7 +63,9 @@ func (w *Worker) round(ctx context.Context, p Path, params backend.ClaimParams, 
 	if batch.Len() == 0 {
 		return nil, nil
 	}
-	return w.publishLeased(ctx, p, batch, start, w.opts.LeaseTimeout, holdOff), nil
+	s := w.publishLeased(ctx, p, batch, start, w.opts.LeaseTimeout, g)
+	s.more = batch.More
+	return s, nil
 }
 
 // claim runs one claim, bounded by StoreTimeout, recording carry with it.
@@ -63,6 +80,7 @@ func (w *Worker) claim(ctx context.Context, params backend.ClaimParams, carry *s
 			settled, batch, err := sc.SettleAndClaim(claimCtx, backend.Settlement{Token: carry.token, Outcomes: carry.outcomes}, params)
 			cancel()
 			if err == nil {
+				w.noteStoreSuccess(ctx, opSettle, carry.path)
 				w.report(ctx, carry, settled)
 				w.wakeForWaitingKeys(carry)
 				return batch, nil
@@ -83,15 +101,16 @@ func (w *Worker) claim(ctx context.Context, params backend.ClaimParams, carry *s
 // can take the record while it is in flight; the batch's first publish
 // always starts (the minimum lease covers a claim, one publish and the
 // settle), so every round makes progress. Records the store could not
-// decode fail as permanent errors. With holdOff, once a publish of the
-// batch has failed while the worker holds off the sink, the records not
-// yet attempted are released instead (see SinkBreaker).
-func (w *Worker) publishLeased(ctx context.Context, p Path, batch backend.Batch, start time.Time, lease time.Duration, holdOff bool) *settlement {
+// decode fail as permanent errors. Unless g is gateOpen, records are
+// released untried while the worker holds off the sink, but for the
+// probe's one call with gateProbe (see SinkBreaker).
+func (w *Worker) publishLeased(ctx context.Context, p Path, batch backend.Batch, start time.Time, lease time.Duration, g gate) *settlement {
 	b := &batchRun{
-		w: w, p: p, records: batch.Records, holdOff: holdOff,
+		w: w, p: p, records: batch.Records, gate: g,
 		lastStart: start.Add(lease - w.publishTimeout(p) - w.opts.StoreTimeout),
 		s:         newSettlement(p, batch),
 	}
+	b.probe.Store(g == gateProbe)
 	w.eachGroup(groupByKey(batch.Records), func(group []int) { b.publishGroup(ctx, group) })
 	for _, inv := range batch.Invalid {
 		b.fail(ctx, inv.Record, Permanent(fmt.Errorf("outbox: undecodable record: %w", inv.Err)), -1)
@@ -131,10 +150,12 @@ type batchRun struct {
 	w         *Worker
 	p         Path
 	records   []Record
-	holdOff   bool
+	gate      gate
 	lastStart time.Time
 	started   atomic.Bool
-	failedAny atomic.Bool
+	// probe says the round still holds the probe of a held-off sink:
+	// one call it may make.
+	probe atomic.Bool
 
 	mu sync.Mutex // guards s.dead, s.errs and outcomes appended past the records
 	s  *settlement
@@ -148,16 +169,21 @@ func (b *batchRun) publishGroup(ctx context.Context, group []int) {
 	for _, i := range group {
 		rec := b.records[i]
 		first := b.started.CompareAndSwap(false, true)
-		if held || ctx.Err() != nil || (!first && time.Now().After(b.lastStart)) || b.holdOff && b.failedAny.Load() && b.w.breaker.heldOff() {
+		release := held || ctx.Err() != nil || (!first && time.Now().After(b.lastStart))
+		probe := false
+		if !release && b.gate != gateOpen && b.w.breaker.heldOff() {
+			probe = b.probe.CompareAndSwap(true, false)
+			release = !probe // held off: only the probe calls the sink
+		}
+		if release {
 			b.s.outcomes[i] = backend.Outcome{ID: rec.ID, Seq: rec.Seq, Kind: backend.OutcomeRelease}
 			continue
 		}
 		began := time.Now()
 		err := b.w.publish(ctx, b.p, rec.Message)
 		latency := time.Since(began)
-		b.w.noteOutcome(ctx, err)
+		b.w.noteOutcome(ctx, err, probe)
 		if err != nil {
-			b.failedAny.Store(true)
 			b.w.observe(ctx, Event{Kind: EventPublishFailed, Path: b.p, Record: rec, Latency: latency, Err: err})
 			b.fail(ctx, rec, err, i)
 			held = b.w.opts.Ordering && rec.Key != ""
@@ -303,6 +329,8 @@ type settlement struct {
 	dead []deadLetter
 	// errs are the failed publishes, for PublishNow's error.
 	errs []error
+	// more: the claim left due work it could not take (backend.Batch.More).
+	more bool
 }
 
 type deadLetter struct {
@@ -349,11 +377,12 @@ func (w *Worker) settle(ctx context.Context, s *settlement) (BatchResult, error)
 	w.wakeForWaitingKeys(s)
 	res.Stale, res.Dead = settled.Stale, len(settled.Dead)
 	if err != nil {
-		w.log.ErrorContext(ctx, "outbox settle failed; unrecorded outcomes are retried after the lease expires",
-			slog.String("path", string(s.path)), slog.Int("outcomes", len(s.outcomes)), slog.Int("recorded", settled.Applied), slog.Any("error", err))
+		w.logStoreFailure(ctx, opSettle, s.path, err, "outbox settle failed; unrecorded outcomes are retried after the lease expires",
+			slog.Int("outcomes", len(s.outcomes)), slog.Int("recorded", settled.Applied))
 		w.observe(ctx, Event{Kind: EventSettleFailed, Path: s.path, Err: err})
 		return res, fmt.Errorf("outbox: settle: %w", err)
 	}
+	w.noteStoreSuccess(ctx, opSettle, s.path)
 	return res, nil
 }
 

@@ -35,6 +35,8 @@ type Worker struct {
 	// failure lines (see failurelog.go).
 	breaker *breaker
 	lines   lineLimiter
+	// streaks summarise store calls that keep failing (storelog.go).
+	streaks storeStreaks
 	// waiting are the keys of messages PublishNow left to the workers
 	// because they were not their key's oldest pending message (with
 	// Ordering): an outcome of their key wakes Run, so that the next one
@@ -91,8 +93,10 @@ func (w *Worker) HeadStart() time.Duration {
 }
 
 // Run processes one batch at once, then one whenever PollInterval has
-// passed (or at once again while there is a full batch of work), until ctx
-// is cancelled. It returns nil on a clean stop and ErrWorkerRunning if the
+// passed (or at once again after a full batch, or a claim that said it
+// left due work behind: backend.Batch.More), until ctx is cancelled.
+// While it holds off a failing sink, it claims one record only when a
+// probe is due (see SinkBreaker). It returns nil on a clean stop and ErrWorkerRunning if the
 // worker is already running.
 //
 // A failed round (say, the database is unreachable) is logged and the next
@@ -135,14 +139,20 @@ func (w *Worker) Run(ctx context.Context) error {
 	timer := time.NewTimer(w.opts.PollInterval)
 	defer timer.Stop()
 	for {
-		params := w.claimParams()
-		if w.breaker.heldOff() {
-			params.Limit = 1 // one record tells whether the sink is back; the rest stays due
+		params, g, wait := w.nextRound()
+		if wait > 0 { // the sink is held off until its next probe (holdoff.go)
+			if !w.awaitProbe(ctx, timer, &carry, wait) {
+				return nil
+			}
+			continue
 		}
-		s, err := w.round(ctx, PathWorker, params, carry, true)
+		s, err := w.round(ctx, PathWorker, params, carry, g)
+		if g == gateProbe {
+			w.breaker.endProbe()
+		}
 		carry = nil
 		if s != nil {
-			if ctx.Err() == nil && w.moreWork(s.result()) {
+			if ctx.Err() == nil && w.moreWork(s) {
 				carry = s
 				continue
 			}
@@ -167,7 +177,9 @@ func (w *Worker) Run(ctx context.Context) error {
 // PollInterval: call it after committing messages enqueued without a head
 // start (or after a PublishNow that left work behind; PublishNow does it
 // itself). It never blocks; wake-ups that come while the worker is busy
-// collapse into one. It has no effect on other instances.
+// collapse into one. It has no effect on other instances, nor while the
+// worker holds off a failing sink: then a round waits for its probe (see
+// SinkBreaker).
 func (w *Worker) Notify() {
 	select {
 	case w.wake <- struct{}{}:
@@ -180,10 +192,12 @@ func (w *Worker) claimParams() backend.ClaimParams {
 }
 
 // moreWork reports whether the next round should start at once: the batch
-// was full, so more is probably due, and it made progress, so the sink is
-// not simply down (then waiting out PollInterval spares it).
-func (w *Worker) moreWork(res BatchResult) bool {
-	return res.Claimed >= w.opts.BatchSize && res.Published+res.Dead > 0
+// was full, or the claim said it left due work (say, ordered, records
+// behind the heads it took), and it made progress, so the sink is not
+// simply down (then waiting out PollInterval spares it).
+func (w *Worker) moreWork(s *settlement) bool {
+	res := s.result()
+	return (res.Claimed >= w.opts.BatchSize || s.more) && res.Published+res.Dead > 0
 }
 
 // BatchResult counts what one round did.
@@ -217,13 +231,15 @@ type BatchResult struct {
 // If ctx is cancelled during the round, the publish in flight still
 // finishes and the records not yet attempted are released; the outcomes
 // are recorded before ProcessBatch returns. It runs its round whether or
-// not the worker holds off the sink (see SinkBreaker), and what the sink
-// does in it counts for the breaker.
+// not the worker holds off the sink (see SinkBreaker); a publish of it
+// that goes through ends a hold-off, and failures count towards one
+// (while the sink is held off, they are not probes: they do not delay
+// the next).
 func (w *Worker) ProcessBatch(ctx context.Context) (BatchResult, error) {
 	if err := ctx.Err(); err != nil {
 		return BatchResult{}, err
 	}
-	s, err := w.round(ctx, PathWorker, w.claimParams(), nil, false)
+	s, err := w.round(ctx, PathWorker, w.claimParams(), nil, gateOpen)
 	if s == nil {
 		return BatchResult{}, err
 	}

@@ -181,6 +181,13 @@ type Batch struct {
 	// headers that are not valid JSON). They are leased like the others and
 	// must be settled too: the worker records them as failed attempts.
 	Invalid []InvalidRecord
+	// More says the claim left due records that it could have taken but
+	// for its Limit or its store's byte budget, or, ordered, because their
+	// key's head is in this batch (they are due once it is settled). The
+	// worker then claims again as soon as it has settled the batch,
+	// rather than after PollInterval. False means the claim took all it
+	// could find, or the store cannot tell.
+	More bool
 }
 
 // Len returns the number of records claimed, valid or not.

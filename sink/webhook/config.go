@@ -54,7 +54,12 @@ type Config struct {
 	URL string
 	// URLFor, if set, chooses each message's endpoint instead of URL
 	// (a tenant's endpoint, say). An error from it, or a URL that is not
-	// valid as URL must be, fails the message permanently.
+	// valid as URL must be, fails the message permanently, and so does
+	// an endpoint that refuses it for a reason of its set-up (a host that
+	// does not resolve, a refused address or certificate, a redirect not
+	// followed, 401, 403, 404, 405, 410), which with URL would be
+	// Unavailable: one message's endpoint never holds off the sink for
+	// the others.
 	URLFor func(outbox.Message) (string, error)
 	// Secrets sign every request (Standard Webhooks: HeaderSignature
 	// holds one signature per secret). Each is "whsec_" and a key of
@@ -77,12 +82,13 @@ type Config struct {
 	// AllowNetworks are the networks the sink may connect to although
 	// they are special (loopback, private, link-local, multicast,
 	// unspecified, carrier-grade NAT and other special-purpose ranges,
-	// which it refuses to guard against SSRF). Every address the sink
-	// connects to is checked when it connects, after the name was
-	// resolved, so a name that resolves to a refused address later (DNS
-	// rebinding) is still refused. Defaults to none: public addresses
-	// only. Tests on loopback allow 127.0.0.0/8 and ::1/128; an
-	// endpoint inside a private network allows that network.
+	// which it refuses to guard against SSRF). A URL whose host is a
+	// refused address fails New; every address the sink connects to is
+	// checked when it connects, after the name was resolved, so a name
+	// that resolves to a refused address, now or later (DNS rebinding),
+	// is refused too. Defaults to none: public addresses only. Tests on
+	// loopback allow 127.0.0.0/8 and ::1/128; an endpoint inside a
+	// private network allows that network.
 	AllowNetworks []netip.Prefix
 	// MaxRedirects is how many redirects a request follows. Defaults to
 	// 0: a redirect is not followed and fails as Unavailable (the
@@ -164,7 +170,7 @@ func (c Config) validate() ([][]byte, error) {
 		bad("URL %q: set URL or URLFor, not both", endpoint(c.URL))
 	case c.URL != "":
 		if _, err := parseTarget(c.URL, guard{allow: c.AllowNetworks}); err != nil {
-			bad("URL %q: %v", endpoint(c.URL), err)
+			bad("URL %q: %w", endpoint(c.URL), err) // errors.Is sees ErrForbiddenAddress
 		}
 	}
 	var keys [][]byte

@@ -42,14 +42,19 @@
 //     Config.MaxRetryAfter); the policy RespectRetryAfter makes the
 //     worker wait at least that long.
 //   - outbox.Unavailable (the set-up's fault: retried whatever the
-//     policy, the worker holds the sink off and alerts): 401 and 403
-//     (credentials or signature refused); 404, 405 and 410 from the one
-//     Config.URL (no endpoint there); a redirect not followed; a TLS
+//     policy, the worker holds the sink off and alerts), with the one
+//     Config.URL: 401 and 403 (credentials or signature refused); 404,
+//     405 and 410 (no endpoint there); a redirect not followed; a TLS
 //     certificate not accepted; a host that does not exist; an address
 //     the guard refuses (below).
 //   - outbox.Permanent (the message's fault: dead letter): other 4xx
-//     (400, 413, 422 …); with URLFor, also 404, 405, 410 and refused
-//     addresses, since the URL is the message's; the ErrUnsendable cases.
+//     (400, 413, 422 …); the ErrUnsendable cases; and with Config.URLFor
+//     every refusal listed as Unavailable above, naming the message:
+//     the endpoint is the message's own, and the worker holds off the
+//     whole sink for an Unavailable error, so one message's endpoint
+//     (a tenant's host that no longer resolves, say) would stop every
+//     other endpoint. An operator requeues those dead letters once the
+//     endpoint is fixed.
 //
 // Every error text starts with what went wrong and ends with the
 // endpoint's scheme and host, never its path or query (which may hold a
@@ -79,10 +84,15 @@
 // (cloud metadata services among them), multicast, unspecified and
 // other special-purpose addresses, also inside IPv4-mapped, NAT64 and
 // 6to4 addresses, are refused unless Config.AllowNetworks lists them.
-// The check runs for every address the sink connects to, after the name
-// was resolved, so a name that resolves elsewhere at the next lookup
-// (DNS rebinding) and every redirect's target are checked too. The sink
-// uses no proxy, which would connect past the check.
+// A Config.URL whose host is such an address fails New (its error wraps
+// ErrForbiddenAddress): that is known before any message is sent, and a
+// service so configured should not start. Every other check runs for
+// every address the sink connects to, after the name was resolved, so a
+// name that resolves to a refused address (now, or at the next lookup:
+// DNS rebinding), every redirect's target and every URL that URLFor
+// returns are checked too; such a refusal fails the request (see the
+// classes above). The sink uses no proxy, which would connect past the
+// check.
 //
 // # Secrets
 //

@@ -37,7 +37,8 @@ type Error struct {
 	// (which may hold a token); "" if not known.
 	Endpoint string
 	// Message is the message's ID when the failure is the message's own
-	// (it cannot be sent, or URLFor failed); "" otherwise.
+	// (it cannot be sent, URLFor failed, or, with URLFor, the endpoint
+	// refused it); "" otherwise.
 	Message string
 	// StatusCode is the answer's HTTP status; 0 if none came.
 	StatusCode int
@@ -103,8 +104,24 @@ type quietError struct{ err error }
 func (e *quietError) Error() string { return "" }
 func (e *quietError) Unwrap() error { return e.err }
 
-// statusError is the error for an answer other than 2xx.
-func (s *Sink) statusError(u *url.URL, resp *http.Response, body []byte) error {
+// endpointError classes e, a failure of the endpoint's set-up (no such
+// host, a refused address or certificate, a redirect not followed,
+// credentials refused, no endpoint at the URL) for the message id:
+// Unavailable with the one Config.URL, which an operator fixes for every
+// message; with Config.URLFor, Permanent and naming the message, since
+// the endpoint is the message's own: one message's endpoint must not
+// hold off the sink, and with it every other endpoint.
+func (s *Sink) endpointError(e *Error, id string) error {
+	if s.target == nil {
+		e.Message = id
+		return outbox.Permanent(e)
+	}
+	return outbox.Unavailable(e)
+}
+
+// statusError is the error for an answer other than 2xx to the request
+// for message id.
+func (s *Sink) statusError(u *url.URL, id string, resp *http.Response, body []byte) error {
 	code := resp.StatusCode
 	e := &Error{Endpoint: u.Scheme + "://" + u.Host, StatusCode: code, RetryAfter: s.retryAfter(resp.Header)}
 	e.Info = strings.TrimSpace(fmt.Sprintf("HTTP %d %s", code, http.StatusText(code)))
@@ -115,18 +132,13 @@ func (s *Sink) statusError(u *url.URL, resp *http.Response, body []byte) error {
 	case code >= 300 && code <= 399:
 		e.Info = fmt.Sprintf("redirected (HTTP %d) to %s, which is not followed (%s)", code,
 			safetext.Short(endpoint(resp.Header.Get("Location")), 80), s.redirectRule(code))
-		return outbox.Unavailable(e)
+		return s.endpointError(e, id)
 	case code == http.StatusUnauthorized || code == http.StatusForbidden:
 		e.Info += " (credentials or signature refused)"
-		return outbox.Unavailable(e)
+		return s.endpointError(e, id)
 	case code == http.StatusNotFound || code == http.StatusMethodNotAllowed || code == http.StatusGone:
-		if s.target != nil {
-			// The one endpoint is missing: the set-up's fault, not this
-			// message's.
-			e.Info += " (no endpoint at the URL)"
-			return outbox.Unavailable(e)
-		}
-		return outbox.Permanent(e)
+		e.Info += " (no endpoint at the URL)"
+		return s.endpointError(e, id)
 	case code == http.StatusRequestTimeout || code == http.StatusTooManyRequests || code >= 500:
 		return e
 	case code >= 400 && code <= 499:
@@ -195,20 +207,16 @@ func (s *Sink) transportError(ctx context.Context, u *url.URL, id string, err er
 	switch {
 	case errors.Is(err, ErrForbiddenAddress):
 		e.Info = "refused to connect"
-		if s.target == nil {
-			e.Message = id
-			return outbox.Permanent(e)
-		}
-		return outbox.Unavailable(e)
+		return s.endpointError(e, id)
 	case errors.As(err, &redirect):
 		e.Info = "redirect not followed"
-		return outbox.Unavailable(e)
+		return s.endpointError(e, id)
 	case errors.As(err, &certErr), errors.As(err, &authErr), errors.As(err, &hostErr), errors.As(err, &invalid):
 		e.Info = "TLS certificate not accepted"
-		return outbox.Unavailable(e)
+		return s.endpointError(e, id)
 	case errors.As(err, &dnsErr) && dnsErr.IsNotFound:
 		e.Info = "no such host"
-		return outbox.Unavailable(e)
+		return s.endpointError(e, id)
 	case errors.Is(ctx.Err(), context.Canceled):
 		e.Info = "cancelled"
 	case ctx.Err() != nil, isTimeout(err):

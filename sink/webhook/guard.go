@@ -10,12 +10,13 @@ import (
 )
 
 // ErrForbiddenAddress is wrapped by the error of a request whose target
-// resolved to an address the sink does not connect to (see
+// is or resolved to an address the sink does not connect to (see
 // Config.AllowNetworks): a loopback, private, link-local, multicast,
 // unspecified or otherwise special address. With a fixed Config.URL the
-// error is Unavailable (an operator fixes the URL, the DNS or the
-// allow-list); with Config.URLFor it is Permanent (the message's
-// target is refused).
+// error is Unavailable (an operator fixes the DNS or the allow-list);
+// with Config.URLFor it is Permanent (the message's target is refused).
+// New's error wraps it too, for a Config.URL whose host is such an
+// address.
 var ErrForbiddenAddress = errors.New("webhook: the target's address is not allowed")
 
 // forbiddenNetworks are special-purpose ranges that netip's methods

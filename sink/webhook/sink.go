@@ -184,5 +184,5 @@ func (s *Sink) Publish(ctx context.Context, msg outbox.Message) error {
 	if resp.StatusCode >= 200 && resp.StatusCode <= 299 {
 		return nil // delivered, however the body went
 	}
-	return s.statusError(req.URL, resp, body)
+	return s.statusError(req.URL, msg.ID, resp, body)
 }
