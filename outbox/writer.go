@@ -102,9 +102,12 @@ func (w *Writer) Enqueue(ctx context.Context, tx Execer, msgs ...Message) ([]Mes
 // a caller that committed the transaction Enqueue wrote them in. It never
 // fails the command: what it cannot publish, a worker delivers, and the
 // worker logs why. Without a worker it does nothing. It costs the caller
-// at most the worker's AfterCommitTimeout per message, and nothing while
-// the worker holds off a failing sink. A cancelled ctx does not cut it
-// short: the commit has happened, and the publish is bounded anyway.
+// what PublishNow does: each sink call at most the worker's
+// AfterCommitTimeout, one message after another (up to Concurrency at
+// once), and each store call at most StoreTimeout; while the worker holds
+// off a failing sink, no sink call but a probe now and then. A cancelled
+// ctx does not cut it short: the commit has happened, and the publish is
+// bounded anyway.
 func (w *Writer) Publish(ctx context.Context, msgs ...Message) {
 	if w.worker == nil || len(msgs) == 0 {
 		return

@@ -9,6 +9,8 @@ import (
 	"github.com/jackc/pgx/v5/stdlib"
 
 	inboxpg "github.com/outboxrelay/outboxrelay/inbox/postgres"
+	"github.com/outboxrelay/outboxrelay/internal/pgdsn"
+	"github.com/outboxrelay/outboxrelay/internal/secretfmt"
 	"github.com/outboxrelay/outboxrelay/store/postgres"
 )
 
@@ -37,17 +39,27 @@ func init() {
 }
 
 // pgDSNForm is how a PostgreSQL DSN looks.
-const pgDSNForm = "postgres://USER:PASSWORD@HOST:5432/DATABASE?sslmode=disable, or host=HOST user=USER dbname=DATABASE"
+const pgDSNForm = "postgres://USER:PASSWORD@HOST:5432/DATABASE?sslmode=disable (percent-encode the password), " +
+	"or host=HOST user=USER password='PASSWORD' dbname=DATABASE"
 
-// connectPostgres parses a libpq URL or keyword/value DSN. pgx's parse
-// errors name the DSN's parts, with the password masked; the message
-// here names none of them.
+// connectPostgres parses a libpq URL or keyword/value DSN, refusing one
+// that does not parse unambiguously (pgdsn.Check): pgx would read it
+// otherwise than meant, and what it then reports (the host or database
+// it took a part of the password for) holds the password. Its errors
+// name nothing of the DSN; pgx's own parse errors, which quote it with
+// the password masked as well as pgx can tell it, are not shown.
 func connectPostgres(dsn string) (dbConn, error) {
+	if err := pgdsn.Check(dsn); err != nil {
+		return dbConn{}, err
+	}
 	cfg, err := pgx.ParseConfig(dsn)
 	if err != nil {
 		return dbConn{}, fmt.Errorf("does not parse: %s", pgDSNForm)
 	}
-	cn := dbConn{target: pgTarget(cfg), dbName: cfg.Database, password: cfg.Password}
+	target := pgTarget(cfg)
+	cn := dbConn{target: target, dbName: cfg.Database, hide: func(err error) error {
+		return secretfmt.Hide(err, cfg.Password, []string{cfg.User, cfg.Host, cfg.Database, target})
+	}}
 	if cfg.Database == "" {
 		return cn, errNoDatabase
 	}
@@ -55,7 +67,8 @@ func connectPostgres(dsn string) (dbConn, error) {
 	return cn, nil
 }
 
-// pgTarget names what cfg reaches: USER@HOST:PORT/DATABASE.
+// pgTarget names what cfg reaches: USER@HOST:PORT/DATABASE, from the
+// fields pgx parsed, never from the DSN's text.
 func pgTarget(cfg *pgx.ConnConfig) string {
 	return fmt.Sprintf("%s@%s:%d/%s", cfg.User, cfg.Host, cfg.Port, cfg.Database)
 }

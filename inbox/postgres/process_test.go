@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/jackc/pgx/v5/stdlib"
 	"github.com/stretchr/testify/require"
 
@@ -113,7 +114,10 @@ func TestProcessOnceThenDuplicate(t *testing.T) {
 // its pool (stdlib.OpenDBFromPool).
 func TestOnAPgxPool(t *testing.T) {
 	d := pgtest.NewDatabase(t)
-	db := stdlib.OpenDBFromPool(d.Pool(t))
+	pool, err := pgxpool.New(context.Background(), d.DSN)
+	require.NoError(t, err)
+	t.Cleanup(pool.Close)
+	db := stdlib.OpenDBFromPool(pool)
 	t.Cleanup(func() { _ = db.Close() })
 	ib := newInbox(t, db, "activity")
 	for _, want := range []inbox.Result{inbox.Processed, inbox.Duplicate} {

@@ -59,7 +59,8 @@ type server struct {
 	envImage, defaultImage string
 	port                   string // the container's, e.g. "3306/tcp"
 	env                    map[string]string
-	driver                 string // database/sql's, for wait.ForSQL
+	cmd                    []string // the server's arguments, if any
+	driver                 string   // database/sql's, for wait.ForSQL
 	// dsn reaches the server at host:port as its administrator.
 	dsn func(host, port string) string
 }
@@ -87,7 +88,10 @@ var postgresServer = server{
 	defaultImage: "postgres:17",
 	port:         "5432/tcp",
 	env:          map[string]string{"POSTGRES_PASSWORD": password},
-	driver:       "pgx",
+	// store/postgres's tests prepare transactions (two-phase commit),
+	// which the server refuses by default.
+	cmd:    []string{"postgres", "-c", "max_prepared_transactions=64"},
+	driver: "pgx",
 	dsn: func(host, port string) string {
 		u := url.URL{
 			Scheme:   "postgres",
@@ -183,6 +187,7 @@ func start(srv server, image string) (testcontainers.Container, string, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	c, err := testcontainers.Run(ctx, image,
+		testcontainers.WithCmd(srv.cmd...),
 		testcontainers.WithExposedPorts(srv.port),
 		testcontainers.WithEnv(srv.env),
 		testcontainers.WithLabels(map[string]string{label: runLabel()}),

@@ -71,13 +71,37 @@ func (s *Store) claimLocked(p backend.ClaimParams) backend.Batch {
 		return backend.Batch{}
 	}
 	s.tokens++
-	b := backend.Batch{Token: "mem-" + strconv.FormatInt(s.tokens, 10)}
+	b := backend.Batch{Token: "mem-" + strconv.FormatInt(s.tokens, 10), More: len(p.IDs) == 0 && s.leftBehind(now, p, picked)}
 	for _, r := range picked {
 		b.Records = append(b.Records, r.copy())
 		r.token = b.Token
 		r.rec.NextAttemptAt = now.Add(p.LeaseFor)
 	}
 	return b
+}
+
+// leftBehind reports whether a claim that picked these left due work
+// (backend.Batch.More): a due record it did not pick, once it reached
+// its limit; or, ordered, a pending record of a key whose head it picked.
+func (s *Store) leftBehind(now time.Time, p backend.ClaimParams, picked []*memRecord) bool {
+	took := map[*memRecord]bool{}
+	keys := map[string]bool{}
+	for _, r := range picked {
+		took[r] = true
+		if r.rec.Key != "" {
+			keys[r.rec.Key] = true
+		}
+	}
+	for _, r := range s.pending() {
+		switch {
+		case took[r]:
+		case p.Ordered && r.rec.Key != "" && keys[r.rec.Key]:
+			return true
+		case len(picked) == p.Limit && r.due(now):
+			return true
+		}
+	}
+	return false
 }
 
 // pending lists the pending records, by sequence.

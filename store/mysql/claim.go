@@ -82,7 +82,7 @@ func (s *channel) claimTx(ctx context.Context, st *backend.Settlement, p backend
 			return backend.SettleResult{}, backend.Batch{}, s.wrap("claim: settle", err)
 		}
 	}
-	rows, changed, err := s.lockClaimable(ctx, tx, p)
+	rows, changed, more, err := s.lockClaimable(ctx, tx, p)
 	if err != nil {
 		return backend.SettleResult{}, backend.Batch{}, s.wrap("claim", err)
 	}
@@ -97,15 +97,19 @@ func (s *channel) claimTx(ctx context.Context, st *backend.Settlement, p backend
 	if err := tx.Commit(); err != nil {
 		return backend.SettleResult{}, backend.Batch{}, s.wrap("claim", err)
 	}
-	return settled, toBatch(token, rows), nil
+	batch := toBatch(token, rows)
+	batch.More = more && len(rows) > 0
+	return settled, batch, nil
 }
 
 // lockClaimable locks the records p asks for, reads their payloads within
 // the claim's byte budget, and drops the records of messages purged since
 // they were handed over to a named consumer. changed reports that it
 // wrote something (dropped such records), so that the transaction is
-// committed even with no record claimed.
-func (s *channel) lockClaimable(ctx context.Context, tx *sql.Tx, p backend.ClaimParams) (rows []scannedRecord, changed bool, err error) {
+// committed even with no record claimed. more reports due records left
+// behind (backend.Batch.More): the limit or the budget stopped the claim,
+// or, ordered, pending records of the keys whose heads it took remain.
+func (s *channel) lockClaimable(ctx context.Context, tx *sql.Tx, p backend.ClaimParams) (rows []scannedRecord, changed, more bool, err error) {
 	budget := newBudget(s.maxClaimBytes)
 	switch {
 	case p.Ordered && len(p.IDs) > 0:
@@ -119,16 +123,28 @@ func (s *channel) lockClaimable(ctx context.Context, tx *sql.Tx, p backend.Claim
 		rows, err = s.lockDue(ctx, tx, budget, p.Limit)
 	}
 	if err != nil {
-		return nil, false, err
+		return nil, false, false, err
 	}
+	more = len(p.IDs) == 0 && len(rows) >= p.Limit
 	rows, orphans, err := s.fill(ctx, tx, budget, rows)
-	if err != nil || len(orphans) == 0 {
-		return rows, false, err
+	if err != nil {
+		return nil, false, false, err
+	}
+	if len(p.IDs) == 0 && !more {
+		more = budget.full
+		if p.Ordered && !more {
+			if more, err = behindHeads(ctx, tx, s.t, rows); err != nil {
+				return nil, false, false, err
+			}
+		}
+	}
+	if len(orphans) == 0 {
+		return rows, false, more, nil
 	}
 	if _, err := dropOrphansSQL(s.t, orphans).exec(ctx, tx); err != nil {
-		return nil, false, fmt.Errorf("drop records of purged messages: %w", err)
+		return nil, false, false, fmt.Errorf("drop records of purged messages: %w", err)
 	}
-	return rows, true, nil
+	return rows, true, more, nil
 }
 
 // claimDueSQL locks up to limit due pending records in due order,

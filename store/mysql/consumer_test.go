@@ -283,7 +283,12 @@ func TestRetentionWaitsForTheSlowestConsumer(t *testing.T) {
 		}
 		return nil
 	})
-	stopSlow := startWorker(t, consumer(t, s, "slow"), slow, outbox.WorkerOptions{Name: "slow", Retry: outbox.FixedInterval{Interval: time.Hour}})
+	// Half the keys fail: five in a row hold the sink off, and then
+	// only probes call it, one record each. Probes at every poll try
+	// each record once quickly; the breaker's own schedule (doubling
+	// waits up to 10 s) is the worker suite's business.
+	stopSlow := startWorker(t, consumer(t, s, "slow"), slow, outbox.WorkerOptions{Name: "slow", Retry: outbox.FixedInterval{Interval: time.Hour},
+		Breaker: outbox.SinkBreaker{MaxProbeInterval: 10 * time.Millisecond}})
 	outboxtest.Eventually(t, "slow has tried everything once", func() bool {
 		st := statsOf(t, consumer(t, s, "slow"))
 		return st.Dead == 1 && st.Leased == 0 && count("SELECT COUNT(*) FROM room_outbox_consumption WHERE consumer = 'slow' AND retry_count > 0") == n/2+1

@@ -58,11 +58,72 @@ func (s *Store) ConsumerQueue(name string) (backend.Queue, error) {
 // Name returns the consumer's name.
 func (c *ConsumerStore) Name() string { return c.name }
 
-// Enqueue is Store.Enqueue: the messages are for every consumer. A named
-// consumer inherits a message's head start if the message is handed over
-// to it before the default consumer has tried it.
+// Enqueue is Store.Enqueue: the messages are for every consumer. A head
+// start (opts.HeadStart) is this consumer's: its workers leave the
+// messages to the writer's after-commit publish (a worker of this
+// consumer's PublishNow) for that long, while every other consumer,
+// the default one included, may deliver them at once. The consumer's
+// records of them are written in tx, due when the head start ends; a
+// consumer that is not registered, or still backfilling below them,
+// gets them without one.
 func (c *ConsumerStore) Enqueue(ctx context.Context, tx backend.Execer, opts *backend.EnqueueOptions, msgs ...backend.Message) error {
-	return c.parent.Enqueue(ctx, tx, opts, msgs...)
+	if opts == nil || opts.HeadStart == 0 || len(msgs) == 0 {
+		return c.parent.Enqueue(ctx, tx, opts, msgs...)
+	}
+	if opts.HeadStart < 0 {
+		return fmt.Errorf("%s: enqueue: HeadStart %v: must not be negative", c.what, opts.HeadStart)
+	}
+	db, ok := tx.(*sql.DB)
+	if !ok {
+		return c.enqueueWithHeadStart(ctx, tx, opts.HeadStart, msgs)
+	}
+	own, err := db.BeginTx(ctx, nil) // the messages and the consumer's records commit together
+	if err != nil {
+		return c.wrap("enqueue", err)
+	}
+	defer func() { _ = own.Rollback() }()
+	if err := c.enqueueWithHeadStart(ctx, own, opts.HeadStart, msgs); err != nil {
+		return err
+	}
+	if err := own.Commit(); err != nil {
+		return c.wrap("enqueue", err)
+	}
+	return nil
+}
+
+// enqueueWithHeadStart writes msgs to the outbox, due at once, and this
+// consumer's records of them, due after headStart, through tx.
+func (c *ConsumerStore) enqueueWithHeadStart(ctx context.Context, tx backend.Execer, headStart time.Duration, msgs []backend.Message) error {
+	if err := c.parent.Enqueue(ctx, tx, nil, msgs...); err != nil {
+		return err
+	}
+	ids := make([]string, len(msgs))
+	for i, m := range msgs {
+		ids[i] = m.ID
+	}
+	for len(ids) > 0 {
+		n := min(len(ids), headStartRowsBatch)
+		if _, err := headStartRowsSQL(c.t, c.name, headStart, ids[:n]).exec(ctx, tx); err != nil {
+			return c.wrap("enqueue: the head start", err)
+		}
+		ids = ids[n:]
+	}
+	return nil
+}
+
+// headStartRowsBatch is how many messages one headStartRowsSQL names.
+const headStartRowsBatch = 1000
+
+// headStartRowsSQL writes consumer name's rows of the messages ids, due
+// headStart from now: those past its start and not below a backfill in
+// progress, as handOverSQL would hand them over. The hand-over finds
+// them there and leaves them as they are.
+func headStartRowsSQL(t *target, name string, headStart time.Duration, ids []string) statement {
+	args := []any{headStart.Microseconds(), name}
+	for _, id := range ids {
+		args = append(args, id)
+	}
+	return t.renderList("INSERT INTO {consumption} (consumer, msg_id, event_id, event_key, event_type, created_at, next_attempt_at) SELECT k.name, o.id, o.event_id, o.event_key, o.event_type, o.created_at, UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND FROM {outbox} o JOIN {consumers} k ON k.name = ? AND k.removing = 0 AND k.start_seq <= o.id AND (k.backfill_cursor IS NULL OR o.id <= k.backfill_cursor) WHERE o.event_id IN ({list}) ON DUPLICATE KEY UPDATE msg_id = msg_id", len(ids), args...)
 }
 
 // Get returns the message with ID id as this consumer sees it: its own
@@ -90,8 +151,10 @@ func (c *ConsumerStore) Get(ctx context.Context, id string) (outbox.Record, erro
 	case msg.Seq < start:
 		return outbox.Record{}, fmt.Errorf("%s: get %q: written before the consumer started: %w", c.what, id, outbox.ErrNotFound)
 	}
+	// Not handed over yet: pending for the consumer, due since it was
+	// written.
 	msg.Status, msg.Attempts, msg.LastError = outbox.StatusPending, 0, ""
-	msg.NextAttemptAt, msg.PublishedAt = time.Time{}, time.Time{}
+	msg.NextAttemptAt, msg.PublishedAt = msg.EnqueuedAt, time.Time{}
 	return msg, nil
 }
 

@@ -174,16 +174,17 @@ func freshSQL(t *target, minStart uint64, limit int) statement {
 }
 
 // handOverSQL writes a row for every consumer that is to get the message
-// and is not still backfilling below it. A message the default consumer
-// has not touched yet keeps its head start (a future due time that is
-// neither a retry nor a lease). A row that exists already stays as it is,
+// and is not still backfilling below it, due at once: a head start the
+// message was enqueued with is the default consumer's (a named
+// consumer's own head start is written by its Enqueue, headStartRowsSQL).
+// A row that exists already stays as it is,
 // and is not locked: the NOT EXISTS reads it without a lock (the SELECT
 // of an INSERT … SELECT is a consistent read under READ COMMITTED), where
 // the duplicate key would lock it exclusively until the hand-over commits
 // and a claim of the consumer, skipping locked rows, would pass it over.
 // ON DUPLICATE KEY is left for a row another hand-over inserts meanwhile.
 func handOverSQL(t *target, ids []uint64) statement {
-	return t.renderList("INSERT INTO {consumption} (consumer, msg_id, event_id, event_key, event_type, created_at, next_attempt_at) SELECT k.name, o.id, o.event_id, o.event_key, o.event_type, o.created_at, CASE WHEN o.status = 'pending' AND o.retry_count = 0 AND o.lease_id <= 0 AND o.next_attempt_at > UTC_TIMESTAMP(6) THEN o.next_attempt_at ELSE UTC_TIMESTAMP(6) END FROM {outbox} o JOIN {consumers} k ON k.removing = 0 AND k.start_seq <= o.id AND (k.backfill_cursor IS NULL OR o.id <= k.backfill_cursor) WHERE o.id IN ({list}) AND NOT EXISTS (SELECT 1 FROM {consumption} c WHERE c.consumer = k.name AND c.msg_id = o.id) ON DUPLICATE KEY UPDATE msg_id = msg_id", len(ids), anyArgs(ids)...)
+	return t.renderList("INSERT INTO {consumption} (consumer, msg_id, event_id, event_key, event_type, created_at, next_attempt_at) SELECT k.name, o.id, o.event_id, o.event_key, o.event_type, o.created_at, UTC_TIMESTAMP(6) FROM {outbox} o JOIN {consumers} k ON k.removing = 0 AND k.start_seq <= o.id AND (k.backfill_cursor IS NULL OR o.id <= k.backfill_cursor) WHERE o.id IN ({list}) AND NOT EXISTS (SELECT 1 FROM {consumption} c WHERE c.consumer = k.name AND c.msg_id = o.id) ON DUPLICATE KEY UPDATE msg_id = msg_id", len(ids), anyArgs(ids)...)
 }
 
 // lockFlagsSQL locks the messages whose fanout flag can be set without

@@ -209,3 +209,35 @@ func claimUnkeyedSQL(t *target, after uint64, limit int) statement {
 func oldestPendingSQL(t *target, key string, limit int) statement {
 	return t.render("SELECT {seq} FROM {table} WHERE {scope}status = 'pending' AND event_key = ? ORDER BY {seq} LIMIT ?", key, limit)
 }
+
+// behindHeads reports whether pending records of the keys of rows, the
+// heads an ordered claim took, are left: they are due once their head is
+// settled.
+func behindHeads(ctx context.Context, tx *sql.Tx, t *target, rows []scannedRecord) (bool, error) {
+	var keys []string
+	for _, r := range rows {
+		if r.rec.Key != "" {
+			keys = append(keys, r.rec.Key)
+		}
+	}
+	if len(keys) == 0 {
+		return false, nil
+	}
+	n, err := column[int](ctx, tx, pendingOfKeysSQL(t, keys, len(keys)+1))
+	if err != nil || len(n) == 0 {
+		return false, err
+	}
+	return n[0] > len(keys), nil
+}
+
+// pendingOfKeysSQL counts the pending records of keys, up to limit: a
+// range of idx_status_key (idx_key) per key. Each of an ordered claim's
+// keys has one head pending; a count above the number of keys means
+// records wait behind them.
+func pendingOfKeysSQL(t *target, keys []string, limit int) statement {
+	args := make([]any, 0, len(keys)+1)
+	for _, k := range keys {
+		args = append(args, k)
+	}
+	return t.renderList("SELECT COUNT(*) FROM (SELECT 1 FROM {table} WHERE {scope}status = 'pending' AND event_key IN ({list}) LIMIT ?) AS x", len(keys), append(args, limit)...)
+}

@@ -158,4 +158,18 @@ func TestKeyHeadsPlan(t *testing.T) {
 	require.Equal(t, 100, n)
 	t.Logf("locking 100 key heads (each re-checked) read %d index entries", read)
 	require.LessOrEqual(t, read, int64(5*100), "not a read of every record of each key (200 here)")
+
+	// Whether records wait behind the heads taken (Batch.More): a few
+	// entries of each key's range, not the key's 200 records.
+	keys := make([]string, len(heads))
+	for i, h := range heads {
+		keys[i] = "'" + h.key + "'"
+	}
+	behind := strings.NewReplacer("IN (?)", "IN ("+strings.Join(keys, ", ")+")", "LIMIT ?", "LIMIT 101").Replace(pendingOfKeysSQL(s.t, []string{"x"}, 101).text)
+	var count int
+	require.NoError(t, d.DB.QueryRowContext(ctx, behind).Scan(&count))
+	require.Equal(t, 101, count)
+	_, read = countReads(t, d.DB, behind, readCommitted)
+	t.Logf("records behind 100 heads: %d index entries read", read)
+	require.LessOrEqual(t, read, int64(5*100), "stops at the first record past the heads")
 }

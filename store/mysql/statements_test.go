@@ -153,6 +153,8 @@ func everyStatement(t *target) []namedStatement {
 		list("lockBackfillSQL", lockBackfillSQL(t, "audit")),
 		list("backfillNextSQL", backfillNextSQL(t, 1, 100)),
 		list("backfillSQL", backfillSQL(t, "audit", seqs)),
+		list("headStartRowsSQL", headStartRowsSQL(t, "audit", 10*time.Second, []string{"e1", "e2"})),
+		list("pendingOfKeysSQL", pendingOfKeysSQL(t, []string{"k1", "k2"}, 3)),
 		list("moveBackfillSQL", moveBackfillSQL(t, "audit", sql.NullInt64{})),
 		list("columnsSQL", columnsSQL(t, "orders_outbox")),
 		list("indexesSQL", indexesSQL(t, "orders_outbox")),

@@ -55,26 +55,30 @@ func (c *channel) claim(ctx context.Context, p backend.ClaimParams) (backend.Bat
 	if err != nil {
 		return backend.Batch{}, err
 	}
-	if err := c.handOverForClaim(ctx, t); err != nil {
+	handedMore, err := c.handOverForClaim(ctx, t)
+	if err != nil {
 		return backend.Batch{}, err
 	}
 	token, err := newToken()
 	if err != nil {
-		return backend.Batch{}, fmt.Errorf("%s: claim: %w", c.what, err)
+		return backend.Batch{}, fmt.Errorf("%s: claim: %w", c.what, safeDriverErr(err))
 	}
-	var rows []scanned
+	var (
+		rows []scanned
+		more bool
+	)
 	if len(p.IDs) == 0 && !p.Ordered {
 		// The hot path: one statement, committed by itself.
-		rows, err = retrying(ctx, func() ([]scanned, error) {
+		rows, err = redoing(ctx, func() ([]scanned, error) {
 			rows, _, err := c.claimDue(ctx, c.db, t, token, p, "", p.Limit, budget{left: c.s.opts.MaxClaimBytes})
 			return rows, err
 		})
 	} else {
-		rows, err = retrying(ctx, func() ([]scanned, error) {
+		rows, err = redoing(ctx, func() ([]scanned, error) {
 			var rows []scanned
 			err := inTx(ctx, c.db, func(tx *sql.Tx) error {
 				var err error
-				rows, err = c.claimIn(ctx, tx, t, token, p)
+				rows, more, err = c.claimIn(ctx, tx, t, token, p)
 				return err
 			})
 			return rows, err
@@ -83,7 +87,17 @@ func (c *channel) claim(ctx context.Context, p backend.ClaimParams) (backend.Bat
 	if err != nil {
 		return backend.Batch{}, c.wrap("claim", err)
 	}
-	return toBatch(token, rows), nil
+	return c.batch(token, rows, p, more || handedMore), nil
+}
+
+// batch is the Batch of a claim of rows under token: More when it was
+// told there is more (an ordered claim left records behind its heads, or
+// a named consumer's hand-over moved a full batch), or when the claim
+// stopped at its limit or its byte budget.
+func (c *channel) batch(token int64, rows []scanned, p backend.ClaimParams, more bool) backend.Batch {
+	b := toBatch(token, rows)
+	b.More = len(p.IDs) == 0 && (more || len(rows) >= p.Limit || budget{left: c.s.opts.MaxClaimBytes}.after(rows).spent())
+	return b
 }
 
 func (c *channel) settleAndClaim(ctx context.Context, st backend.Settlement, p backend.ClaimParams) (backend.SettleResult, backend.Batch, error) {
@@ -98,19 +112,21 @@ func (c *channel) settleAndClaim(ctx context.Context, st backend.Settlement, p b
 	if err != nil {
 		return backend.SettleResult{}, backend.Batch{}, err
 	}
-	if err := c.handOverForClaim(ctx, t); err != nil {
+	handedMore, err := c.handOverForClaim(ctx, t)
+	if err != nil {
 		return backend.SettleResult{}, backend.Batch{}, err
 	}
 	token, err := newToken()
 	if err != nil {
-		return backend.SettleResult{}, backend.Batch{}, fmt.Errorf("%s: claim: %w", c.what, err)
+		return backend.SettleResult{}, backend.Batch{}, fmt.Errorf("%s: claim: %w", c.what, safeDriverErr(err))
 	}
 	var (
 		res  backend.SettleResult
 		rows []scanned
+		more bool
 	)
 	if !p.Ordered && len(p.IDs) == 0 {
-		_, err = retrying(ctx, func() ([]scanned, error) {
+		_, err = redoing(ctx, func() ([]scanned, error) {
 			var err error
 			res, rows, err = c.settleAndClaimOne(ctx, t, st.Token, outcomes, token, p)
 			return nil, err
@@ -118,38 +134,73 @@ func (c *channel) settleAndClaim(ctx context.Context, st backend.Settlement, p b
 		if err != nil {
 			return backend.SettleResult{}, backend.Batch{}, c.wrap("settle and claim", err)
 		}
-		return res, toBatch(token, rows), nil
+		return res, c.batch(token, rows, p, handedMore), nil
 	}
-	_, err = retrying(ctx, func() ([]scanned, error) {
+	_, err = redoing(ctx, func() ([]scanned, error) {
 		return nil, inTx(ctx, c.db, func(tx *sql.Tx) error {
 			var err error
 			if res, err = c.settleIn(ctx, tx, t, st.Token, outcomes); err != nil {
 				return err
 			}
-			rows, err = c.claimIn(ctx, tx, t, token, p)
+			rows, more, err = c.claimIn(ctx, tx, t, token, p)
 			return err
 		})
 	})
 	if err != nil {
 		return backend.SettleResult{}, backend.Batch{}, c.wrap("settle and claim", err)
 	}
-	return res, toBatch(token, rows), nil
+	return res, c.batch(token, rows, p, more || handedMore), nil
 }
 
 // claimIn claims in a transaction: by IDs, ordered, or the plain way.
-func (c *channel) claimIn(ctx context.Context, q querier, t *target, token int64, p backend.ClaimParams) ([]scanned, error) {
+// more says an ordered claim left pending records of the keys whose
+// heads it took.
+func (c *channel) claimIn(ctx context.Context, q querier, t *target, token int64, p backend.ClaimParams) (rows []scanned, more bool, err error) {
 	b := budget{left: c.s.opts.MaxClaimBytes}
 	switch {
 	case len(p.IDs) > 0:
-		return c.claimIDs(ctx, q, t, token, p, b)
+		rows, err := c.claimIDs(ctx, q, t, token, p, b)
+		return rows, false, err
 	case !p.Ordered:
 		rows, _, err := c.claimDue(ctx, q, t, token, p, "", p.Limit, b)
-		return rows, err
+		return rows, false, err
 	}
-	// Ordered: the unkeyed records take at most half the batch first, so
-	// that neither many keys nor many unkeyed records starve the other;
-	// then the keys' heads, round robin from where the last claim
-	// stopped; then unkeyed records fill what is left.
+	rows, err = c.claimOrdered(ctx, q, t, token, p, b)
+	if err != nil || len(rows) >= p.Limit {
+		return rows, false, err
+	}
+	more, err = c.behindHeads(ctx, q, t, rows)
+	return rows, more, err
+}
+
+// behindHeads reports whether a pending record of one of the keys of
+// rows, an ordered claim's, is left: it is due once its head is settled.
+func (c *channel) behindHeads(ctx context.Context, q querier, t *target, rows []scanned) (bool, error) {
+	var (
+		keys [][]byte
+		seqs []int64
+	)
+	for _, r := range rows {
+		if r.rec.Key != "" {
+			keys = append(keys, []byte(r.rec.Key))
+			seqs = append(seqs, r.rec.Seq)
+		}
+	}
+	if len(keys) == 0 {
+		return false, nil
+	}
+	var more bool
+	err := q.QueryRowContext(ctx, t.render(`SELECT EXISTS (SELECT 1 FROM {state} s
+WHERE {scope}s.status = 'pending' AND s.event_key = ANY($1::bytea[]) AND s.seq <> ALL($2::bigint[]))`), keys, seqs).Scan(&more)
+	return more, err
+}
+
+// claimOrdered is an ordered claim (backend.ClaimParams.Ordered) within
+// b: the unkeyed records take at most half the batch first, so that
+// neither many keys nor many unkeyed records starve the other; then the
+// keys' heads, round robin from where the last claim stopped; then
+// unkeyed records fill what is left.
+func (c *channel) claimOrdered(ctx context.Context, q querier, t *target, token int64, p backend.ClaimParams, b budget) ([]scanned, error) {
 	rows, b, err := c.claimDue(ctx, q, t, token, p, unkeyedOnly, p.Limit/2, b)
 	if err != nil {
 		return nil, err
@@ -264,7 +315,7 @@ func (c *channel) claimHeads(ctx context.Context, q querier, t *target, token in
 	SELECT s.seq, s.event_key, octet_length({m}.payload) + coalesce(octet_length({m}.headers::text), 0) AS size
 	FROM {from} WHERE {scope}s.seq IN (SELECT seq FROM walk) AND s.status = 'pending' AND s.next_attempt_at <= statement_timestamp()
 		AND NOT EXISTS (SELECT 1 FROM {state} l WHERE {sc:l}l.status = 'pending' AND l.lease_token > 0 AND l.event_key = s.event_key AND l.next_attempt_at > statement_timestamp())
-		AND NOT EXISTS (SELECT 1 FROM {state} o WHERE {sc:o}o.status = 'pending' AND o.event_key = s.event_key AND o.seq < s.seq)
+		AND NOT EXISTS (SELECT 1 FROM {state} o WHERE {sc:o}o.status = 'pending' AND o.event_key = s.event_key AND o.seq < s.seq){older:s}
 	ORDER BY s.event_key LIMIT $3 FOR UPDATE OF s SKIP LOCKED
 ), picked AS (
 	SELECT seq FROM (SELECT seq, size, sum(size) OVER (ORDER BY event_key) - size AS before FROM locked) x
@@ -303,6 +354,7 @@ func (c *channel) claimIDs(ctx context.Context, q querier, t *target, token int6
 	(SELECT count(*) FROM {state} o WHERE {sc:o}o.status = 'pending' AND o.event_key = s.event_key AND o.seq < s.seq),
 	(SELECT count(*) FROM {state} o WHERE {sc:o}o.status = 'pending' AND o.event_key = s.event_key AND o.seq < s.seq AND {oid:o} <> ALL($1::text[])),
 	EXISTS (SELECT 1 FROM {state} l WHERE {sc:l}l.status = 'pending' AND l.lease_token > 0 AND l.event_key = s.event_key AND l.next_attempt_at > statement_timestamp() AND l.seq <> s.seq)
+		OR NOT (true{older:s})
 FROM {from} WHERE {scope}{m}.event_id = ANY($1::text[]) AND s.status = 'pending'
 	AND (s.lease_token = 0 OR s.lease_token = $2 OR s.next_attempt_at <= statement_timestamp())
 ORDER BY s.seq LIMIT $3 FOR UPDATE OF s SKIP LOCKED`)
@@ -314,13 +366,13 @@ ORDER BY s.seq LIMIT $3 FOR UPDATE OF s SKIP LOCKED`)
 		seq, older, foreign int64
 		key                 string
 		size                int
-		leased              bool
+		held                bool // another record of the key is leased, or an older one waits for hand-over
 	}
 	var cands []cand
 	for rows.Next() {
 		var x cand
 		var key []byte
-		if err := rows.Scan(&x.seq, &key, &x.size, &x.older, &x.foreign, &x.leased); err != nil {
+		if err := rows.Scan(&x.seq, &key, &x.size, &x.older, &x.foreign, &x.held); err != nil {
 			rows.Close()
 			return nil, err
 		}
@@ -338,7 +390,7 @@ ORDER BY s.seq LIMIT $3 FOR UPDATE OF s SKIP LOCKED`)
 		if p.Ordered && x.key != "" {
 			// The key's i-th record is taken only if the i records before
 			// it are (all of them named, and locked here).
-			if blocked[x.key] || x.foreign > 0 || x.leased || x.older != taken[x.key] {
+			if blocked[x.key] || x.foreign > 0 || x.held || x.older != taken[x.key] {
 				blocked[x.key] = true
 				continue
 			}
@@ -384,6 +436,22 @@ func inTx(ctx context.Context, db *sql.DB, fn func(tx *sql.Tx) error) error {
 func retrying[T any](ctx context.Context, fn func() (T, error)) (T, error) {
 	return retryingWhile(ctx, retryable, fn)
 }
+
+// redoing is retrying that also runs fn again after a lost connection,
+// for fn whose outcome may then be unknown but which is safe to run
+// again whether or not it happened: a fenced settle (run again, it finds
+// its records settled and counts them stale), a claim (run again, it
+// leases other records; those of the lost run, if it committed, are due
+// again when their lease ends, delivered late but not twice), a
+// hand-over (run again, it hands over the next messages), a read. A
+// worker's round then rides out a dropped connection, where failing it
+// would cost a whole batch's lease.
+func redoing[T any](ctx context.Context, fn func() (T, error)) (T, error) {
+	return retryingWhile(ctx, redoable, fn)
+}
+
+// redoable is retryable, and a lost connection.
+func redoable(err error) bool { return retryable(err) || classify(err) == ClassConnection }
 
 // retryingWhile is retrying with retry saying which errors to try again.
 func retryingWhile[T any](ctx context.Context, retry func(error) bool, fn func() (T, error)) (T, error) {

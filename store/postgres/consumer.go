@@ -80,8 +80,47 @@ func (s *Store) ConsumerQueue(name string) (backend.Queue, error) {
 func (c *ConsumerStore) Name() string { return c.consumer }
 
 // Enqueue writes msgs to the outbox, for every consumer (Store.Enqueue).
+// A head start (opts.HeadStart) is this consumer's: its workers leave
+// the messages to the writer's after-commit publish (a worker of this
+// consumer's PublishNow) for that long, while every other consumer may
+// deliver them at once. The consumer's records of them are written in
+// tx, due when the head start ends; a consumer that is not registered
+// gets them without one.
 func (c *ConsumerStore) Enqueue(ctx context.Context, tx backend.Execer, opts *backend.EnqueueOptions, msgs ...backend.Message) error {
-	return c.s.Enqueue(ctx, tx, opts, msgs...)
+	if opts == nil || opts.HeadStart == 0 || len(msgs) == 0 {
+		return c.s.Enqueue(ctx, tx, opts, msgs...)
+	}
+	if opts.HeadStart < 0 {
+		return fmt.Errorf("%s: enqueue: HeadStart %v: must not be negative", c.what, opts.HeadStart)
+	}
+	if db, ok := tx.(*sql.DB); ok {
+		return inTx(ctx, db, func(tx *sql.Tx) error { return c.enqueueWithHeadStart(ctx, tx, opts.HeadStart, msgs) })
+	}
+	return c.enqueueWithHeadStart(ctx, tx, opts.HeadStart, msgs)
+}
+
+// enqueueWithHeadStart writes msgs to the outbox, due at once, and this
+// consumer's records of them, due after headStart, through tx.
+func (c *ConsumerStore) enqueueWithHeadStart(ctx context.Context, tx backend.Execer, headStart time.Duration, msgs []backend.Message) error {
+	if err := c.s.Enqueue(ctx, tx, nil, msgs...); err != nil {
+		return err
+	}
+	ids := make([]string, len(msgs))
+	for i, m := range msgs {
+		ids[i] = m.ID
+	}
+	// Only messages this transaction wrote, past the consumer's start.
+	// Ordered claims still wait for older messages of their keys that
+	// are not yet handed over ({older:s}).
+	_, err := tx.ExecContext(ctx, c.t.render(`INSERT INTO {consumption} (consumer_id, seq, event_key, next_attempt_at)
+SELECT k.id, m.seq, m.event_key, statement_timestamp() + $3 * interval '1 microsecond'
+FROM {outbox} m JOIN {consumers} k ON k.name = $2 AND NOT k.removing AND m.seq > k.start_seq
+WHERE m.event_id = ANY($1::text[]) AND m.xid = pg_current_xact_id()
+ON CONFLICT DO NOTHING`), ids, c.consumer, headStart.Microseconds())
+	if err != nil {
+		return c.wrap("enqueue: the head start", err)
+	}
+	return nil
 }
 
 // Get returns the consumer's record of message id.
@@ -116,7 +155,7 @@ func (c *ConsumerStore) EndHeadStart(ctx context.Context, ids []string) (int, er
 	if err != nil {
 		return 0, err
 	}
-	if err := c.handOverForClaim(ctx, t); err != nil {
+	if _, err := c.handOverForClaim(ctx, t); err != nil {
 		return 0, err
 	}
 	return c.endHeadStart(ctx, t, ids, `UPDATE {state} s SET next_attempt_at = statement_timestamp() FROM {outbox} m
@@ -132,8 +171,10 @@ func (c *channel) resolve(ctx context.Context) (*target, error) {
 	}
 	t := *c.t
 	var removing bool
-	err := c.db.QueryRowContext(ctx, c.t.render("SELECT id, start_seq, removing FROM {consumers} WHERE name = $1"), c.consumer).
-		Scan(&t.consumerID, &t.startSeq, &removing)
+	_, err := redoing(ctx, func() (struct{}, error) {
+		return struct{}{}, c.db.QueryRowContext(ctx, c.t.render("SELECT id, start_seq, removing FROM {consumers} WHERE name = $1"), c.consumer).
+			Scan(&t.consumerID, &t.startSeq, &removing)
+	})
 	switch {
 	case errors.Is(err, sql.ErrNoRows) || (err == nil && removing):
 		return nil, fmt.Errorf("%s: %w", c.what, ErrUnknownConsumer)
@@ -154,26 +195,27 @@ const handOverWait = 500 * time.Millisecond
 // handOverForClaim hands a named consumer what is safe to hand over
 // before a claim. If committed messages wait behind open transactions
 // and nothing could be handed over, it waits for them a little (at most
-// handOverWait), polling.
-func (c *channel) handOverForClaim(ctx context.Context, t *target) error {
+// handOverWait), polling. more says it moved a full batch: there may be
+// more to hand over, which the next claim does.
+func (c *channel) handOverForClaim(ctx context.Context, t *target) (more bool, err error) {
 	if t.consumerID == 0 {
-		return nil
+		return false, nil
 	}
 	deadline := time.Now().Add(handOverWait)
 	pause := 2 * time.Millisecond
 	for {
-		h, err := c.s.handOver(ctx, t, handOverBatch)
+		h, err := redoing(ctx, func() (handOverResult, error) { return c.s.handOver(ctx, t, handOverBatch) })
 		if err != nil {
-			return c.wrap("hand over", err)
+			return false, c.wrap("hand over", err)
 		}
 		if !h.blocked || h.moved > 0 || h.busy || time.Now().After(deadline) {
-			return nil
+			return h.moved >= handOverBatch, nil
 		}
 		timer := time.NewTimer(pause)
 		select {
 		case <-ctx.Done():
 			timer.Stop()
-			return c.wrap("hand over", ctx.Err())
+			return false, c.wrap("hand over", ctx.Err())
 		case <-timer.C:
 		}
 		pause = min(2*pause, 50*time.Millisecond)
@@ -202,12 +244,12 @@ func (s *Store) handOver(ctx context.Context, t *target, limit int) (handOverRes
 ), horizon AS (
 	SELECT `+horizonSQL+` AS h
 ), src AS (
-	SELECT o.xid, o.seq, o.event_key, o.available_at FROM {outbox} o, c, horizon
+	SELECT o.xid, o.seq, o.event_key FROM {outbox} o, c, horizon
 	WHERE (o.xid, o.seq) > (c.cursor_xid, c.cursor_seq) AND o.xid < horizon.h
 	ORDER BY o.xid, o.seq LIMIT $2
 ), ins AS (
 	INSERT INTO {consumption} (consumer_id, seq, event_key, next_attempt_at)
-	SELECT c.id, src.seq, src.event_key, src.available_at FROM src, c WHERE src.seq > c.start_seq
+	SELECT c.id, src.seq, src.event_key, statement_timestamp() FROM src, c WHERE src.seq > c.start_seq
 	ON CONFLICT DO NOTHING RETURNING 1
 ), upd AS (
 	UPDATE {consumers} u SET cursor_xid = l.xid, cursor_seq = l.seq
@@ -231,14 +273,21 @@ SELECT (SELECT count(*) FROM c), (SELECT count(*) FROM src) + (SELECT 0 * count(
 // later one committed. It is the snapshot's xmin, except that
 // transactions known to run in other databases (which cannot write this
 // table) are left out; when in doubt (pg_stat_activity hides the
-// backend, or it ended in between) a transaction counts.
+// backend, or it ended in between) a transaction counts. Prepared
+// transactions (PREPARE TRANSACTION) have no backend: pg_prepared_xacts
+// says which database each belongs to, and those of other databases are
+// left out too.
 const horizonSQL = `(SELECT coalesce(min(x), pg_snapshot_xmax(pg_current_snapshot()))
 	FROM pg_snapshot_xip(pg_current_snapshot()) AS x
 	WHERE NOT EXISTS (
 		SELECT 1 FROM pg_stat_activity a
 		WHERE a.datid <> (SELECT oid FROM pg_database WHERE datname = current_database())
 			AND a.backend_xid IS NOT NULL
-			AND a.backend_xid::text::bigint = (x::text::numeric % 4294967296)::bigint))`
+			AND a.backend_xid::text::bigint = (x::text::numeric % 4294967296)::bigint)
+	AND NOT EXISTS (
+		SELECT 1 FROM pg_prepared_xacts p
+		WHERE p.database <> current_database()
+			AND p.transaction::text::bigint = (x::text::numeric % 4294967296)::bigint))`
 
 // AddConsumer registers a named consumer of the table, starting from
 // now or from the beginning. It returns an error wrapping

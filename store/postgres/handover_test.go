@@ -177,3 +177,57 @@ func TestRetentionWaitsForEveryConsumer(t *testing.T) {
 	require.NoError(t, d.DB.QueryRowContext(ctx, "SELECT count(*) FROM room_outbox_consumption").Scan(&left))
 	require.Zero(t, left, "its consumer state went with it")
 }
+
+// TestHandOverIgnoresPreparedTransactionsOfOtherDatabases: a prepared
+// transaction (PREPARE TRANSACTION) of another database cannot write
+// this table either, and pg_stat_activity does not list it: it must not
+// hold the hand-over back for as long as it stays prepared. The server
+// must allow prepared transactions (max_prepared_transactions > 0; CI's
+// servers do).
+func TestHandOverIgnoresPreparedTransactionsOfOtherDatabases(t *testing.T) {
+	other := pgtest.NewDatabase(t)
+	d := pgtest.NewDatabase(t)
+	s := newStore(t, d.DB)
+	ctx := context.Background()
+	var maxPrepared int
+	require.NoError(t, d.DB.QueryRowContext(ctx, "SELECT current_setting('max_prepared_transactions')::int").Scan(&maxPrepared))
+	require.Positive(t, maxPrepared, "this test needs a server with max_prepared_transactions > 0 "+
+		"(ALTER SYSTEM SET max_prepared_transactions = 64, then restart it; .ci/run does)")
+	require.NoError(t, s.AddConsumer(ctx, "audit", postgres.StartNow))
+	c, err := s.Consumer("audit")
+	require.NoError(t, err)
+
+	gid := "outboxrelay-test-" + d.Name
+	conn, err := other.DB.Conn(ctx)
+	require.NoError(t, err)
+	defer conn.Close()
+	for _, q := range []string{"BEGIN", "CREATE TABLE prepared_here (x int)", "PREPARE TRANSACTION '" + gid + "'"} {
+		_, err := conn.ExecContext(ctx, q)
+		require.NoError(t, err, q)
+	}
+	t.Cleanup(func() { _, _ = other.DB.ExecContext(context.Background(), "ROLLBACK PREPARED '"+gid+"'") })
+
+	enqueueCommitted(t, d, s, outbox.Message{ID: "m", Type: "T"})
+	require.Equal(t, []string{"m"}, claimIDs(t, c), "handed over while another database's transaction stays prepared")
+
+	// A prepared transaction of this database may hold a message: it
+	// holds the hand-over back until it is committed. (PostgreSQL does
+	// not prepare a transaction that notified: a two-phase writer
+	// enqueues with DisableNotify.)
+	quiet, err := postgres.New(d.DB, postgres.Options{Table: testTable, DisableNotify: true})
+	require.NoError(t, err)
+	mine, err := d.DB.Conn(ctx)
+	require.NoError(t, err)
+	defer mine.Close()
+	_, err = mine.ExecContext(ctx, "BEGIN")
+	require.NoError(t, err)
+	require.NoError(t, quiet.Enqueue(ctx, mine, nil, outbox.Message{ID: "prepared", Type: "T"}))
+	_, err = mine.ExecContext(ctx, "PREPARE TRANSACTION '"+gid+"-mine'")
+	require.NoError(t, err)
+	t.Cleanup(func() { _, _ = d.DB.ExecContext(context.Background(), "ROLLBACK PREPARED '"+gid+"-mine'") })
+	enqueueCommitted(t, d, s, outbox.Message{ID: "after", Type: "T"})
+	require.Empty(t, claimIDs(t, c), "after waits for the prepared transaction of this database")
+	_, err = d.DB.ExecContext(ctx, "COMMIT PREPARED '"+gid+"-mine'")
+	require.NoError(t, err)
+	require.ElementsMatch(t, []string{"prepared", "after"}, claimIDs(t, c))
+}

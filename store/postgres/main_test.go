@@ -4,6 +4,8 @@ import (
 	"os"
 	"testing"
 
+	_ "github.com/jackc/pgx/v5/stdlib" // the "pgx" driver internal/pgtest opens its pools with
+
 	"github.com/outboxrelay/outboxrelay/internal/pgtest"
 )
 

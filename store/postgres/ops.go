@@ -104,7 +104,7 @@ func deadFilter(f backend.DeadFilter) *filter {
 // order (keyset paging on the primary key, no OFFSET).
 func (c *channel) List(ctx context.Context, f backend.ListFilter) ([]outbox.Record, error) {
 	if err := f.Validate(); err != nil {
-		return nil, fmt.Errorf("%s: list: %w", c.what, err)
+		return nil, fmt.Errorf("%s: list: %w", c.what, safeDriverErr(err))
 	}
 	t, err := c.resolve(ctx)
 	if err != nil {
@@ -136,9 +136,13 @@ func (c *channel) List(ctx context.Context, f backend.ListFilter) ([]outbox.Reco
 	return out, nil
 }
 
+// ErrNotDead is returned by Requeue for a record that exists but is not
+// dead (backend.ErrNotDead), as store/mysql's is.
+var ErrNotDead = backend.ErrNotDead
+
 // Requeue gives the dead letter id a fresh start: pending, attempts 0,
-// due at once. ErrNotFound if there is no such record, ErrNotDead if it
-// is not dead.
+// due at once. An error wrapping outbox.ErrNotFound if there is no such
+// record, ErrNotDead if it is not dead.
 func (c *channel) Requeue(ctx context.Context, id string) error {
 	t, err := c.resolve(ctx)
 	if err != nil {
@@ -162,7 +166,7 @@ func (c *channel) Requeue(ctx context.Context, id string) error {
 	if r.ID == "" && err != nil {
 		return err
 	}
-	return fmt.Errorf("%s: requeue %q: status %s: %w", c.what, id, r.Status, backend.ErrNotDead)
+	return fmt.Errorf("%s: requeue %q: status %s: %w", c.what, id, r.Status, ErrNotDead)
 }
 
 // CountDead counts the dead letters that match f.
@@ -185,7 +189,7 @@ func (c *channel) CountDead(ctx context.Context, f backend.DeadFilter) (int, err
 func (c *channel) RequeueDead(ctx context.Context, f backend.DeadFilter, opts backend.RequeueOptions) (int, error) {
 	opts, err := opts.WithDefaults()
 	if err != nil {
-		return 0, fmt.Errorf("%s: requeue dead: %w", c.what, err)
+		return 0, fmt.Errorf("%s: requeue dead: %w", c.what, safeDriverErr(err))
 	}
 	t, err := c.resolve(ctx)
 	if err != nil {

@@ -14,7 +14,7 @@ import (
 )
 
 // SchemaVersion is the schema version this build creates and needs.
-const SchemaVersion = 1
+const SchemaVersion = 2
 
 //go:embed schema/*.sql
 var schemaFiles embed.FS
@@ -174,7 +174,7 @@ var requiredColumns = map[string]map[string]string{
 // requiredIndexes are the indexes the store's queries rely on (their
 // names, after the table's name).
 var requiredIndexes = map[string][]string{
-	"":             {"_event_id", "_due", "_key", "_unkeyed", "_leased", "_xid", "_finished"},
+	"":             {"_event_id", "_due", "_key", "_unkeyed", "_leased", "_xid", "_key_xid", "_finished"},
 	"_consumption": {"_c_due", "_c_key", "_c_unkeyed", "_c_leased", "_c_finished", "_c_seq"},
 }
 

@@ -33,7 +33,7 @@ func (c *channel) settle(ctx context.Context, token string, outcomes []backend.O
 	// applies twice. (Without it, each connection a pooler or a failover
 	// cuts costs a batch of redeliveries after the lease.)
 	var res backend.SettleResult
-	_, err = retryingWhile(ctx, settleRetryable, func() (struct{}, error) {
+	_, err = redoing(ctx, func() (struct{}, error) {
 		var err error
 		res, err = c.settleIn(ctx, c.db, t, token, outcomes)
 		return struct{}{}, err
@@ -43,9 +43,6 @@ func (c *channel) settle(ctx context.Context, token string, outcomes []backend.O
 	}
 	return res, nil
 }
-
-// settleRetryable is retryable, and a lost connection.
-func settleRetryable(err error) bool { return retryable(err) || classify(err) == ClassConnection }
 
 // checkOutcomes refuses unknown kinds and keeps the last outcome of each
 // ID.

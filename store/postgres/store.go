@@ -204,14 +204,15 @@ func (c *channel) get(ctx context.Context, id string) (outbox.Record, error) {
 	}
 	q := t.render("SELECT {cols} FROM {from} WHERE {scope}{m}.event_id = $1")
 	if t.consumerID != 0 {
-		// A message not yet handed over to the consumer is pending for it
-		// (with the head start its writer gave it). One statement reads
-		// both, so that a hand-over committing meanwhile cannot hide it.
+		// A message not yet handed over to the consumer is pending for it,
+		// due since it was written. One statement reads both, so that a
+		// hand-over committing meanwhile cannot hide it.
 		q += t.render(` UNION ALL
 SELECT m.seq, m.event_id, m.event_key, m.event_type, m.payload, m.headers, m.occurred_at, m.created_at,
-	'pending', 0, '', m.available_at, NULL::timestamptz
+	'pending', 0, '', m.created_at, NULL::timestamptz
 FROM {outbox} m JOIN {consumers} c ON c.id = $2
-WHERE m.event_id = $1 AND m.seq > c.start_seq AND (m.xid, m.seq) > (c.cursor_xid, c.cursor_seq)`)
+WHERE m.event_id = $1 AND m.seq > c.start_seq AND (m.xid, m.seq) > (c.cursor_xid, c.cursor_seq)
+	AND NOT EXISTS (SELECT 1 FROM {consumption} x WHERE x.consumer_id = c.id AND x.seq = m.seq)`)
 	}
 	args := []any{id}
 	if t.consumerID != 0 {
@@ -231,8 +232,10 @@ WHERE m.event_id = $1 AND m.seq > c.start_seq AND (m.xid, m.seq) > (c.cursor_xid
 }
 
 // wrap gives a database error the channel's prefix and, where it helps, a
-// hint.
+// hint; pgx's errors about a DSN that went astray, which can hold part of
+// the password, are replaced (safeDriverErr).
 func (c *channel) wrap(op string, err error) error {
+	err = safeDriverErr(err)
 	if classify(err) == ClassNoTable {
 		return fmt.Errorf("%s: %s: table %q or its companion tables do not exist (run Store.Migrate): %w", c.what, op, c.s.opts.Table, err)
 	}
@@ -265,6 +268,8 @@ func quote(name string) string { return pgx.Identifier{name}.Sanitize() }
 //	{state}  the state table, {from} it with the message columns joined
 //	{scope}  "s.consumer_id = N AND " for a named consumer, else ""
 //	{sc}     the same for another alias of the state table: {sc:x}
+//	{older:x} for a named consumer, " AND NOT EXISTS (…)": no older
+//	         message of the key of alias x waits for hand-over (olderWaiting)
 //	{m}      the alias of the message columns
 //	{cols}   the record's columns (see scanRecord)
 func (t *target) render(q string) string {
@@ -294,6 +299,14 @@ func (t *target) render(q string) string {
 		}
 		return alias + ".event_id"
 	})
+	// {older:x} holds back the record of alias x of the state table while
+	// an older message of its key waits for hand-over (see olderWaiting).
+	q = replaceAlias(q, "{older:", func(alias string) string {
+		if named {
+			return fmt.Sprintf(olderWaiting, alias, t.consumerID)
+		}
+		return ""
+	})
 	// {sc:x} scopes another alias x of the state table.
 	q = replaceAlias(q, "{sc:", func(alias string) string {
 		if named {
@@ -310,6 +323,21 @@ func (t *target) render(q string) string {
 		"{m}", m,
 	).Replace(q)
 }
+
+// olderWaiting (for alias %[1]s of a named consumer's state table, and
+// the consumer's id %[2]d) is true while a message of the record's key
+// with a smaller seq is still to be handed over to the consumer. A key's
+// messages are in seq order, but the hand-over moves messages in the
+// order of their writers' transaction IDs, only below the horizon and at
+// most handOverBatch at a time: a writer that took its transaction ID
+// early and the key's row lock late writes the key's next message under
+// an older ID, and it can be handed over before the key's message it
+// follows. An ordered claim takes a key's head only when this is false.
+// It reads the {prefix}_key_xid index: the key's messages not yet handed
+// over, normally none.
+const olderWaiting = ` AND NOT EXISTS (SELECT 1 FROM {outbox} ow JOIN {consumers} cw ON cw.id = %[2]d
+	WHERE ow.event_key = %[1]s.event_key AND (ow.xid, ow.seq) > (cw.cursor_xid, cw.cursor_seq)
+		AND ow.seq > cw.start_seq AND ow.seq < %[1]s.seq)`
 
 // recordCols are the columns scanRecord reads.
 const recordCols = "{m}.seq, {m}.event_id, {m}.event_key, {m}.event_type, {m}.payload, {m}.headers, {m}.occurred_at, {m}.created_at, " +

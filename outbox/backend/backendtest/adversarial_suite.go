@@ -159,7 +159,11 @@ func testHostileErrorsNeverStall(t *testing.T, h Harness) {
 		}
 		return rec.Publish(ctx, m)
 	})
-	w := newWorker(t, h.Store, sink, outbox.WorkerOptions{BatchSize: 4})
+	// Five first tries in a row fail: the worker holds the sink off, and
+	// probes it one record at a time until a retry goes through. Probes
+	// at every poll keep that quick; the breaker's own schedule is
+	// holdOffWorkerTests' business.
+	w := newWorker(t, h.Store, sink, outbox.WorkerOptions{BatchSize: 4, Breaker: outbox.SinkBreaker{MaxProbeInterval: 20 * time.Millisecond}})
 	runWorker(t, w)
 	outboxtest.Eventually(t, "every record is published or dead", func() bool {
 		for _, m := range ms {

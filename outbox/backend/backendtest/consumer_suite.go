@@ -37,6 +37,7 @@ func RunConsumerTests(t *testing.T, newHarness func(t *testing.T) ConsumerHarnes
 		{"StateIsPerConsumer", testStateIsPerConsumer},
 		{"LeasesAndFencingArePerConsumer", testLeasesArePerConsumer},
 		{"OrderIsHeldPerConsumer", testOrderIsHeldPerConsumer},
+		{"HeadStartIsTheEnqueuingConsumers", testHeadStartIsTheEnqueuingConsumers},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -147,4 +148,28 @@ func testOrderIsHeldPerConsumer(t *testing.T, h ConsumerHarness) {
 		settle(t, b, bb.Token, backend.Outcome{ID: want, Kind: backend.OutcomePublished})
 	}
 	require.Zero(t, ordered(a).Len(), "and a still waits")
+}
+
+// testHeadStartIsTheEnqueuingConsumers: a head start keeps a message from
+// the workers of the consumer whose store enqueued it (whose writer
+// publishes it after commit); every other consumer may deliver it at
+// once. (Before, the default consumer's head start went with the message
+// to every named consumer, which got every event DefaultHeadStart late.)
+func testHeadStartIsTheEnqueuingConsumers(t *testing.T, h ConsumerHarness) {
+	a, b := h.Consumer(t, "a"), h.Consumer(t, "b")
+	enqueue(t, h.Harness, outbox.EnqueueOptions{HeadStart: time.Hour}, msg("by-default"))
+	require.Zero(t, claim(t, h.Store, 10, time.Minute).Len(), "the default consumer's head start")
+	for name, s := range map[string]backend.Store{"a": a, "b": b} {
+		require.Equal(t, []string{"by-default"}, ids(claim(t, s, 10, time.Minute).Records), "%s: due at once", name)
+	}
+
+	tx, err := h.Begin(context.Background())
+	require.NoError(t, err)
+	require.NoError(t, a.Enqueue(context.Background(), tx, &outbox.EnqueueOptions{HeadStart: time.Hour}, msg("by-a")))
+	require.NoError(t, tx.Commit())
+	require.Zero(t, claim(t, a, 10, time.Minute).Len(), "a's head start")
+	require.Equal(t, []string{"by-a"}, ids(claim(t, b, 10, time.Minute).Records), "b: due at once")
+	require.Equal(t, []string{"by-a"}, ids(claim(t, h.Store, 10, time.Minute).Records), "the default consumer: due at once")
+	require.Equal(t, outbox.StatusPending, get(t, a, "by-a").Status)
+	require.True(t, get(t, a, "by-a").NextAttemptAt.After(time.Now().Add(30*time.Minute)), "a's record waits out the head start")
 }

@@ -20,6 +20,7 @@ var throughputStoreTests = []struct {
 	fn   func(t *testing.T, h Harness)
 }{
 	{"ClaimSettlesThePreviousBatchInItsTransaction", testClaimWithSettle},
+	{"ClaimSaysWhenDueWorkIsLeft", testClaimMore},
 }
 
 // throughputWorkerTests cover concurrent publishing, wake-ups and
@@ -31,6 +32,7 @@ var throughputWorkerTests = []struct {
 	{"ConcurrencyKeepsEachKeyInOrder", testConcurrency},
 	{"NotifyWakesTheWorker", testNotify},
 	{"FullBatchOutcomesAreRecordedByTheNextClaim", testCarriedSettle},
+	{"OrderedWorkerKeepsUpWithFewKeys", testOrderedKeepsUp},
 }
 
 // settleClaimer returns the store as a backend.SettleClaimer, or skips
@@ -181,4 +183,94 @@ func testCarriedSettle(t *testing.T, h Harness) {
 	})
 	stop()
 	require.Equal(t, 10, rec.Len())
+}
+
+// testClaimMore: Batch.More says the claim left due records it could
+// have taken but for its limit or, ordered, because their key's head is
+// in the batch; it is false when the claim took everything that was due.
+func testClaimMore(t *testing.T, h Harness) {
+	ordered := func(limit int) backend.Batch {
+		t.Helper()
+		b, err := h.Store.Claim(context.Background(), backend.ClaimParams{Owner: "w", Limit: limit, LeaseFor: time.Minute, Ordered: true})
+		require.NoError(t, err)
+		return b
+	}
+	publishAll := func(b backend.Batch) {
+		t.Helper()
+		var os []backend.Outcome
+		for _, r := range b.Records {
+			os = append(os, backend.Outcome{ID: r.ID, Seq: r.Seq, Kind: backend.OutcomePublished})
+		}
+		settle(t, h.Store, b.Token, os...)
+	}
+	enqueue(t, h, outbox.EnqueueOptions{}, keyed("a1", "A"), keyed("a2", "A"), keyed("b1", "B"), keyed("u1", ""), keyed("u2", ""))
+	b := claim(t, h.Store, 3, time.Minute)
+	require.Len(t, b.Records, 3)
+	require.True(t, b.More, "unordered, the limit left two due records")
+	publishAll(b)
+	b = claim(t, h.Store, 10, time.Minute)
+	require.Len(t, b.Records, 2)
+	require.False(t, b.More, "unordered, everything due was taken")
+	publishAll(b)
+
+	enqueue(t, h, outbox.EnqueueOptions{}, keyed("c1", "C"), keyed("c2", "C"), keyed("d1", "D"), keyed("u3", ""))
+	b = ordered(10)
+	require.ElementsMatch(t, []string{"c1", "d1", "u3"}, ids(b.Records))
+	require.True(t, b.More, "ordered, c2 is due once c1 is settled")
+	publishAll(b)
+	b = ordered(10)
+	require.Equal(t, []string{"c2"}, ids(b.Records))
+	require.False(t, b.More, "ordered, nothing is left behind the heads taken")
+	publishAll(b)
+	require.False(t, ordered(10).More, "nothing due")
+}
+
+// testOrderedKeepsUp: an ordered worker claims one record per key at a
+// time, so that with few keys its batches are never full; after a round
+// that left due work behind its heads it claims again at once, not after
+// PollInterval (an hour here: without that, 3 keys of 40 records each
+// took 40 poll intervals to drain; on MariaDB at 200 events/s a named
+// consumer's backlog grew without bound at the default settings).
+func testOrderedKeepsUp(t *testing.T, h Harness) {
+	const perKey = 40
+	var ms []outbox.Message
+	for i := range perKey {
+		for _, k := range []string{"A", "B", "C"} {
+			ms = append(ms, keyed(fmt.Sprintf("%s-%02d", k, i), k))
+		}
+	}
+	enqueue(t, h, outbox.EnqueueOptions{}, ms...)
+	var (
+		mu  sync.Mutex
+		got = map[string][]string{}
+		n   int
+	)
+	done := make(chan struct{})
+	sink := outbox.SinkFunc(func(_ context.Context, m outbox.Message) error {
+		mu.Lock()
+		defer mu.Unlock()
+		got[m.Key] = append(got[m.Key], m.ID)
+		if n++; n == len(ms) {
+			close(done)
+		}
+		return nil
+	})
+	w := newWorker(t, h.Store, sink, outbox.WorkerOptions{Ordering: true, PollInterval: time.Hour, BatchSize: 100})
+	stop := runWorker(t, w)
+	defer stop()
+	select {
+	case <-done:
+	case <-time.After(2 * time.Minute):
+		mu.Lock()
+		defer mu.Unlock()
+		t.Fatalf("delivered %d of %d: the worker waited for PollInterval with due work left", n, len(ms))
+	}
+	stop()
+	for _, k := range []string{"A", "B", "C"} {
+		want := make([]string, perKey)
+		for i := range want {
+			want[i] = fmt.Sprintf("%s-%02d", k, i)
+		}
+		require.Equal(t, want, got[k], "key %s in order", k)
+	}
 }

@@ -48,7 +48,7 @@ func RunWorkerTests(t *testing.T, newHarness Factory) {
 		{"ThreeWorkersFlakySinkNoLossNoDuplicate", testThreeWorkers},
 		{"CrashedWorkerRecordsDeliveredAfterLease", testCrashedWorker},
 	}
-	for _, tc := range append(append(append(append(tests, deliveryWorkerTests...), opsWorkerTests...), throughputWorkerTests...), afterCommitWorkerTests...) {
+	for _, tc := range append(append(append(append(append(tests, deliveryWorkerTests...), opsWorkerTests...), throughputWorkerTests...), afterCommitWorkerTests...), holdOffWorkerTests...) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			tc.fn(t, newHarness(t))

@@ -165,7 +165,7 @@ SELECT name, start_seq, backfill_cursor FROM `orders_outbox_consumers` WHERE rem
 SELECT id FROM `orders_outbox` WHERE fanout = 0 AND id >= ? ORDER BY id LIMIT ?;
 
 -- handOverSQL
-INSERT INTO `orders_outbox_consumption` (consumer, msg_id, event_id, event_key, event_type, created_at, next_attempt_at) SELECT k.name, o.id, o.event_id, o.event_key, o.event_type, o.created_at, CASE WHEN o.status = 'pending' AND o.retry_count = 0 AND o.lease_id <= 0 AND o.next_attempt_at > UTC_TIMESTAMP(6) THEN o.next_attempt_at ELSE UTC_TIMESTAMP(6) END FROM `orders_outbox` o JOIN `orders_outbox_consumers` k ON k.removing = 0 AND k.start_seq <= o.id AND (k.backfill_cursor IS NULL OR o.id <= k.backfill_cursor) WHERE o.id IN (?, ?) AND NOT EXISTS (SELECT 1 FROM `orders_outbox_consumption` c WHERE c.consumer = k.name AND c.msg_id = o.id) ON DUPLICATE KEY UPDATE msg_id = msg_id;
+INSERT INTO `orders_outbox_consumption` (consumer, msg_id, event_id, event_key, event_type, created_at, next_attempt_at) SELECT k.name, o.id, o.event_id, o.event_key, o.event_type, o.created_at, UTC_TIMESTAMP(6) FROM `orders_outbox` o JOIN `orders_outbox_consumers` k ON k.removing = 0 AND k.start_seq <= o.id AND (k.backfill_cursor IS NULL OR o.id <= k.backfill_cursor) WHERE o.id IN (?, ?) AND NOT EXISTS (SELECT 1 FROM `orders_outbox_consumption` c WHERE c.consumer = k.name AND c.msg_id = o.id) ON DUPLICATE KEY UPDATE msg_id = msg_id;
 
 -- lockFlagsSQL
 SELECT id FROM `orders_outbox` WHERE id IN (?, ?) FOR UPDATE SKIP LOCKED;
@@ -181,6 +181,12 @@ SELECT id FROM `orders_outbox` WHERE id > ? ORDER BY id LIMIT ?;
 
 -- backfillSQL
 INSERT INTO `orders_outbox_consumption` (consumer, msg_id, event_id, event_key, event_type, created_at, next_attempt_at) SELECT ?, o.id, o.event_id, o.event_key, o.event_type, o.created_at, UTC_TIMESTAMP(6) FROM `orders_outbox` o WHERE o.id IN (?, ?) AND NOT EXISTS (SELECT 1 FROM `orders_outbox_consumption` c WHERE c.consumer = ? AND c.msg_id = o.id) ON DUPLICATE KEY UPDATE msg_id = msg_id;
+
+-- headStartRowsSQL
+INSERT INTO `orders_outbox_consumption` (consumer, msg_id, event_id, event_key, event_type, created_at, next_attempt_at) SELECT k.name, o.id, o.event_id, o.event_key, o.event_type, o.created_at, UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND FROM `orders_outbox` o JOIN `orders_outbox_consumers` k ON k.name = ? AND k.removing = 0 AND k.start_seq <= o.id AND (k.backfill_cursor IS NULL OR o.id <= k.backfill_cursor) WHERE o.event_id IN (?, ?) ON DUPLICATE KEY UPDATE msg_id = msg_id;
+
+-- pendingOfKeysSQL
+SELECT COUNT(*) FROM (SELECT 1 FROM `orders_outbox` WHERE status = 'pending' AND event_key IN (?, ?) LIMIT ?) AS x;
 
 -- moveBackfillSQL
 UPDATE `orders_outbox_consumers` SET backfill_cursor = ? WHERE name = ?;
@@ -353,7 +359,7 @@ SELECT name, start_seq, backfill_cursor FROM `orders_outbox_consumers` WHERE rem
 SELECT id FROM `orders_outbox` WHERE fanout = 0 AND id >= ? ORDER BY id LIMIT ?;
 
 -- handOverSQL
-INSERT INTO `orders_outbox_consumption` (consumer, msg_id, event_id, event_key, event_type, created_at, next_attempt_at) SELECT k.name, o.id, o.event_id, o.event_key, o.event_type, o.created_at, CASE WHEN o.status = 'pending' AND o.retry_count = 0 AND o.lease_id <= 0 AND o.next_attempt_at > UTC_TIMESTAMP(6) THEN o.next_attempt_at ELSE UTC_TIMESTAMP(6) END FROM `orders_outbox` o JOIN `orders_outbox_consumers` k ON k.removing = 0 AND k.start_seq <= o.id AND (k.backfill_cursor IS NULL OR o.id <= k.backfill_cursor) WHERE o.id IN (?, ?) AND NOT EXISTS (SELECT 1 FROM `orders_outbox_consumption` c WHERE c.consumer = k.name AND c.msg_id = o.id) ON DUPLICATE KEY UPDATE msg_id = msg_id;
+INSERT INTO `orders_outbox_consumption` (consumer, msg_id, event_id, event_key, event_type, created_at, next_attempt_at) SELECT k.name, o.id, o.event_id, o.event_key, o.event_type, o.created_at, UTC_TIMESTAMP(6) FROM `orders_outbox` o JOIN `orders_outbox_consumers` k ON k.removing = 0 AND k.start_seq <= o.id AND (k.backfill_cursor IS NULL OR o.id <= k.backfill_cursor) WHERE o.id IN (?, ?) AND NOT EXISTS (SELECT 1 FROM `orders_outbox_consumption` c WHERE c.consumer = k.name AND c.msg_id = o.id) ON DUPLICATE KEY UPDATE msg_id = msg_id;
 
 -- lockFlagsSQL
 SELECT id FROM `orders_outbox` WHERE id IN (?, ?) FOR UPDATE SKIP LOCKED;
@@ -369,6 +375,12 @@ SELECT id FROM `orders_outbox` WHERE id > ? ORDER BY id LIMIT ?;
 
 -- backfillSQL
 INSERT INTO `orders_outbox_consumption` (consumer, msg_id, event_id, event_key, event_type, created_at, next_attempt_at) SELECT ?, o.id, o.event_id, o.event_key, o.event_type, o.created_at, UTC_TIMESTAMP(6) FROM `orders_outbox` o WHERE o.id IN (?, ?) AND NOT EXISTS (SELECT 1 FROM `orders_outbox_consumption` c WHERE c.consumer = ? AND c.msg_id = o.id) ON DUPLICATE KEY UPDATE msg_id = msg_id;
+
+-- headStartRowsSQL
+INSERT INTO `orders_outbox_consumption` (consumer, msg_id, event_id, event_key, event_type, created_at, next_attempt_at) SELECT k.name, o.id, o.event_id, o.event_key, o.event_type, o.created_at, UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND FROM `orders_outbox` o JOIN `orders_outbox_consumers` k ON k.name = ? AND k.removing = 0 AND k.start_seq <= o.id AND (k.backfill_cursor IS NULL OR o.id <= k.backfill_cursor) WHERE o.event_id IN (?, ?) ON DUPLICATE KEY UPDATE msg_id = msg_id;
+
+-- pendingOfKeysSQL
+SELECT COUNT(*) FROM (SELECT 1 FROM `orders_outbox_consumption` WHERE consumer = 'audit' AND status = 'pending' AND event_key IN (?, ?) LIMIT ?) AS x;
 
 -- moveBackfillSQL
 UPDATE `orders_outbox_consumers` SET backfill_cursor = ? WHERE name = ?;
