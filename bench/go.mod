@@ -2,14 +2,12 @@ module github.com/outboxrelay/outboxrelay/bench
 
 go 1.26.0
 
-replace github.com/outboxrelay/outboxrelay => ../
-
 require (
 	github.com/ThreeDotsLabs/watermill v1.5.1
 	github.com/ThreeDotsLabs/watermill-sql/v4 v4.1.2
 	github.com/go-sql-driver/mysql v1.10.1
 	github.com/google/uuid v1.6.0
-	github.com/outboxrelay/outboxrelay v0.1.0
+	github.com/outboxrelay/outboxrelay v0.2.0
 	golang.org/x/time v0.16.0
 )
 

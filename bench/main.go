@@ -23,8 +23,7 @@ import (
 	"text/tabwriter"
 	"time"
 
-	mysqldrv "github.com/go-sql-driver/mysql"
-
+	"github.com/outboxrelay/outboxrelay/internal/dsnsafe"
 	"github.com/outboxrelay/outboxrelay/store/mysql"
 )
 
@@ -188,9 +187,9 @@ type bench struct {
 }
 
 func open(ctx context.Context, serverDSN string) (*bench, error) {
-	cfg, err := mysqldrv.ParseDSN(serverDSN)
+	cfg, err := dsnsafe.Parse(serverDSN) // its errors quote nothing of the DSN
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("-dsn: %w", err)
 	}
 	cfg.DBName = ""
 	admin, err := sql.Open("mysql", cfg.FormatDSN())
@@ -199,7 +198,7 @@ func open(ctx context.Context, serverDSN string) (*bench, error) {
 	}
 	for _, q := range []string{"DROP DATABASE IF EXISTS " + dbName, "CREATE DATABASE " + dbName} {
 		if _, err := admin.ExecContext(ctx, q); err != nil {
-			return nil, fmt.Errorf("%s: %w", q, err)
+			return nil, fmt.Errorf("%s on %s: %w", q, dsnsafe.Target(cfg), dsnsafe.Hide(err, cfg))
 		}
 	}
 	cfg.DBName, cfg.InterpolateParams, cfg.ParseTime = dbName, true, true

@@ -18,13 +18,13 @@ require (
 	github.com/dolthub/go-mysql-server v0.20.0
 	github.com/go-sql-driver/mysql v1.10.1
 	github.com/nats-io/nats.go v1.55.0
-	github.com/outboxrelay/outboxrelay v0.1.0
-	github.com/outboxrelay/outboxrelay/outbox/outboxprom v0.1.0
-	github.com/outboxrelay/outboxrelay/sink/kafka v0.1.0
-	github.com/outboxrelay/outboxrelay/sink/natsjs v0.1.0
-	github.com/outboxrelay/outboxrelay/sink/tencentim v0.1.0
-	github.com/outboxrelay/outboxrelay/sink/watermill v0.1.0
-	github.com/outboxrelay/outboxrelay/sink/webhook v0.1.0
+	github.com/outboxrelay/outboxrelay v0.2.0
+	github.com/outboxrelay/outboxrelay/outbox/outboxprom v0.2.0
+	github.com/outboxrelay/outboxrelay/sink/kafka v0.2.0
+	github.com/outboxrelay/outboxrelay/sink/natsjs v0.2.0
+	github.com/outboxrelay/outboxrelay/sink/tencentim v0.2.0
+	github.com/outboxrelay/outboxrelay/sink/watermill v0.2.0
+	github.com/outboxrelay/outboxrelay/sink/webhook v0.2.0
 	github.com/prometheus/client_golang v1.25.0
 	github.com/rabbitmq/amqp091-go v1.10.0
 	github.com/redis/go-redis/v9 v9.23.0
@@ -137,16 +137,4 @@ require (
 	google.golang.org/grpc v1.83.2 // indirect
 	google.golang.org/protobuf v1.36.12 // indirect
 	gopkg.in/src-d/go-errors.v1 v1.0.0 // indirect
-)
-
-// The library's own modules, from this checkout (go.work at the root does
-// the same for commands run there).
-replace (
-	github.com/outboxrelay/outboxrelay => ../
-	github.com/outboxrelay/outboxrelay/outbox/outboxprom => ../outbox/outboxprom
-	github.com/outboxrelay/outboxrelay/sink/kafka => ../sink/kafka
-	github.com/outboxrelay/outboxrelay/sink/natsjs => ../sink/natsjs
-	github.com/outboxrelay/outboxrelay/sink/tencentim => ../sink/tencentim
-	github.com/outboxrelay/outboxrelay/sink/watermill => ../sink/watermill
-	github.com/outboxrelay/outboxrelay/sink/webhook => ../sink/webhook
 )

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"crypto/sha256"
+	"errors"
 	"fmt"
 	"net/url"
 	"strconv"
@@ -10,6 +11,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/outboxrelay/outboxrelay/internal/pgdsn"
 )
 
 // defaultDBName is the database the bench creates and drops.
@@ -29,9 +32,14 @@ type bench struct {
 }
 
 func open(ctx context.Context, serverDSN, dbName string) (*bench, error) {
-	u, err := url.Parse(serverDSN)
-	if err != nil {
+	// pgdsn.Check's errors, unlike url.Parse's and pgx's, quote nothing
+	// of the DSN; one that passes reads the same to both.
+	if err := pgdsn.Check(serverDSN); err != nil {
 		return nil, fmt.Errorf("-dsn: %w", err)
+	}
+	u, err := url.Parse(serverDSN)
+	if err != nil || !pgdsn.IsURL(serverDSN) {
+		return nil, errors.New("-dsn: not a postgres:// URL (not shown: it may hold a password); the bench sets the database in its path")
 	}
 	admin, err := pgx.Connect(ctx, serverDSN)
 	if err != nil {

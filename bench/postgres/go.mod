@@ -5,22 +5,12 @@ go 1.26.0
 // A module of its own, so that neither the library nor the MySQL bench
 // (bench/) requires River, pgx or Watermill's PostgreSQL code.
 
-// The library's own modules, from this checkout (go.work at the root does
-// the same for commands run there). internal/pgtest is there because the
-// store's tests import it, and go mod tidy resolves the imports of the
-// tests of every package the bench imports.
-replace (
-	github.com/outboxrelay/outboxrelay => ../..
-	github.com/outboxrelay/outboxrelay/internal/pgtest => ../../internal/pgtest
-	github.com/outboxrelay/outboxrelay/store/postgres => ../../store/postgres
-)
-
 require (
 	github.com/ThreeDotsLabs/watermill v1.5.1
 	github.com/ThreeDotsLabs/watermill-sql/v4 v4.1.2
 	github.com/jackc/pgx/v5 v5.12.0
-	github.com/outboxrelay/outboxrelay v0.1.0
-	github.com/outboxrelay/outboxrelay/store/postgres v0.0.0-00010101000000-000000000000
+	github.com/outboxrelay/outboxrelay v0.2.0
+	github.com/outboxrelay/outboxrelay/store/postgres v0.2.0
 	github.com/riverqueue/river v0.51.2
 	github.com/riverqueue/river/riverdriver/riverpgxv5 v0.51.2
 )

@@ -6,15 +6,14 @@ go 1.26.0
 // drivers of every store outboxctl speaks to: a service that imports
 // outbox and store/mysql does not list pgx.
 require (
-	github.com/outboxrelay/outboxrelay v0.1.0
-	github.com/outboxrelay/outboxrelay/inbox/postgres v0.1.0
-	github.com/outboxrelay/outboxrelay/store/postgres v0.1.0
+	github.com/outboxrelay/outboxrelay v0.2.0
+	github.com/outboxrelay/outboxrelay/inbox/postgres v0.2.0
+	github.com/outboxrelay/outboxrelay/store/postgres v0.2.0
 )
 
 require (
 	github.com/go-sql-driver/mysql v1.10.1
 	github.com/jackc/pgx/v5 v5.12.0
-	github.com/outboxrelay/outboxrelay/internal/pgtest v0.1.0
 	github.com/stretchr/testify v1.12.1
 )
 
@@ -28,13 +27,4 @@ require (
 	go.yaml.in/yaml/v3 v3.0.6 // indirect
 	golang.org/x/sync v0.22.0 // indirect
 	golang.org/x/text v0.41.0 // indirect
-)
-
-// The library's own modules, from this checkout (go.work at the root does
-// the same for commands run there).
-replace (
-	github.com/outboxrelay/outboxrelay => ../..
-	github.com/outboxrelay/outboxrelay/inbox/postgres => ../../inbox/postgres
-	github.com/outboxrelay/outboxrelay/internal/pgtest => ../../internal/pgtest
-	github.com/outboxrelay/outboxrelay/store/postgres => ../../store/postgres
 )

@@ -24,6 +24,7 @@ import (
 
 	_ "github.com/go-sql-driver/mysql"
 
+	"github.com/outboxrelay/outboxrelay/examples/internal/localmysql"
 	"github.com/outboxrelay/outboxrelay/internal/dsnsafe"
 	"github.com/outboxrelay/outboxrelay/outbox"
 	"github.com/outboxrelay/outboxrelay/store/mysql"
@@ -31,21 +32,13 @@ import (
 
 func main() {
 	// The default is named, not shown: a DSN holds a password.
-	dsn := flag.String("dsn", "", "MySQL/MariaDB server DSN (default $MYSQL_DSN, else "+defaultDSN+")")
+	// The same default as the room-service demo's (localmysql).
+	dsn := flag.String("dsn", "", "MySQL/MariaDB server DSN (default $MYSQL_DSN, else "+localmysql.DefaultDSN+")")
 	flag.Parse()
-	if *dsn == "" {
-		*dsn = os.Getenv("MYSQL_DSN")
-	}
-	if *dsn == "" {
-		*dsn = defaultDSN
-	}
-	if err := run(context.Background(), *dsn); err != nil {
+	if err := run(context.Background(), localmysql.Choose(*dsn)); err != nil {
 		log.Fatal(err)
 	}
 }
-
-// defaultDSN is the server tried without -dsn and MYSQL_DSN.
-const defaultDSN = "root@tcp(127.0.0.1:3306)/"
 
 func run(ctx context.Context, serverDSN string) error {
 	db, cleanup, err := openScratchDB(ctx, serverDSN, "outboxrelay_quickstart")
@@ -161,7 +154,7 @@ func openScratchDB(ctx context.Context, serverDSN, name string) (*sql.DB, func()
 	for _, q := range stmts {
 		if _, err := admin.ExecContext(ctx, q); err != nil {
 			admin.Close()
-			return nil, nil, fmt.Errorf("cannot prepare database %s on %s (is MySQL running? pass -dsn): %w", name, dsnsafe.Target(cfg), dsnsafe.Err(err, cfg.Passwd))
+			return nil, nil, fmt.Errorf("cannot prepare database %s on %s (is MySQL running? pass -dsn): %w", name, dsnsafe.Target(cfg), dsnsafe.Hide(err, cfg))
 		}
 	}
 	cfg.DBName = name

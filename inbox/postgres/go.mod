@@ -9,18 +9,17 @@ go 1.26.0
 // have.
 require (
 	github.com/cenkalti/backoff/v4 v4.3.0 // indirect
-	github.com/outboxrelay/outboxrelay v0.1.0
+	github.com/outboxrelay/outboxrelay v0.2.0
 )
 
 // For tests only:
 //   - pgx: its stdlib driver ("pgx") and pgconn's errors, in the tests
 //     and the examples
-//   - internal/pgtest: a fresh PostgreSQL database per test
+//     (internal/pgtest, the root module's, opens its databases with it)
 //   - testify: require, in the package's tests and in inbox/inboxtest
 //   - goleak: no goroutine is left behind
 require (
 	github.com/jackc/pgx/v5 v5.12.0
-	github.com/outboxrelay/outboxrelay/internal/pgtest v0.1.0
 	github.com/stretchr/testify v1.12.1
 	go.uber.org/goleak v1.3.0
 )
@@ -34,11 +33,4 @@ require (
 	go.yaml.in/yaml/v3 v3.0.6 // indirect
 	golang.org/x/sync v0.22.0 // indirect
 	golang.org/x/text v0.41.0 // indirect
-)
-
-// The library's own modules, from this checkout (go.work at the root does
-// the same for commands run there).
-replace (
-	github.com/outboxrelay/outboxrelay => ../..
-	github.com/outboxrelay/outboxrelay/internal/pgtest => ../../internal/pgtest
 )

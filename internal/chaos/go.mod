@@ -5,9 +5,8 @@ go 1.26.0
 // A module of its own, as it runs every store: the library's module
 // requires no store's driver but MySQL's.
 require (
-	github.com/outboxrelay/outboxrelay v0.1.0
-	github.com/outboxrelay/outboxrelay/internal/pgtest v0.1.0
-	github.com/outboxrelay/outboxrelay/store/postgres v0.1.0
+	github.com/outboxrelay/outboxrelay v0.2.0
+	github.com/outboxrelay/outboxrelay/store/postgres v0.2.0
 )
 
 require (
@@ -26,12 +25,4 @@ require (
 	go.yaml.in/yaml/v3 v3.0.6 // indirect
 	golang.org/x/sync v0.22.0 // indirect
 	golang.org/x/text v0.41.0 // indirect
-)
-
-// The library's own modules, from this checkout (go.work at the root does
-// the same for commands run there).
-replace (
-	github.com/outboxrelay/outboxrelay => ../..
-	github.com/outboxrelay/outboxrelay/internal/pgtest => ../pgtest
-	github.com/outboxrelay/outboxrelay/store/postgres => ../../store/postgres
 )

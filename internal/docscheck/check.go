@@ -53,6 +53,12 @@ func (c *checker) checkFile(file string, commands bool) ([]finding, error) {
 	if !commands {
 		return out, nil
 	}
+	fs, err := c.checkInstallVersions(file, d)
+	if err != nil {
+		return nil, err
+	}
+	out = append(out, fs...)
+	out = append(out, checkCoverage(file, d)...)
 	for _, b := range d.blocks {
 		if !shellLangs[b.lang] {
 			continue

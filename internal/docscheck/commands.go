@@ -191,7 +191,19 @@ func (c *checker) checkCommand(cwd string, words []string) (msgs []string, next 
 	case "docker", "kubectl":
 		return c.checkFileFlags(cwd, words[1:], "-f", "--file", "-k", "--kustomize"), cwd, nil
 	}
-	return nil, cwd, nil
+	return c.checkScript(cwd, words[0]), cwd, nil
+}
+
+// checkScript checks that a command run by its path relative to cwd
+// (.ci/services, ./bin/x) is a file of the repository.
+func (c *checker) checkScript(cwd, name string) []string {
+	if !strings.Contains(name, "/") || strings.ContainsAny(name, "$~*`") || path.IsAbs(name) {
+		return nil
+	}
+	if p := path.Join(cwd, name); !c.isFile(p) {
+		return []string{name + ": no file " + p + " in the repository"}
+	}
+	return nil
 }
 
 // checkCd checks that cd's directory exists; the next directory is ""

@@ -127,6 +127,9 @@ func TestFindings(t *testing.T) {
 		{"an outboxctl flag after a synopsis's or", "```sh\ngo run ./cmd/outboxctl list | --state dead\n```", `outboxctl list: no flag --state`},
 		{"outboxctl help of a missing command", "```console\n$ outboxctl help lst\nusage: …\n```", `outboxctl help lst: no such command`},
 		{"a flag before the outboxctl command", "```sh\noutboxctl --json stats\n```", `flag --json before the command`},
+		{"a missing script", "```sh\n.ci/services\n```", `.ci/services: no file .ci/services in the repository`},
+		{"a script relative to cd", "```sh\ncd examples && ./conf.yaml/x\n```", `no file examples/conf.yaml/x`},
+		{"a coverage figure", "The worker's tests (`go test -cover ./lib` gives\n91.8%) run alone.", `README.md:2: a coverage figure`},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -164,5 +167,86 @@ func TestParseOutboxctlUsage(t *testing.T) {
 	flags := parseFlags("usage: outboxctl list\n\nflags:\n  -after int\n    \tpage\n  -dsn string\n    \tDSN\n  -json\n    \tJSON\n")
 	if len(flags) != 3 || !flags["after"] || !flags["dsn"] || !flags["json"] {
 		t.Errorf("flags: %v", flags)
+	}
+}
+
+// A repository with a workspace: the root module, a library module in
+// sub/ and the examples, requiring each other at v0.2.0.
+var workspace = map[string]string{
+	"go.work":         "go 1.26.0\n\nuse (\n\t.\n\t./examples // the examples\n\t./sub\n)\n",
+	"sub/go.mod":      "module " + modulePath + "/sub\n\nrequire " + modulePath + " v0.2.0\n",
+	"sub/s.go":        "package sub\n",
+	"examples/go.mod": "module " + modulePath + "/examples\n\nrequire (\n\t" + modulePath + " v0.2.0\n\t" + modulePath + "/sub v0.2.0\n)\n",
+	"docs/layout.md": "# Layout\n\n| path | holds |\n| --- | --- |\n| **`/`** | **module `" + modulePath + "`** |\n" +
+		"| `lib/` | a package |\n| **`sub/`** | **module: sub** |\n| **`examples/`** | **module: the examples** |\n",
+	"docs/upgrades.md": "# Versions\n\n## Modules and tags\n\n| module | what | tag |\n| --- | --- | --- |\n" +
+		"| `" + modulePath + "` | the library | `v0.2.0` |\n| `…/sub` | sub | `sub/v0.2.0` |\n| `…/examples` | the examples | `examples/v0.2.0` |\n\n## Upgrading\n\n| a | b | c |\n| --- | --- | --- |\n| x | y | z |\n",
+}
+
+// runIn runs every check on a repository of workspace with changes.
+func runIn(t *testing.T, changes map[string]string) []string {
+	t.Helper()
+	files := map[string]string{}
+	for k, v := range workspace {
+		files[k] = v
+	}
+	for k, v := range changes {
+		files[k] = v
+	}
+	root := repo(t, files)
+	c := &checker{root: root, outboxctl: fakeSpec}
+	var out []string
+	for _, f := range []string{"README.md", "docs/layout.md", "docs/upgrades.md"} {
+		if !c.exists(f) {
+			continue
+		}
+		fs, err := c.checkFile(f, true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, x := range fs {
+			out = append(out, x.String())
+		}
+	}
+	fs, err := c.checkModuleLists()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, x := range fs {
+		out = append(out, x.String())
+	}
+	return out
+}
+
+func TestModules(t *testing.T) {
+	if got := runIn(t, map[string]string{"README.md": "```sh\ngo get " + modulePath + "/sub@v0.2.0\n```\n"}); len(got) != 0 {
+		t.Fatalf("findings in a good repository:\n%s", strings.Join(got, "\n"))
+	}
+	for _, tc := range []struct {
+		name    string
+		changes map[string]string
+		want    string
+	}{
+		{"install at latest", map[string]string{"README.md": "```sh\ngo get " + modulePath + "/sub@latest\n```\n"},
+			`README.md:2: go get/install ` + modulePath + `/sub@latest: name the release's version, v0.2.0`},
+		{"install inline at an old version", map[string]string{"README.md": "Install it (`go install\n" + modulePath + "/cmd/outboxctl@v0.1.0`).\n"},
+			`README.md:1: go get/install ` + modulePath + `/cmd/outboxctl@v0.1.0`},
+		{"layout lacks a module", map[string]string{"docs/layout.md": strings.Replace(workspace["docs/layout.md"], "| **`sub/`** | **module: sub** |\n", "", 1)},
+			`docs/layout.md:1: its module rows (**module…**) lack the module sub, which go.work uses`},
+		{"layout names a module go.work lacks", map[string]string{"docs/layout.md": workspace["docs/layout.md"] + "| **`gone/`** | **module: gone** |\n"},
+			`docs/layout.md:9: its module rows (**module…**) name gone, which is no module go.work uses`},
+		{"upgrades lacks a module", map[string]string{"docs/upgrades.md": strings.Replace(workspace["docs/upgrades.md"], "| `…/sub` | sub | `sub/v0.2.0` |\n", "", 1)},
+			`docs/upgrades.md:1: its table of modules and tags lack the module sub`},
+		{"a tag at another version", map[string]string{"docs/upgrades.md": strings.Replace(workspace["docs/upgrades.md"], "`sub/v0.2.0`", "`sub/v0.1.0`", 1)},
+			`docs/upgrades.md:8: tag sub/v0.1.0: the release is v0.2.0`},
+		{"a tag of another module", map[string]string{"docs/upgrades.md": strings.Replace(workspace["docs/upgrades.md"], "`sub/v0.2.0`", "`examples/v0.2.0`", 1)},
+			`docs/upgrades.md:8: tag examples/v0.2.0: no module of its row is in examples`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := runIn(t, tc.changes)
+			if len(got) != 1 || !strings.Contains(got[0], tc.want) {
+				t.Errorf("findings:\n%s\nwant one containing %q", strings.Join(got, "\n"), tc.want)
+			}
+		})
 	}
 }

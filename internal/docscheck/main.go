@@ -4,8 +4,13 @@
 // that refers to the repository still names what the repository has:
 // the package paths of go run, go test, go build and the like, the
 // directories of cd, the flags of the example programs, and outboxctl's
-// subcommands and flags. It needs no database and no network; CI runs
-// it from the repository root:
+// subcommands and flags, and the scripts they run. It also checks what
+// the documents say about the modules: docs/layout.md's and
+// docs/upgrades.md's lists of modules against go.work, the version of
+// every go get and go install of one of them (and of upgrades.md's tags)
+// against the one the go.mod files require of each other, and that no
+// coverage figure is given (the command that measures it is). It needs
+// no database and no network; CI runs it from the repository root:
 //
 //	go run ./internal/docscheck
 //
@@ -60,6 +65,11 @@ func run(root string) (int, error) {
 		}
 		findings = append(findings, fs...)
 	}
+	fs, err := c.checkModuleLists()
+	if err != nil {
+		return 0, err
+	}
+	findings = append(findings, fs...)
 	for _, f := range findings {
 		fmt.Println(f)
 	}

@@ -9,6 +9,8 @@ import (
 
 // doc is a Markdown file split into what the checks need.
 type doc struct {
+	// text is the whole file.
+	text string
 	// prose is the file with fenced code blocks and inline code spans
 	// blanked out (newlines kept, so offsets still give line numbers).
 	prose string
@@ -35,7 +37,7 @@ var (
 
 // parseMarkdown splits text into prose, fenced blocks and anchors.
 func parseMarkdown(text string) *doc {
-	d := &doc{anchors: map[string]bool{}}
+	d := &doc{text: text, anchors: map[string]bool{}}
 	lines := strings.Split(text, "\n")
 	prose := make([]string, len(lines))
 	var fence string // the open fence's marker, or ""

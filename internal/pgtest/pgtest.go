@@ -1,7 +1,12 @@
 // Package pgtest gives tests a real PostgreSQL: a fresh, uniquely named
 // database per test, dropped when the test ends. It is internal/testutil's
-// counterpart for the PostgreSQL store and inbox, in a module of its own
-// so that the library's module does not require pgx.
+// counterpart for the PostgreSQL store and inbox.
+//
+// It lives in the library's module and imports no PostgreSQL driver: it
+// opens its pools through database/sql under the driver name "pgx", which
+// the calling test binary registers (pgx's stdlib package does, on
+// import; store/postgres imports it). So the library's module does not
+// require pgx, and no published module requires a test-helper module.
 //
 // Where the server comes from, in order:
 //
@@ -22,18 +27,16 @@ import (
 	"crypto/rand"
 	"database/sql"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"net/url"
 	"os"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
-
-	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
-	"github.com/jackc/pgx/v5/stdlib"
 
 	"github.com/outboxrelay/outboxrelay/internal/testutil"
 )
@@ -50,6 +53,11 @@ const EnvImage = "OUTBOXRELAY_TEST_POSTGRES_IMAGE"
 // set.
 const DefaultImage = "postgres:17"
 
+// DriverName is the database/sql driver the pools are opened with. The
+// test binary registers it, by importing github.com/jackc/pgx/v5/stdlib
+// (directly, or through store/postgres).
+const DriverName = "pgx"
+
 var (
 	serverOnce    sync.Once
 	serverDSN     string
@@ -65,12 +73,10 @@ var (
 //	func TestMain(m *testing.M) { os.Exit(pgtest.Main(m)) }
 func Main(m *testing.M) int {
 	code := m.Run()
-	if container != nil {
-		if err := container.Stop(); err != nil {
-			fmt.Fprintf(os.Stderr, "pgtest: terminate the test container: %v\n", err)
-			if code == 0 {
-				code = 1
-			}
+	if err := StopContainer(); err != nil {
+		fmt.Fprintf(os.Stderr, "pgtest: terminate the test container: %v\n", err)
+		if code == 0 {
+			code = 1
 		}
 	}
 	return code
@@ -92,6 +98,9 @@ func Server(t testing.TB) string {
 func ServerDSN(t testing.TB) string {
 	t.Helper()
 	serverOnce.Do(func() { serverDSN, adminDB, serverErr = findServer() })
+	if errors.Is(serverErr, errNoDriver) {
+		t.Fatalf("pgtest: %v", serverErr)
+	}
 	if serverErr != nil {
 		t.Fatalf("no PostgreSQL for tests: %v\n"+
 			"Provide one: set %s to a server URL, e.g. %s='postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable', "+
@@ -100,7 +109,24 @@ func ServerDSN(t testing.TB) string {
 	return serverDSN
 }
 
+// errNoDriver is returned when the test binary registered no driver
+// named DriverName.
+var errNoDriver = errors.New("no database/sql driver named " + DriverName +
+	` in this test binary: import _ "github.com/jackc/pgx/v5/stdlib" in one of the package's _test.go files`)
+
+// checkDriver reports errNoDriver unless the test binary registered
+// DriverName.
+func checkDriver() error {
+	if !slices.Contains(sql.Drivers(), DriverName) {
+		return errNoDriver
+	}
+	return nil
+}
+
 func findServer() (string, *sql.DB, error) {
+	if err := checkDriver(); err != nil {
+		return "", nil, err
+	}
 	dsn := os.Getenv(EnvDSN)
 	if dsn == "" {
 		p, started, err := testutil.StartContainer("postgres")
@@ -109,18 +135,15 @@ func findServer() (string, *sql.DB, error) {
 		}
 		container, dsn = p, started
 	}
-	if _, err := pgx.ParseConfig(dsn); err != nil {
-		return "", nil, fmt.Errorf("%s: bad DSN (%s)", EnvDSN, Redact(dsn))
-	}
-	db, err := sql.Open("pgx", dsn)
+	db, err := sql.Open(DriverName, dsn)
 	if err != nil {
-		return "", nil, err
+		return "", nil, fmt.Errorf("%s: bad DSN (%s)", EnvDSN, Redact(dsn))
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	if err := db.QueryRowContext(ctx, "SELECT version()").Scan(&serverVersion); err != nil {
 		_ = db.Close()
-		return "", nil, fmt.Errorf("cannot reach the server at %s: %v", Redact(dsn), err)
+		return "", nil, fmt.Errorf("cannot reach the server at %s: %s", Redact(dsn), withoutPassword(err.Error(), dsn))
 	}
 	return dsn, db, nil
 }
@@ -135,10 +158,11 @@ func image() string {
 // Database is a fresh database on the test server, dropped when the test
 // ends.
 type Database struct {
-	// DB is a database/sql pool (pgx's stdlib driver, registered as
-	// "pgx") on the database, closed when the test ends.
+	// DB is a database/sql pool (driver DriverName) on the database,
+	// closed when the test ends.
 	DB *sql.DB
-	// DSN reaches the database, for further pools or child processes.
+	// DSN reaches the database, for further pools (pgxpool.New, say) or
+	// child processes.
 	DSN string
 	// Name is the database's name.
 	Name string
@@ -162,48 +186,43 @@ func NewDatabase(t testing.TB) *Database {
 			t.Errorf("pgtest: drop database %s: %v", name, err)
 		}
 	})
-	d := &Database{DSN: withDatabase(t, server, name), Name: name}
+	dsn, err := withDatabase(server, name)
+	if err != nil {
+		t.Fatalf("pgtest: %v", err)
+	}
+	d := &Database{DSN: dsn, Name: name}
 	d.DB = d.Open(t)
 	return d
 }
 
 // withDatabase returns dsn (a URL or a key=value string) with its
 // database set to name.
-func withDatabase(t testing.TB, dsn, name string) string {
-	t.Helper()
-	if strings.HasPrefix(dsn, "postgres://") || strings.HasPrefix(dsn, "postgresql://") {
+func withDatabase(dsn, name string) (string, error) {
+	if isURL(dsn) {
 		u, err := url.Parse(dsn)
 		if err != nil {
-			t.Fatalf("pgtest: %s: bad URL", EnvDSN)
+			return "", fmt.Errorf("%s: bad URL", EnvDSN)
 		}
 		u.Path = "/" + name
-		return u.String()
+		return u.String(), nil
 	}
-	return dsn + " dbname=" + name
+	return dsn + " dbname=" + name, nil
+}
+
+func isURL(dsn string) bool {
+	return strings.HasPrefix(dsn, "postgres://") || strings.HasPrefix(dsn, "postgresql://")
 }
 
 // Open returns another, independent database/sql pool on the database, as
 // a second process would have. It is closed when the test ends.
 func (d *Database) Open(t testing.TB) *sql.DB {
 	t.Helper()
-	db, err := sql.Open("pgx", d.DSN)
+	db, err := sql.Open(DriverName, d.DSN)
 	if err != nil {
 		t.Fatalf("pgtest: open: %v", err)
 	}
 	t.Cleanup(func() { _ = db.Close() })
 	return db
-}
-
-// Pool returns an independent pgxpool on the database, for code that uses
-// pgx directly. It is closed when the test ends.
-func (d *Database) Pool(t testing.TB) *pgxpool.Pool {
-	t.Helper()
-	pool, err := pgxpool.New(context.Background(), d.DSN)
-	if err != nil {
-		t.Fatalf("pgtest: pool: %v", err)
-	}
-	t.Cleanup(pool.Close)
-	return pool
 }
 
 // KillConnections terminates every server connection to the database
@@ -231,18 +250,36 @@ func databaseName(testName string) string {
 	return "ort_" + base + "_" + hex.EncodeToString(b[:])
 }
 
-// Redact returns dsn with its password masked, for messages.
+// kvPassword matches the password of a key=value DSN, quoted or not.
+var kvPassword = regexp.MustCompile(`(^|\s)password\s*=\s*('(?:[^'\\]|\\.)*'|\S*)`)
+
+// Redact returns dsn with its password masked, for messages: a URL's
+// as url.URL.Redacted does, a key=value string's password=… as
+// password=xxxxx.
 func Redact(dsn string) string {
-	cfg, err := pgx.ParseConfig(dsn)
+	if !isURL(dsn) {
+		return kvPassword.ReplaceAllString(dsn, "${1}password=xxxxx")
+	}
+	u, err := url.Parse(dsn)
 	if err != nil {
 		return "(unparseable DSN)"
 	}
-	pw := ""
-	if cfg.Password != "" {
-		pw = ":xxx"
-	}
-	return fmt.Sprintf("postgres://%s%s@%s:%d/%s", cfg.User, pw, cfg.Host, cfg.Port, cfg.Database)
+	return u.Redacted()
 }
 
-// The stdlib driver registers itself as "pgx" on import.
-var _ = stdlib.GetDefaultDriver
+// withoutPassword removes dsn's password from text (a driver's error
+// that quotes its configuration).
+func withoutPassword(text, dsn string) string {
+	var pw string
+	if isURL(dsn) {
+		if u, err := url.Parse(dsn); err == nil {
+			pw, _ = u.User.Password()
+		}
+	} else if m := kvPassword.FindStringSubmatch(dsn); m != nil {
+		pw = strings.Trim(m[2], "'")
+	}
+	if pw == "" {
+		return text
+	}
+	return strings.ReplaceAll(text, pw, "xxxxx")
+}

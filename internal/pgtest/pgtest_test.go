@@ -1,44 +1,74 @@
 package pgtest
 
 import (
-	"context"
-	"os"
+	"database/sql"
+	"errors"
 	"strings"
 	"testing"
 )
 
-func TestMain(m *testing.M) { os.Exit(Main(m)) }
+// The tests that need a server run in store/postgres (pgtest_test.go),
+// whose test binary registers pgx's driver: this module's must not, so
+// that the library's module never requires pgx.
 
-func TestNewDatabase(t *testing.T) {
-	t.Log(Server(t))
-	d := NewDatabase(t)
-	var name string
-	if err := d.DB.QueryRow("SELECT current_database()").Scan(&name); err != nil {
-		t.Fatal(err)
+// TestNoDriver: a test binary without pgx's driver is told how to
+// register it, before any container is started. This one has none,
+// which also keeps pgx out of the library's module.
+func TestNoDriver(t *testing.T) {
+	for _, d := range sql.Drivers() {
+		if d == DriverName {
+			t.Fatalf("the library's test binary registered %q: pgx must stay out of the root module", d)
+		}
 	}
-	if name != d.Name {
-		t.Fatalf("connected to %q, want %q", name, d.Name)
-	}
-	var one int
-	if err := d.Pool(t).QueryRow(context.Background(), "SELECT 1").Scan(&one); err != nil || one != 1 {
-		t.Fatalf("pool: %v %d", err, one)
-	}
-	other := d.Open(t)
-	if err := other.Ping(); err != nil {
-		t.Fatal(err)
-	}
-	n, err := d.KillConnections(context.Background())
-	if err != nil || n < 1 {
-		t.Fatalf("KillConnections = %d, %v; want at least 1", n, err)
+	err := checkDriver()
+	if !errors.Is(err, errNoDriver) || !strings.Contains(err.Error(), "github.com/jackc/pgx/v5/stdlib") {
+		t.Fatalf("checkDriver() = %v; want errNoDriver naming pgx's stdlib", err)
 	}
 }
 
 func TestRedact(t *testing.T) {
-	got := Redact("postgres://u:s3cret@h:5433/db?sslmode=disable")
-	if strings.Contains(got, "s3cret") || !strings.Contains(got, "u:xxx@h:5433/db") {
-		t.Fatalf("Redact = %q", got)
+	for _, c := range []struct{ dsn, want string }{
+		{"postgres://u:s3cret@h:5433/db?sslmode=disable", "postgres://u:xxxxx@h:5433/db?sslmode=disable"},
+		{"postgres://u@h/db", "postgres://u@h/db"},
+		{"host=h user=u password=s3cret dbname=db", "host=h user=u password=xxxxx dbname=db"},
+		{"host=h password='s3 cret' user=u", "host=h password=xxxxx user=u"},
+		{"postgres://u:s3cret@h:bad port/db", "(unparseable DSN)"},
+	} {
+		if got := Redact(c.dsn); got != c.want {
+			t.Errorf("Redact(%q) = %q; want %q", c.dsn, got, c.want)
+		}
 	}
-	if Redact("::nonsense") != "(unparseable DSN)" {
-		t.Fatal("an unparseable DSN must not be echoed")
+}
+
+func TestWithoutPassword(t *testing.T) {
+	got := withoutPassword("failed to connect to `user=u password=s3cret`", "host=h password=s3cret")
+	if strings.Contains(got, "s3cret") {
+		t.Fatalf("withoutPassword = %q", got)
+	}
+	got = withoutPassword("dial h: s3cret", "postgres://u:s3cret@h/db")
+	if strings.Contains(got, "s3cret") {
+		t.Fatalf("withoutPassword = %q", got)
+	}
+}
+
+func TestWithDatabase(t *testing.T) {
+	for _, c := range []struct{ dsn, want string }{
+		{"postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable", "postgres://postgres@127.0.0.1:5432/ort_x?sslmode=disable"},
+		{"host=127.0.0.1 user=postgres", "host=127.0.0.1 user=postgres dbname=ort_x"},
+	} {
+		got, err := withDatabase(c.dsn, "ort_x")
+		if err != nil || got != c.want {
+			t.Errorf("withDatabase(%q) = %q, %v; want %q", c.dsn, got, err, c.want)
+		}
+	}
+}
+
+func TestDatabaseName(t *testing.T) {
+	a, b := databaseName(strings.Repeat("TestA/Sub Test", 10)), databaseName("TestA")
+	if len(a) > 63 || !strings.HasPrefix(a, "ort_") || strings.ContainsAny(a, "/ AT") {
+		t.Fatalf("databaseName = %q", a)
+	}
+	if !strings.HasPrefix(b, "ort_testa_") || a == b {
+		t.Fatalf("databaseName = %q, %q", a, b)
 	}
 }

@@ -44,6 +44,8 @@ import (
 	"time"
 
 	mysqldrv "github.com/go-sql-driver/mysql"
+
+	"github.com/outboxrelay/outboxrelay/internal/dsnsafe"
 )
 
 // EnvDSN names the environment variable that points tests at an existing
@@ -130,9 +132,9 @@ func findServer() (string, *sql.DB, error) {
 			return "", nil, fmt.Errorf("%s is not set and no container of %s could be started: %w", EnvDSN, image(), err)
 		}
 	}
-	cfg, err := mysqldrv.ParseDSN(dsn)
+	cfg, err := dsnsafe.Parse(dsn) // the driver's errors can quote the password
 	if err != nil {
-		return "", nil, fmt.Errorf("%s: bad DSN: %w", EnvDSN, err)
+		return "", nil, fmt.Errorf("%s: %w", EnvDSN, err)
 	}
 	cfg.DBName = ""
 	dsn = cfg.FormatDSN()
@@ -267,7 +269,7 @@ func databaseName(testName string) string {
 
 // Redact returns dsn with its password masked, for messages.
 func Redact(dsn string) string {
-	cfg, err := mysqldrv.ParseDSN(dsn)
+	cfg, err := dsnsafe.Parse(dsn)
 	if err != nil {
 		return "(unparseable DSN)"
 	}

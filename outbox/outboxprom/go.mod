@@ -5,7 +5,7 @@ go 1.26.0
 // A module of its own, so that a user of outbox and store/mysql does not
 // require the Prometheus client.
 require (
-	github.com/outboxrelay/outboxrelay v0.1.0
+	github.com/outboxrelay/outboxrelay v0.2.0
 	github.com/prometheus/client_golang v1.25.0
 )
 
@@ -31,7 +31,3 @@ require (
 	golang.org/x/sys v0.49.0 // indirect
 	google.golang.org/protobuf v1.36.12 // indirect
 )
-
-// The library's own modules, from this checkout (go.work at the root does
-// the same for commands run there).
-replace github.com/outboxrelay/outboxrelay => ../..

@@ -8,7 +8,7 @@ go 1.26.0
 // For tests only: kfake (franz-go's in-process Kafka cluster, the peer of
 // every test; it has no tagged versions) with kmsg, testify and goleak.
 require (
-	github.com/outboxrelay/outboxrelay v0.1.0
+	github.com/outboxrelay/outboxrelay v0.2.0
 	github.com/stretchr/testify v1.12.1
 	github.com/twmb/franz-go v1.22.3
 	github.com/twmb/franz-go/pkg/kfake v0.0.0-20260918054303-01f206a7e32c
@@ -22,7 +22,3 @@ require (
 	github.com/pierrec/lz4/v4 v4.1.33 // indirect
 	go.yaml.in/yaml/v3 v3.0.6 // indirect
 )
-
-// The library's own modules, from this checkout (go.work at the root does
-// the same for commands run there).
-replace github.com/outboxrelay/outboxrelay => ../..

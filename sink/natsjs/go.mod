@@ -6,7 +6,7 @@ go 1.26.0
 // outbox and store/mysql does not require nats.go.
 require (
 	github.com/nats-io/nats.go v1.55.0
-	github.com/outboxrelay/outboxrelay v0.1.0
+	github.com/outboxrelay/outboxrelay v0.2.0
 )
 
 // For tests only:
@@ -25,7 +25,3 @@ require (
 	golang.org/x/crypto v0.58.0 // indirect
 	golang.org/x/sys v0.49.0 // indirect
 )
-
-// The library's own modules, from this checkout (go.work at the root does
-// the same for commands run there).
-replace github.com/outboxrelay/outboxrelay => ../..

@@ -5,7 +5,7 @@ go 1.26.0
 // A module of its own (as Watermill ships each pub/sub), so that a user of
 // outbox and store/mysql does not require the UserSig library and x/time.
 require (
-	github.com/outboxrelay/outboxrelay v0.1.0
+	github.com/outboxrelay/outboxrelay v0.2.0
 	github.com/tencentyun/tls-sig-api-v2-golang v1.4.0
 	golang.org/x/time v0.16.0
 )
@@ -21,7 +21,3 @@ require (
 	go.uber.org/goleak v1.3.0 // indirect
 	go.yaml.in/yaml/v3 v3.0.6 // indirect
 )
-
-// The library's own modules, from this checkout (go.work at the root does
-// the same for commands run there).
-replace github.com/outboxrelay/outboxrelay => ../..

@@ -4,7 +4,7 @@ go 1.26.0
 
 // A module of its own, as each sink is, so that a service pulls only the
 // client it uses (here the standard library's net/http: nothing more).
-require github.com/outboxrelay/outboxrelay v0.1.0
+require github.com/outboxrelay/outboxrelay v0.2.0
 
 // For tests only:
 //   - testify: require, in the sink's tests
@@ -15,7 +15,3 @@ require (
 	go.uber.org/goleak v1.3.0 // indirect
 	go.yaml.in/yaml/v3 v3.0.6 // indirect
 )
-
-// The library's own modules, from this checkout (go.work at the root does
-// the same for commands run there).
-replace github.com/outboxrelay/outboxrelay => ../..

@@ -6,15 +6,16 @@ go 1.26.0
 // a user of outbox and store/mysql does not require pgx.
 require (
 	github.com/jackc/pgx/v5 v5.12.0
-	github.com/outboxrelay/outboxrelay v0.1.0
+	github.com/outboxrelay/outboxrelay v0.2.0
 )
 
-// For tests only:
-//   - pgtest: a fresh PostgreSQL database per test
+// For tests only (internal/pgtest, which gives each test a fresh
+// PostgreSQL database, is a package of the root module and requires
+// nothing here: it opens its pools through the driver pgx's stdlib
+// registers):
 //   - testify: require, in the store's tests
 //   - goleak: no goroutine outlives a stopped worker or listener
 require (
-	github.com/outboxrelay/outboxrelay/internal/pgtest v0.0.0-00010101000000-000000000000
 	github.com/stretchr/testify v1.12.1
 	go.uber.org/goleak v1.3.0
 )
@@ -29,11 +30,4 @@ require (
 	go.yaml.in/yaml/v3 v3.0.6 // indirect
 	golang.org/x/sync v0.22.0 // indirect
 	golang.org/x/text v0.41.0 // indirect
-)
-
-// The library's own modules, from this checkout (go.work at the root does
-// the same for commands run there).
-replace (
-	github.com/outboxrelay/outboxrelay => ../..
-	github.com/outboxrelay/outboxrelay/internal/pgtest => ../../internal/pgtest
 )

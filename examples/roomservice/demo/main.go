@@ -4,8 +4,10 @@
 //
 //	go run ./examples/roomservice/demo [-dsn DSN]
 //
-// It takes MySQL from -dsn or MYSQL_DSN; without either it starts a
-// MySQL container where Docker runs, and otherwise an embedded engine.
+// It takes MySQL from -dsn or MYSQL_DSN; without either, the server at
+// 127.0.0.1:3306 if it answers (as the quick start does), else a MySQL
+// container where Docker runs, and otherwise an embedded engine. Its
+// first line says which it took.
 // The fake, the embedded engine and the container live here, so that the
 // room-service binary (examples/roomservice) links none of them.
 //
@@ -22,6 +24,8 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+
+	"github.com/outboxrelay/outboxrelay/examples/internal/localmysql"
 )
 
 func main() {
@@ -30,13 +34,11 @@ func main() {
 	flags := flag.NewFlagSet("demo", flag.ExitOnError)
 	// The default is named, not shown: -h and a mistyped flag print a
 	// flag's default, and this one holds a password.
-	dsn := flags.String("dsn", "", "MySQL server DSN (default $MYSQL_DSN); without either, a container or an embedded engine")
+	dsn := flags.String("dsn", "", "MySQL server DSN (default $MYSQL_DSN, else "+localmysql.DefaultDSN+" if it answers, else a container or an embedded engine)")
 	fakeIM := flags.Bool("fake-im", false, "serve only the Tencent IM fake named by -config's tencent_im block, until interrupted")
 	configPath := flags.String("config", "", "with -fake-im: the room-service config file")
 	_ = flags.Parse(os.Args[1:])
-	if *dsn == "" {
-		*dsn = os.Getenv("MYSQL_DSN")
-	}
+	*dsn = localmysql.Named(*dsn)
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()

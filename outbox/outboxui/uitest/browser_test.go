@@ -16,6 +16,7 @@ import (
 
 	"github.com/chromedp/cdproto/page"
 	"github.com/chromedp/chromedp"
+	_ "github.com/jackc/pgx/v5/stdlib" // the "pgx" driver internal/pgtest opens its pools with
 	"github.com/stretchr/testify/require"
 
 	"github.com/outboxrelay/outboxrelay/internal/pgtest"

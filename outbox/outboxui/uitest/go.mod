@@ -5,15 +5,15 @@ go 1.26.0
 // A module of its own, so that the root module does not require chromedp:
 // only this browser test of outboxui does.
 require (
-	github.com/outboxrelay/outboxrelay v0.1.0
-	github.com/outboxrelay/outboxrelay/internal/pgtest v0.1.0
-	github.com/outboxrelay/outboxrelay/outbox/outboxprom v0.1.0
-	github.com/outboxrelay/outboxrelay/store/postgres v0.1.0
+	github.com/outboxrelay/outboxrelay v0.2.0
+	github.com/outboxrelay/outboxrelay/outbox/outboxprom v0.2.0
+	github.com/outboxrelay/outboxrelay/store/postgres v0.2.0
 )
 
 require (
 	github.com/chromedp/cdproto v0.159.0
 	github.com/chromedp/chromedp v0.23.0
+	github.com/jackc/pgx/v5 v5.12.0
 	github.com/prometheus/client_golang v1.25.0
 	github.com/stretchr/testify v1.12.1
 )
@@ -27,7 +27,6 @@ require (
 	github.com/go-sql-driver/mysql v1.10.1 // indirect
 	github.com/jackc/pgpassfile v1.0.0 // indirect
 	github.com/jackc/pgservicefile v0.0.0-20240606120523-5a60cdf6a761 // indirect
-	github.com/jackc/pgx/v5 v5.12.0 // indirect
 	github.com/jackc/puddle/v2 v2.2.3 // indirect
 	github.com/munnerz/goautoneg v0.0.0-20191010083416-a7dc8b61c822 // indirect
 	github.com/prometheus/client_model v0.6.3 // indirect
@@ -39,11 +38,4 @@ require (
 	golang.org/x/sys v0.49.0 // indirect
 	golang.org/x/text v0.42.0 // indirect
 	google.golang.org/protobuf v1.36.12 // indirect
-)
-
-replace (
-	github.com/outboxrelay/outboxrelay => ../../..
-	github.com/outboxrelay/outboxrelay/internal/pgtest => ../../../internal/pgtest
-	github.com/outboxrelay/outboxrelay/outbox/outboxprom => ../../outboxprom
-	github.com/outboxrelay/outboxrelay/store/postgres => ../../../store/postgres
 )

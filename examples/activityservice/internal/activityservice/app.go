@@ -115,7 +115,7 @@ func (a *App) build(ctx context.Context, db *sql.DB) error {
 	}
 	js, err := jetstream.New(a.nc)
 	if err != nil {
-		return a.natsErr("jetstream", err)
+		return svckit.NATSErr(a.cfg.Rooms.NATSURL, "jetstream", err)
 	}
 	cons, err := a.roomsConsumer(ctx, js)
 	if err != nil {
@@ -176,7 +176,7 @@ func (a *App) connectNATS(ctx context.Context) error {
 	nc, err := nats.Connect(a.cfg.Rooms.NATSURL, nats.Name("activity-service "+a.cfg.NodeID), nats.MaxReconnects(-1),
 		nats.RetryOnFailedConnect(true), nats.ReconnectWait(time.Second), nats.ClosedHandler(func(*nats.Conn) { close(a.natsClosed) }))
 	if err != nil {
-		return a.natsErr("connect", err)
+		return svckit.NATSErr(a.cfg.Rooms.NATSURL, "connect", err)
 	}
 	a.nc = nc
 	return nil
@@ -199,17 +199,9 @@ func (a *App) roomsConsumer(ctx context.Context, js jetstream.JetStream) (jetstr
 // rooms.startup_timeout has passed.
 func (a *App) waitFor(ctx context.Context, what string, f func(context.Context) error) error {
 	if err := svckit.WaitFor(ctx, a.cfg.Rooms.StartupTimeout, f); err != nil {
-		return a.natsErr(fmt.Sprintf("%s not available within %v", what, a.cfg.Rooms.StartupTimeout), err)
+		return svckit.NATSErr(a.cfg.Rooms.NATSURL, fmt.Sprintf("%s not available within %v", what, a.cfg.Rooms.StartupTimeout), err)
 	}
 	return nil
-}
-
-// natsErr wraps a NATS error with the server list, credentials redacted.
-func (a *App) natsErr(what string, err error) error {
-	for _, s := range svckit.NATSSecrets(a.cfg.Rooms.NATSURL) {
-		err = dsnsafe.Err(err, s)
-	}
-	return fmt.Errorf("nats %s: %s: %w", svckit.RedactNATSURL(a.cfg.Rooms.NATSURL), what, err)
 }
 
 // natsCloseWait bounds the wait for the NATS connection to close: its

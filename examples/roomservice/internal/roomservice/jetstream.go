@@ -13,7 +13,6 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/outboxrelay/outboxrelay/examples/internal/svckit"
-	"github.com/outboxrelay/outboxrelay/internal/dsnsafe"
 	"github.com/outboxrelay/outboxrelay/sink/natsjs"
 )
 
@@ -108,7 +107,7 @@ func (a *App) jetStreamSink(ctx context.Context, c JetStreamConfig) (*natsjs.Sin
 	nc, err := nats.Connect(c.URL, nats.Name("room-service "+a.cfg.NodeID), nats.MaxReconnects(-1),
 		nats.RetryOnFailedConnect(true), nats.ReconnectWait(time.Second))
 	if err != nil {
-		return nil, nil, natsErr(c.URL, "connect", err)
+		return nil, nil, svckit.NATSErr(c.URL, "connect", err)
 	}
 	sink, err := a.streamSink(ctx, c, nc)
 	if err != nil {
@@ -121,7 +120,7 @@ func (a *App) jetStreamSink(ctx context.Context, c JetStreamConfig) (*natsjs.Sin
 func (a *App) streamSink(ctx context.Context, c JetStreamConfig, nc *nats.Conn) (*natsjs.Sink, error) {
 	js, err := jetstream.New(nc)
 	if err != nil {
-		return nil, natsErr(c.URL, "jetstream", err)
+		return nil, svckit.NATSErr(c.URL, "jetstream", err)
 	}
 	err = svckit.WaitFor(ctx, c.StartupTimeout, func(ctx context.Context) error {
 		_, err := js.Stream(ctx, c.Stream)
@@ -137,15 +136,7 @@ func (a *App) streamSink(ctx context.Context, c JetStreamConfig, nc *nats.Conn) 
 		return err
 	})
 	if err != nil {
-		return nil, natsErr(c.URL, fmt.Sprintf("stream %q not available within %v", c.Stream, c.StartupTimeout), err)
+		return nil, svckit.NATSErr(c.URL, fmt.Sprintf("stream %q not available within %v", c.Stream, c.StartupTimeout), err)
 	}
 	return natsjs.New(natsjs.Config{JetStream: js, Prefix: c.SubjectPrefix, ExpectStream: c.Stream, Logger: a.log})
-}
-
-// natsErr wraps a NATS error with the server list, credentials redacted.
-func natsErr(url, what string, err error) error {
-	for _, s := range svckit.NATSSecrets(url) {
-		err = dsnsafe.Err(err, s)
-	}
-	return fmt.Errorf("nats %s: %s: %w", svckit.RedactNATSURL(url), what, err)
 }

@@ -130,8 +130,9 @@ func (s *Service) Execute(ctx context.Context, cmd Command) (Result, error) {
 	}
 	if !replayed {
 		// The fast path: the worker may not race it (head start plus the
-		// lease PublishNow takes), it costs the request at most
-		// AfterCommitTimeout (none while the sink is held off), and its
+		// lease PublishNow takes), each sink call costs the request at
+		// most AfterCommitTimeout (none while the sink is held off, but
+		// a probe now and then), and its
 		// failure fails nothing. The worker has logged what failed; this
 		// only ties it to the command.
 		if err := s.publisher.PublishNow(context.WithoutCancel(ctx), msgs...); err != nil {

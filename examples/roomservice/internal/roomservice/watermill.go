@@ -19,7 +19,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/outboxrelay/outboxrelay/examples/internal/svckit"
-	"github.com/outboxrelay/outboxrelay/internal/dsnsafe"
+	"github.com/outboxrelay/outboxrelay/internal/secretfmt"
 	wmsink "github.com/outboxrelay/outboxrelay/sink/watermill"
 )
 
@@ -175,10 +175,13 @@ func (c WatermillConfig) secrets() []string {
 	return s
 }
 
-// scrub replaces every secret of c in err's text.
+// scrub returns err, or a stand-in without its text when that holds a
+// piece of a secret of c (secretfmt.Hide) other than the broker's scheme
+// and host, which the errors name.
 func (c WatermillConfig) scrub(err error) error {
+	shown := []string{redactURL(c.AMQPURL), c.RedisAddr}
 	for _, s := range c.secrets() {
-		err = dsnsafe.Err(err, s)
+		err = secretfmt.Hide(err, s, shown)
 	}
 	return err
 }
