@@ -43,7 +43,15 @@ type hostileDSN struct {
 func hostileDSNs(t *testing.T) []hostileDSN {
 	server, err := pgx.ParseConfig(pgtest.ServerDSN(t))
 	require.NoError(t, err)
-	host := fmt.Sprintf("%s:%d", server.Host, server.Port)
+	// pgx's errors name the address it connected to: 127.0.0.1 for a
+	// container reached as localhost. Written so, the DSN shows it too,
+	// and a password "127.0.0.1" can be told from it (otherwise the
+	// whole error is withheld, which is safe, but shows no database).
+	addr := server.Host
+	if addr == "localhost" {
+		addr = "127.0.0.1"
+	}
+	host := fmt.Sprintf("%s:%d", addr, server.Port)
 	out := []hostileDSN{{
 		name: "issue 37: a / before the password", password: "/S3cret-pg-PW@", refused: true,
 		dsn:    "postgres://" + server.User + ":/S3cret-pg-PW@" + host + "/" + missingDB + "?sslmode=disable",
