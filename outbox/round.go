@@ -61,6 +61,9 @@ func (w *Worker) round(ctx context.Context, p Path, params backend.ClaimParams, 
 			slog.Int("requested", len(params.IDs)), slog.Int("claimed", batch.Len()))
 	}
 	if batch.Len() == 0 {
+		if p == PathWorker {
+			w.retryAfter.Store(int64(batch.RetryAfter))
+		}
 		return nil, nil
 	}
 	s := w.publishLeased(ctx, p, batch, start, w.opts.LeaseTimeout, g)

@@ -30,6 +30,8 @@ type Worker struct {
 
 	running atomic.Bool
 	wake    chan struct{}
+	// retryAfter is the last empty claim's Batch.RetryAfter (nanoseconds).
+	retryAfter atomic.Int64
 
 	// breaker holds off a sink that keeps failing; lines bounds the
 	// failure lines (see failurelog.go).
@@ -163,7 +165,7 @@ func (w *Worker) Run(ctx context.Context) error {
 		}
 		_ = err // logged and observed where it happened; the next round tries again
 		w.flushFailureLines(ctx)
-		timer.Reset(w.opts.PollInterval)
+		timer.Reset(w.nextPoll())
 		select {
 		case <-ctx.Done():
 			return nil
@@ -171,6 +173,15 @@ func (w *Worker) Run(ctx context.Context) error {
 		case <-w.wake:
 		}
 	}
+}
+
+// nextPoll is how long Run waits for its next round: PollInterval, or
+// less when the last claim said when to come back (Batch.RetryAfter).
+func (w *Worker) nextPoll() time.Duration {
+	if d := time.Duration(w.retryAfter.Swap(0)); d > 0 && d < w.opts.PollInterval {
+		return d
+	}
+	return w.opts.PollInterval
 }
 
 // Notify wakes a running worker for a round now rather than at the next

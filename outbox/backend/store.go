@@ -188,6 +188,11 @@ type Batch struct {
 	// rather than after PollInterval. False means the claim took all it
 	// could find, or the store cannot tell.
 	More bool
+	// RetryAfter, when positive, says the claim left work it could not
+	// take yet but will soon (store/postgres: committed messages behind
+	// a transaction that was still running when it looked): the worker
+	// claims again after RetryAfter if that is sooner than PollInterval.
+	RetryAfter time.Duration
 }
 
 // Len returns the number of records claimed, valid or not.
