@@ -20,6 +20,9 @@ type driver struct {
 	name string
 	// dsnForm shows how a DSN of this driver looks, for --dsn's errors.
 	dsnForm string
+	// agedFrom says from when the store's retention counts a record's
+	// age ("published", "written"), for purge's confirmation.
+	agedFrom string
 	// connect parses dsn and returns a pool on its database (not yet
 	// reached). Its errors never quote the DSN's password.
 	connect func(dsn string) (dbConn, error)

@@ -15,9 +15,10 @@ import (
 // The MySQL and MariaDB driver: store/mysql and inbox/mysql.
 func init() {
 	drivers["mysql"] = &driver{
-		name:    "mysql",
-		dsnForm: dsnsafe.Form,
-		connect: connectMySQL,
+		name:     "mysql",
+		dsnForm:  dsnsafe.Form,
+		agedFrom: "published",
+		connect:  connectMySQL,
 		openStore: func(db *sql.DB, table string) (outboxStore, error) {
 			return mysql.New(db, mysql.Options{Table: table})
 		},

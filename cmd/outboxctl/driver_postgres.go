@@ -18,14 +18,15 @@ import (
 // pgx's database/sql driver.
 func init() {
 	drivers["postgres"] = &driver{
-		name:    "postgres",
-		dsnForm: pgDSNForm,
-		connect: connectPostgres,
+		name:     "postgres",
+		dsnForm:  pgDSNForm,
+		agedFrom: "written",
+		connect:  connectPostgres,
 		openStore: func(db *sql.DB, table string) (outboxStore, error) {
 			return postgres.New(db, postgres.Options{Table: table})
 		},
 		listTables: func(ctx context.Context, db *sql.DB) (tableList, error) {
-			return queryTables(ctx, db, `SELECT table_name, count(*) FILTER (WHERE column_name IN ('event_id', 'status', 'payload'))
+			return queryTables(ctx, db, `SELECT table_name, count(*) FILTER (WHERE column_name IN ('event_id', 'xid', 'payload'))
 				FROM information_schema.columns WHERE table_schema = current_schema() GROUP BY table_name ORDER BY table_name`)
 		},
 		schema: schemaDDL{version: postgres.SchemaVersion, sql: postgres.SchemaSQL},

@@ -45,7 +45,7 @@ func newPGFixture(t *testing.T) (*postgres.Store, []string) {
 	settleAs(backend.OutcomeDead, "ErrorCode 10010: group not found", "d-1")
 	settleAs(backend.OutcomeDead, "ErrorCode 80001: filtered", "d-2")
 	settleAs(backend.OutcomePublished, "", "old-1", "old-2", "new-1")
-	_, err = d.DB.Exec("UPDATE room_outbox SET finished_at = now() - interval '40 days' WHERE event_id LIKE 'old-%'")
+	_, err = d.DB.Exec("UPDATE room_outbox SET created_at = now() - interval '40 days' WHERE event_id LIKE 'old-%'")
 	require.NoError(t, err)
 	return s, []string{"OUTBOXCTL_DSN=" + withPassword(t, d.DSN, "pg-Secret-9f2"), "OUTBOXCTL_TABLE=room_outbox"}
 }

@@ -157,7 +157,7 @@ func runPurge(c *cli, args []string) int {
 	case len(c.args) > 0:
 		return c.extraArgs("purge takes no arguments", c.args, c.tableInDB)
 	case len(givenFlags(fs, "older-than")) == 0:
-		return c.usageError("--older-than is required: how long ago a record must have been published to be deleted, e.g. --older-than 30d")
+		return c.usageError("--older-than is required: how old a finished record must be to be deleted (MySQL counts from its publish, PostgreSQL from its write), e.g. --older-than 30d")
 	case olderThan == 0:
 		return c.usageError("--older-than %v: must be more than 0", olderThan)
 	case *batch < 1 || *batch > outbox.MaxBatchSize:
@@ -171,7 +171,7 @@ func runPurge(c *cli, args []string) int {
 	if err != nil {
 		return c.fail(exitFailed, err)
 	}
-	if code, ok := c.proceed(cf, fmt.Sprintf("delete %d records of %s published more than %v ago and finished by every named consumer (pending and dead records are never deleted)", n, c.table, olderThan)); !ok {
+	if code, ok := c.proceed(cf, fmt.Sprintf("delete %d records of %s %s more than %v ago and finished by every named consumer (pending and dead records are never deleted)", n, c.table, c.driver.agedFrom, olderThan)); !ok {
 		return code
 	}
 	// The whole sweep is one operation under --timeout: the store offers

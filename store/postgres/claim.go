@@ -3,10 +3,8 @@ package postgres
 import (
 	"context"
 	"database/sql"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"slices"
 	"time"
 	"unicode/utf8"
 
@@ -14,13 +12,12 @@ import (
 	"github.com/outboxrelay/outboxrelay/outbox/backend"
 )
 
-// Claim leases up to p.Limit due pending records (see backend.Store):
-// one UPDATE whose subquery takes the front of the partial index of
-// pending records with FOR UPDATE SKIP LOCKED, so that concurrent claims
-// never wait for each other and never take a record twice. The lease is
-// committed when Claim returns; no transaction stays open while the
-// caller publishes. Ordered claims and claims by IDs take a short
-// transaction of a few statements.
+// Claim takes up to p.Limit records for the consumer (see
+// backend.Store): a range of the log past the consumer's position (one
+// row written for the whole batch, whatever its size), after the due
+// records that have a state row (failed, released, held back). See
+// LOG-DESIGN.md. The claim is committed when Claim returns; no
+// transaction stays open while the caller publishes.
 func (s *Store) Claim(ctx context.Context, p backend.ClaimParams) (backend.Batch, error) {
 	return s.claim(ctx, p)
 }
@@ -47,6 +44,12 @@ func validateClaim(what string, p backend.ClaimParams) error {
 	return nil
 }
 
+// claimed is what one claim took.
+type claimed struct {
+	rows []scanned
+	more bool
+}
+
 func (c *channel) claim(ctx context.Context, p backend.ClaimParams) (backend.Batch, error) {
 	if err := validateClaim(c.what, p); err != nil {
 		return backend.Batch{}, err
@@ -55,48 +58,109 @@ func (c *channel) claim(ctx context.Context, p backend.ClaimParams) (backend.Bat
 	if err != nil {
 		return backend.Batch{}, err
 	}
-	handedMore, err := c.handOverForClaim(ctx, t)
-	if err != nil {
-		return backend.Batch{}, err
-	}
 	token, err := newToken()
 	if err != nil {
 		return backend.Batch{}, fmt.Errorf("%s: claim: %w", c.what, safeDriverErr(err))
 	}
-	var (
-		rows []scanned
-		more bool
-	)
-	if len(p.IDs) == 0 && !p.Ordered {
-		// The hot path: one statement, committed by itself.
-		rows, err = redoing(ctx, func() ([]scanned, error) {
-			rows, _, err := c.claimDue(ctx, c.db, t, token, p, "", p.Limit, budget{left: c.s.opts.MaxClaimBytes})
-			return rows, err
-		})
-	} else {
-		rows, err = redoing(ctx, func() ([]scanned, error) {
-			var rows []scanned
+	deadline := time.Now().Add(horizonWait)
+	pause := 2 * time.Millisecond
+	for {
+		// Run again after a lost connection, the claim takes the next
+		// range (or, if the lost run did not commit, the same one): what
+		// the lost run took, if it committed, comes back when its lease
+		// runs out.
+		got, err := redoing(ctx, func() (claimed, error) {
+			var got claimed
+			if len(p.IDs) == 0 && !p.Ordered {
+				rows, more, ok, err := fastClaim(ctx, c.db, t, token, p, c.s.opts.MaxClaimBytes)
+				if err != nil || ok {
+					return claimed{rows: rows, more: more}, err
+				}
+			}
 			err := inTx(ctx, c.db, func(tx *sql.Tx) error {
 				var err error
-				rows, more, err = c.claimIn(ctx, tx, t, token, p)
+				got, err = c.claimIn(ctx, tx, t, token, p, false)
 				return err
 			})
-			return rows, err
+			return got, err
 		})
+		if err != nil {
+			return backend.Batch{}, c.claimErr(err)
+		}
+		if len(got.rows) > 0 || len(p.IDs) > 0 {
+			return c.batch(token, got, p), nil
+		}
+		if c.s.afterEmptyClaim != nil {
+			c.s.afterEmptyClaim()
+		}
+		// Nothing. If messages wait unread (behind a transaction the walk
+		// could not pass, see horizonSQL, or below a horizon that moved on
+		// since the claim looked: the two statements see it at different
+		// moments), look again in a moment.
+		waiting, err := redoing(ctx, func() (bool, error) {
+			var b bool
+			err := c.db.QueryRowContext(ctx, t.render(`SELECT EXISTS (SELECT 1 FROM {outbox} o, {consumers} c
+	WHERE c.id = {c} AND (o.xid, o.seq) > (c.walked_xid, c.walked_seq))`)).Scan(&b)
+			return b, err
+		})
+		if err != nil {
+			return backend.Batch{}, c.claimErr(err)
+		}
+		if !waiting {
+			return c.batch(token, got, p), nil
+		}
+		if time.Now().Add(pause).After(deadline) {
+			// Still held back: say when to look again.
+			b := c.batch(token, got, p)
+			b.RetryAfter = 50 * time.Millisecond
+			return b, nil
+		}
+		timer := time.NewTimer(pause)
+		select {
+		case <-ctx.Done():
+			timer.Stop()
+			return backend.Batch{}, c.claimErr(ctx.Err())
+		case <-timer.C:
+		}
+		pause = min(2*pause, 50*time.Millisecond)
 	}
-	if err != nil {
-		return backend.Batch{}, c.wrap("claim", err)
-	}
-	return c.batch(token, rows, p, more || handedMore), nil
 }
 
-// batch is the Batch of a claim of rows under token: More when it was
-// told there is more (an ordered claim left records behind its heads, or
-// a named consumer's hand-over moved a full batch), or when the claim
-// stopped at its limit or its byte budget.
-func (c *channel) batch(token int64, rows []scanned, p backend.ClaimParams, more bool) backend.Batch {
-	b := toBatch(token, rows)
-	b.More = len(p.IDs) == 0 && (more || len(rows) >= p.Limit || budget{left: c.s.opts.MaxClaimBytes}.after(rows).spent())
+// horizonWait bounds how long a claim that found nothing waits for the
+// transactions that hold its walk back (see horizonSQL): committed
+// messages it cannot read yet because an older transaction was running
+// when it looked.
+const horizonWait = 500 * time.Millisecond
+
+func (c *channel) claimErr(err error) error {
+	if errors.Is(err, ErrUnknownConsumer) {
+		return fmt.Errorf("%s: %w", c.what, ErrUnknownConsumer)
+	}
+	return c.wrap("claim", err)
+}
+
+// claimIn claims in tx: by IDs, or from the state rows and the log (the
+// common case in one statement first, when fast).
+func (c *channel) claimIn(ctx context.Context, tx *sql.Tx, t *target, token int64, p backend.ClaimParams, fast bool) (claimed, error) {
+	if len(p.IDs) > 0 {
+		rows, err := claimIDs(ctx, tx, t, token, p, c.headStart())
+		return claimed{rows: rows}, err
+	}
+	if fast && !p.Ordered {
+		rows, more, ok, err := fastClaim(ctx, tx, t, token, p, c.s.opts.MaxClaimBytes)
+		if err != nil || ok {
+			return claimed{rows: rows, more: more}, err
+		}
+	}
+	rows, more, err := logClaim(ctx, tx, t, token, p, c.s.opts.MaxClaimBytes)
+	return claimed{rows: rows, more: more}, err
+}
+
+// batch is the Batch of a claim under token: More when the claim said it
+// left something it could have taken.
+func (c *channel) batch(token int64, got claimed, p backend.ClaimParams) backend.Batch {
+	b := toBatch(token, got.rows)
+	b.More = len(p.IDs) == 0 && (got.more || len(got.rows) >= p.Limit)
 	return b
 }
 
@@ -112,127 +176,123 @@ func (c *channel) settleAndClaim(ctx context.Context, st backend.Settlement, p b
 	if err != nil {
 		return backend.SettleResult{}, backend.Batch{}, err
 	}
-	handedMore, err := c.handOverForClaim(ctx, t)
-	if err != nil {
-		return backend.SettleResult{}, backend.Batch{}, err
-	}
 	token, err := newToken()
 	if err != nil {
 		return backend.SettleResult{}, backend.Batch{}, fmt.Errorf("%s: claim: %w", c.what, safeDriverErr(err))
 	}
-	var (
-		res  backend.SettleResult
-		rows []scanned
-		more bool
-	)
-	if !p.Ordered && len(p.IDs) == 0 {
-		_, err = redoing(ctx, func() ([]scanned, error) {
-			var err error
-			res, rows, err = c.settleAndClaimOne(ctx, t, st.Token, outcomes, token, p)
-			return nil, err
+	type both struct {
+		res backend.SettleResult
+		got claimed
+	}
+	// The common case in one statement: every record of the batch
+	// published from its range, and a claim of the log alone.
+	if settleTok, ok := parseToken(st.Token); ok && settleTok > 0 && !p.Ordered && len(p.IDs) == 0 && allPublished(outcomes) {
+		type fast struct {
+			got     claimed
+			claimed bool
+			settled bool
+		}
+		f, err := redoing(ctx, func() (fast, error) {
+			rows, more, ok, settled, err := fastSettleAndClaim(ctx, c.db, t, settleTok, len(outcomes), token, p, c.s.opts.MaxClaimBytes)
+			return fast{claimed{rows, more}, ok, settled}, err
 		})
 		if err != nil {
-			return backend.SettleResult{}, backend.Batch{}, c.wrap("settle and claim", err)
+			return backend.SettleResult{}, backend.Batch{}, c.claimErr(err)
 		}
-		return res, c.batch(token, rows, p, handedMore), nil
+		if f.settled && f.claimed && len(f.got.rows) > 0 {
+			return backend.SettleResult{Applied: len(outcomes)}, c.batch(token, f.got, p), nil
+		}
+		if f.claimed && !f.settled {
+			// Claimed, not settled: settle the long way (nothing
+			// applied twice: the settle is fenced).
+			res, err := c.settle(ctx, st.Token, outcomes)
+			return res, c.batch(token, f.got, p), err
+		}
+		if f.settled {
+			// Settled and claimed nothing, or not claimed: the claim that
+			// waits for what the horizon holds back (and says when to
+			// come back).
+			b, err := c.claim(ctx, p)
+			return backend.SettleResult{Applied: len(outcomes)}, b, err
+		}
 	}
-	_, err = redoing(ctx, func() ([]scanned, error) {
-		return nil, inTx(ctx, c.db, func(tx *sql.Tx) error {
+	// Settling first, so that in ordered mode the keys the outcomes free
+	// are claimable at once. Run again after a lost connection: the
+	// settle is fenced (what the lost run applied is stale the second
+	// time), the claim takes what is there.
+	r, err := redoing(ctx, func() (both, error) {
+		var r both
+		err := inTx(ctx, c.db, func(tx *sql.Tx) error {
 			var err error
-			if res, err = c.settleIn(ctx, tx, t, st.Token, outcomes); err != nil {
+			if r.res, err = settleIn(ctx, tx, t, st.Token, outcomes); err != nil {
 				return err
 			}
-			rows, more, err = c.claimIn(ctx, tx, t, token, p)
+			r.got, err = c.claimIn(ctx, tx, t, token, p, true)
 			return err
 		})
+		return r, err
 	})
 	if err != nil {
-		return backend.SettleResult{}, backend.Batch{}, c.wrap("settle and claim", err)
+		return backend.SettleResult{}, backend.Batch{}, c.claimErr(err)
 	}
-	return res, c.batch(token, rows, p, more || handedMore), nil
+	if len(r.got.rows) == 0 && len(p.IDs) == 0 {
+		// Settled, nothing claimed: the claim that waits for what the
+		// horizon holds back (and says when to come back).
+		b, err := c.claim(ctx, p)
+		return r.res, b, err
+	}
+	return r.res, c.batch(token, r.got, p), nil
 }
 
-// claimIn claims in a transaction: by IDs, ordered, or the plain way.
-// more says an ordered claim left pending records of the keys whose
-// heads it took.
-func (c *channel) claimIn(ctx context.Context, q querier, t *target, token int64, p backend.ClaimParams) (rows []scanned, more bool, err error) {
-	b := budget{left: c.s.opts.MaxClaimBytes}
-	switch {
-	case len(p.IDs) > 0:
-		rows, err := c.claimIDs(ctx, q, t, token, p, b)
-		return rows, false, err
-	case !p.Ordered:
-		rows, _, err := c.claimDue(ctx, q, t, token, p, "", p.Limit, b)
-		return rows, false, err
+// claimIDs leases those of p.IDs that are pending for the consumer and
+// held by no one: not yet read from the log (they get a state row, which
+// the log's readers then pass over), or with a due or expired state row
+// (a writer's own head start included). Ordered, a key's records only
+// when they are the key's oldest pending ones (gateSQL, the others of
+// the IDs aside), and then all of them.
+func claimIDs(ctx context.Context, tx *sql.Tx, t *target, token int64, p backend.ClaimParams, headStart int64) ([]scanned, error) {
+	var walked position
+	var startSeq int64
+	err := tx.QueryRowContext(ctx, t.render(`SELECT walked_xid::text::bigint, walked_seq, start_seq
+FROM {consumers} WHERE id = $1 AND NOT removing FOR UPDATE`), t.consumerID).Scan(&walked.xid, &walked.seq, &startSeq)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, ErrUnknownConsumer
 	}
-	rows, err = c.claimOrdered(ctx, q, t, token, p, b)
-	if err != nil || len(rows) >= p.Limit {
-		return rows, false, err
-	}
-	more, err = c.behindHeads(ctx, q, t, rows)
-	return rows, more, err
-}
-
-// behindHeads reports whether a pending record of one of the keys of
-// rows, an ordered claim's, is left: it is due once its head is settled.
-func (c *channel) behindHeads(ctx context.Context, q querier, t *target, rows []scanned) (bool, error) {
-	var (
-		keys [][]byte
-		seqs []int64
-	)
-	for _, r := range rows {
-		if r.rec.Key != "" {
-			keys = append(keys, []byte(r.rec.Key))
-			seqs = append(seqs, r.rec.Seq)
-		}
-	}
-	if len(keys) == 0 {
-		return false, nil
-	}
-	var more bool
-	err := q.QueryRowContext(ctx, t.render(`SELECT EXISTS (SELECT 1 FROM {state} s
-WHERE {scope}s.status = 'pending' AND s.event_key = ANY($1::bytea[]) AND s.seq <> ALL($2::bigint[]))`), keys, seqs).Scan(&more)
-	return more, err
-}
-
-// claimOrdered is an ordered claim (backend.ClaimParams.Ordered) within
-// b: the unkeyed records take at most half the batch first, so that
-// neither many keys nor many unkeyed records starve the other; then the
-// keys' heads, round robin from where the last claim stopped; then
-// unkeyed records fill what is left.
-func (c *channel) claimOrdered(ctx context.Context, q querier, t *target, token int64, p backend.ClaimParams, b budget) ([]scanned, error) {
-	rows, b, err := c.claimDue(ctx, q, t, token, p, unkeyedOnly, p.Limit/2, b)
 	if err != nil {
 		return nil, err
 	}
-	c.cursorMu.Lock()
-	cursor := c.keyCursor
-	c.cursorMu.Unlock()
-	heads, b, err := c.claimHeads(ctx, q, t, token, p, cursor, nil, p.Limit-len(rows), b)
-	if err != nil {
-		return nil, err
+	gate := ""
+	if p.Ordered {
+		gate = `
+	AND NOT EXISTS (SELECT 1 FROM cand b WHERE b.event_key = a.event_key AND b.event_key <> '\x' AND (` +
+			keyGate("b.event_key", "b.seq", "($5::bigint::text::xid8, $6)", " AND {x} NOT IN (SELECT seq FROM cand)") + `))`
 	}
-	if len(rows)+len(heads) < p.Limit && cursor != nil && !b.spent() {
-		more, nb, err := c.claimHeads(ctx, q, t, token, p, []byte{}, cursor, p.Limit-len(rows)-len(heads), b)
-		if err != nil {
-			return nil, err
-		}
-		heads, b = append(heads, more...), nb
-	}
-	if len(heads) > 0 {
-		c.cursorMu.Lock()
-		c.keyCursor = []byte(heads[len(heads)-1].rec.Key)
-		c.cursorMu.Unlock()
-	}
-	rows = append(rows, heads...)
-	if n := p.Limit - len(rows); n > 0 && !b.spent() {
-		more, _, err := c.claimDue(ctx, q, t, token, p, unkeyedOnly, n, b)
-		if err != nil {
-			return nil, err
-		}
-		rows = append(rows, more...)
-	}
-	return rows, nil
+	// cand: the IDs the consumer may take now: pending and held by no
+	// one, or by this Store's head start ($8: the writer's own messages,
+	// which its ordered after-commit path claims); a: of them, those
+	// whose key is free. Claims of the consumer take turns on its
+	// registry row, locked above.
+	return queryRecords(ctx, tx, t.render(`WITH cand AS (
+	SELECT o.seq, o.event_key, s.seq IS NOT NULL AS has_state
+	FROM {outbox} o LEFT JOIN {state} s ON s.consumer_id = $1 AND s.seq = o.seq
+	WHERE o.event_id = ANY($2::text[]) AND o.seq > $7
+		AND CASE WHEN s.seq IS NOT NULL THEN s.status = 'pending'
+				AND (s.lease_token = 0 OR s.lease_token = $8 OR s.next_attempt_at <= statement_timestamp())
+			ELSE (o.xid, o.seq) > ($5::bigint::text::xid8, $6)
+				AND NOT ($1 = 0 AND o.writer_token <> 0 AND o.writer_until IS NULL)
+				AND NOT ($1 = 0 AND o.writer_token NOT IN (0, $8) AND o.writer_until > statement_timestamp()) END
+), a AS (
+	SELECT a.* FROM cand a WHERE TRUE`+gate+`
+), leased AS (
+	UPDATE {state} s SET lease_token = $3, next_attempt_at = statement_timestamp() + $4 * interval '1 microsecond'
+	FROM a WHERE a.has_state AND s.consumer_id = $1 AND s.seq = a.seq RETURNING s.seq
+), added AS (
+	INSERT INTO {state} (consumer_id, seq, event_key, lease_token, next_attempt_at)
+	SELECT $1, a.seq, a.event_key, $3, statement_timestamp() + $4 * interval '1 microsecond' FROM a WHERE NOT a.has_state
+	RETURNING seq
+)
+SELECT `+logCols+` FROM {outbox} o WHERE o.seq IN (SELECT seq FROM leased UNION ALL SELECT seq FROM added)`),
+		t.consumerID, p.IDs, token, p.LeaseFor.Microseconds(), walked.xid, walked.seq, startSeq, headStart)
 }
 
 // budget is what is left of MaxClaimBytes; the first record of a claim
@@ -260,163 +320,6 @@ func recordBytes(r outbox.Record) int {
 	return n
 }
 
-const unkeyedOnly = ` AND s.event_key = '\x'`
-
-// claimDue leases up to limit due records, oldest due first, within b.
-// extra narrows the records (unkeyedOnly).
-func (c *channel) claimDue(ctx context.Context, q querier, t *target, token int64, p backend.ClaimParams, extra string, limit int, b budget) ([]scanned, budget, error) {
-	if limit <= 0 || b.spent() {
-		return nil, b, nil
-	}
-	stmt := t.render(`WITH locked AS (
-	SELECT s.seq, s.next_attempt_at AS due, octet_length({m}.payload) + coalesce(octet_length({m}.headers::text), 0) AS size
-	FROM {from} WHERE {scope}s.status = 'pending' AND s.next_attempt_at <= statement_timestamp()` + extra + `
-	ORDER BY s.next_attempt_at, s.seq LIMIT $1 FOR UPDATE OF s SKIP LOCKED
-), picked AS (
-	SELECT seq FROM (SELECT seq, size, sum(size) OVER (ORDER BY due, seq) - size AS before FROM locked) x
-	WHERE CASE WHEN $3 THEN before + size <= $2 ELSE before < $2 END
-)
-UPDATE {state} s SET lease_token = $4, next_attempt_at = statement_timestamp() + $5 * interval '1 microsecond'
-FROM picked p{updfrom} WHERE {scope}s.seq = p.seq{updjoin}
-RETURNING {cols}`)
-	rows, err := queryRecords(ctx, q, stmt, limit, b.left, b.taken, token, p.LeaseFor.Microseconds())
-	if err != nil {
-		return nil, b, err
-	}
-	return rows, b.after(rows), nil
-}
-
-// claimHeads leases the heads (oldest pending records) of up to limit
-// keys after from (and up to through, if not nil) in key order, each only
-// if it is due and no record of its key is leased. The walk over the
-// keys is a loose index scan: one index descent per key, however many
-// records a key has.
-func (c *channel) claimHeads(ctx context.Context, q querier, t *target, token int64, p backend.ClaimParams, from, through []byte, limit int, b budget) ([]scanned, budget, error) {
-	if limit <= 0 || b.spent() {
-		return nil, b, nil
-	}
-	if from == nil {
-		from = []byte{} // nil is NULL
-	}
-	bound, args := "", []any{from, maxWalk(limit), limit, b.left, b.taken, token, p.LeaseFor.Microseconds()}
-	if through != nil {
-		bound = " AND s.event_key <= $8"
-		args = append(args, through)
-	}
-	stmt := t.render(`WITH RECURSIVE walk(event_key, seq, n) AS (
-	(SELECT s.event_key, s.seq, 1 FROM {state} s WHERE {scope}s.status = 'pending' AND s.event_key > $1` + bound + `
-	 ORDER BY s.event_key, s.seq LIMIT 1)
-	UNION ALL
-	SELECT h.event_key, h.seq, w.n + 1 FROM walk w CROSS JOIN LATERAL (
-		SELECT s.event_key, s.seq FROM {state} s WHERE {scope}s.status = 'pending' AND s.event_key > w.event_key` + bound + `
-		ORDER BY s.event_key, s.seq LIMIT 1) h
-	WHERE w.n < $2
-), locked AS (
-	SELECT s.seq, s.event_key, octet_length({m}.payload) + coalesce(octet_length({m}.headers::text), 0) AS size
-	FROM {from} WHERE {scope}s.seq IN (SELECT seq FROM walk) AND s.status = 'pending' AND s.next_attempt_at <= statement_timestamp()
-		AND NOT EXISTS (SELECT 1 FROM {state} l WHERE {sc:l}l.status = 'pending' AND l.lease_token > 0 AND l.event_key = s.event_key AND l.next_attempt_at > statement_timestamp())
-		AND NOT EXISTS (SELECT 1 FROM {state} o WHERE {sc:o}o.status = 'pending' AND o.event_key = s.event_key AND o.seq < s.seq){older:s}
-	ORDER BY s.event_key LIMIT $3 FOR UPDATE OF s SKIP LOCKED
-), picked AS (
-	SELECT seq FROM (SELECT seq, size, sum(size) OVER (ORDER BY event_key) - size AS before FROM locked) x
-	WHERE CASE WHEN $5 THEN before + size <= $4 ELSE before < $4 END
-)
-UPDATE {state} s SET lease_token = $6, next_attempt_at = statement_timestamp() + $7 * interval '1 microsecond'
-FROM picked p{updfrom} WHERE {scope}s.seq = p.seq{updjoin}
-RETURNING {cols}`)
-	rows, err := queryRecords(ctx, q, stmt, args...)
-	if err != nil {
-		return nil, b, err
-	}
-	slices.SortFunc(rows, func(a, b scanned) int { return compareStrings(a.rec.Key, b.rec.Key) })
-	return rows, b.after(rows), nil
-}
-
-func compareStrings(a, b string) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
-}
-
-// maxWalk bounds the keys one ordered claim visits.
-func maxWalk(limit int) int { return 4*limit + 100 }
-
-// claimIDs leases the named pending records no other process holds
-// (not leased, leased by this Store's head start, or whose lease has run
-// out), whatever their due time; ordered, a key's records only if they
-// are its oldest pending ones, in order.
-func (c *channel) claimIDs(ctx context.Context, q querier, t *target, token int64, p backend.ClaimParams, b budget) ([]scanned, error) {
-	stmt := t.render(`SELECT s.seq, s.event_key, octet_length({m}.payload) + coalesce(octet_length({m}.headers::text), 0),
-	(SELECT count(*) FROM {state} o WHERE {sc:o}o.status = 'pending' AND o.event_key = s.event_key AND o.seq < s.seq),
-	(SELECT count(*) FROM {state} o WHERE {sc:o}o.status = 'pending' AND o.event_key = s.event_key AND o.seq < s.seq AND {oid:o} <> ALL($1::text[])),
-	EXISTS (SELECT 1 FROM {state} l WHERE {sc:l}l.status = 'pending' AND l.lease_token > 0 AND l.event_key = s.event_key AND l.next_attempt_at > statement_timestamp() AND l.seq <> s.seq)
-		OR NOT (true{older:s})
-FROM {from} WHERE {scope}{m}.event_id = ANY($1::text[]) AND s.status = 'pending'
-	AND (s.lease_token = 0 OR s.lease_token = $2 OR s.next_attempt_at <= statement_timestamp())
-ORDER BY s.seq LIMIT $3 FOR UPDATE OF s SKIP LOCKED`)
-	rows, err := q.QueryContext(ctx, stmt, p.IDs, c.s.headStart, p.Limit)
-	if err != nil {
-		return nil, err
-	}
-	type cand struct {
-		seq, older, foreign int64
-		key                 string
-		size                int
-		held                bool // another record of the key is leased, or an older one waits for hand-over
-	}
-	var cands []cand
-	for rows.Next() {
-		var x cand
-		var key []byte
-		if err := rows.Scan(&x.seq, &key, &x.size, &x.older, &x.foreign, &x.held); err != nil {
-			rows.Close()
-			return nil, err
-		}
-		x.key = string(key)
-		cands = append(cands, x)
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return nil, err
-	}
-	var seqs []int64
-	taken := map[string]int64{} // per key: how many of its records are taken
-	blocked := map[string]bool{}
-	for _, x := range cands {
-		if p.Ordered && x.key != "" {
-			// The key's i-th record is taken only if the i records before
-			// it are (all of them named, and locked here).
-			if blocked[x.key] || x.foreign > 0 || x.held || x.older != taken[x.key] {
-				blocked[x.key] = true
-				continue
-			}
-			taken[x.key]++
-		}
-		if b.taken && b.left-x.size < 0 {
-			break
-		}
-		b.left -= x.size
-		b.taken = true
-		seqs = append(seqs, x.seq)
-	}
-	if len(seqs) == 0 {
-		return nil, nil
-	}
-	return c.lease(ctx, q, t, token, p.LeaseFor, seqs)
-}
-
-// lease leases the records seqs (locked by the caller's transaction).
-func (c *channel) lease(ctx context.Context, q querier, t *target, token int64, leaseFor time.Duration, seqs []int64) ([]scanned, error) {
-	stmt := t.render(`UPDATE {state} s SET lease_token = $1, next_attempt_at = statement_timestamp() + $2 * interval '1 microsecond'
-{updfromfirst} WHERE {scope}s.seq = ANY($3::bigint[]){updjoin}
-RETURNING {cols}`)
-	return queryRecords(ctx, q, stmt, token, leaseFor.Microseconds(), seqs)
-}
-
 // inTx runs fn in a transaction of db, committed if fn succeeds.
 func inTx(ctx context.Context, db *sql.DB, fn func(tx *sql.Tx) error) error {
 	tx, err := db.BeginTx(ctx, nil)
@@ -442,8 +345,7 @@ func retrying[T any](ctx context.Context, fn func() (T, error)) (T, error) {
 // again whether or not it happened: a fenced settle (run again, it finds
 // its records settled and counts them stale), a claim (run again, it
 // leases other records; those of the lost run, if it committed, are due
-// again when their lease ends, delivered late but not twice), a
-// hand-over (run again, it hands over the next messages), a read. A
+// again when their lease ends, delivered late but not twice), a read. A
 // worker's round then rides out a dropped connection, where failing it
 // would cost a whole batch's lease.
 func redoing[T any](ctx context.Context, fn func() (T, error)) (T, error) {
@@ -475,76 +377,11 @@ func retryingWhile[T any](ctx context.Context, retry func(error) bool, fn func()
 	return v, err
 }
 
-// settleAndClaimSQL settles (as settleSQL, $1 to $5) and claims due
-// records (as claimDue, $6 to $9) in one statement: one round trip and
-// one commit per batch while there is a backlog. The claim leaves out the
-// records being settled: their leases may have run out, and a row must
-// not be written twice by one statement. The last row it returns (seq 0)
-// carries the settle's result: the applied count and the dead IDs.
-const settleAndClaimSQL = `WITH settled AS (` + settleSQL + `
-), locked AS (
-	SELECT s.seq, s.next_attempt_at AS due, octet_length({m}.payload) + coalesce(octet_length({m}.headers::text), 0) AS size
-	FROM {from} WHERE {scope}s.status = 'pending' AND s.next_attempt_at <= statement_timestamp() AND {m}.event_id <> ALL($2::text[])
-	ORDER BY s.next_attempt_at, s.seq LIMIT $6 FOR UPDATE OF s SKIP LOCKED
-), picked AS (
-	SELECT seq FROM (SELECT seq, size, sum(size) OVER (ORDER BY due, seq) - size AS before FROM locked) x
-	WHERE before < $7
-), claimed AS (
-	UPDATE {state} s SET lease_token = $8, next_attempt_at = statement_timestamp() + $9 * interval '1 microsecond'
-	FROM picked p{updfrom} WHERE {scope}s.seq = p.seq{updjoin}
-	RETURNING {cols}
-)
-SELECT *, 0::bigint, NULL::text FROM claimed
-UNION ALL
-SELECT 0::bigint, '', '\x'::bytea, '\x'::bytea, '\x'::bytea, NULL::jsonb, NULL::timestamptz, statement_timestamp(), 'pending', 0, '',
-	statement_timestamp(), NULL::timestamptz, (SELECT count(*) FROM settled),
-	(SELECT coalesce(json_agg(event_id) FILTER (WHERE kind = 3), '[]')::text FROM settled)`
-
-// settleAndClaimOne settles and claims unordered in one statement (see
-// settleAndClaimSQL).
-func (c *channel) settleAndClaimOne(ctx context.Context, t *target, token string, outcomes []backend.Outcome, claimToken int64, p backend.ClaimParams) (backend.SettleResult, []scanned, error) {
-	tok, ok := parseToken(token)
-	if !ok || len(outcomes) == 0 {
-		res := backend.SettleResult{Stale: len(outcomes)}
-		rows, _, err := c.claimDue(ctx, c.db, t, claimToken, p, "", p.Limit, budget{left: c.s.opts.MaxClaimBytes})
-		return res, rows, err
-	}
-	ids, kinds, retry, errs := outcomeColumns(outcomes)
-	rows, err := c.db.QueryContext(ctx, t.render(settleAndClaimSQL), tok, ids, kinds, retry, errs,
-		p.Limit, c.s.opts.MaxClaimBytes, claimToken, p.LeaseFor.Microseconds())
-	if err != nil {
-		return backend.SettleResult{}, nil, err
-	}
-	defer rows.Close()
-	var (
-		out []scanned
-		res backend.SettleResult
-	)
-	for rows.Next() {
-		var (
-			applied int
-			dead    sql.NullString
-		)
-		r, err := scanRecordWith(rows, &applied, &dead)
-		if err != nil {
-			return backend.SettleResult{}, nil, err
-		}
-		if r.rec.Seq != 0 {
-			out = append(out, r)
-			continue
-		}
-		res.Applied = applied
-		if err := json.Unmarshal([]byte(dead.String), &res.Dead); err != nil {
-			return backend.SettleResult{}, nil, fmt.Errorf("read the dead IDs: %w", err)
+func allPublished(outcomes []backend.Outcome) bool {
+	for _, o := range outcomes {
+		if o.Kind != backend.OutcomePublished {
+			return false
 		}
 	}
-	if err := rows.Err(); err != nil {
-		return backend.SettleResult{}, nil, err
-	}
-	res.Stale = len(outcomes) - res.Applied
-	if len(res.Dead) == 0 {
-		res.Dead = nil
-	}
-	slices.Sort(res.Dead)
-	return res, out, nil
+	return len(outcomes) > 0
 }

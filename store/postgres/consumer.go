@@ -109,10 +109,11 @@ func (c *ConsumerStore) enqueueWithHeadStart(ctx context.Context, tx backend.Exe
 	for i, m := range msgs {
 		ids[i] = m.ID
 	}
-	// Only messages this transaction wrote, past the consumer's start.
-	// Ordered claims still wait for older messages of their keys that
-	// are not yet handed over ({older:s}).
-	_, err := tx.ExecContext(ctx, c.t.render(`INSERT INTO {consumption} (consumer_id, seq, event_key, next_attempt_at)
+	// Only messages this transaction wrote, past the consumer's start:
+	// a state row, due when the head start ends, which the consumer's
+	// walk of the log passes over. Ordered claims still wait for older
+	// messages of their keys (keyGate).
+	_, err := tx.ExecContext(ctx, c.t.render(`INSERT INTO {state} (consumer_id, seq, event_key, next_attempt_at)
 SELECT k.id, m.seq, m.event_key, statement_timestamp() + $3 * interval '1 microsecond'
 FROM {outbox} m JOIN {consumers} k ON k.name = $2 AND NOT k.removing AND m.seq > k.start_seq
 WHERE m.event_id = ANY($1::text[]) AND m.xid = pg_current_xact_id()
@@ -128,8 +129,8 @@ func (c *ConsumerStore) Get(ctx context.Context, id string) (outbox.Record, erro
 	return c.get(ctx, id)
 }
 
-// Claim leases due records of the consumer, after handing it the
-// messages that are safe to hand over (see Store.AddConsumer).
+// Claim leases due records of the consumer: its due state rows, and the
+// next messages of its walk of the log (see Store.AddConsumer).
 func (c *ConsumerStore) Claim(ctx context.Context, p backend.ClaimParams) (backend.Batch, error) {
 	return c.claim(ctx, p)
 }
@@ -144,23 +145,17 @@ func (c *ConsumerStore) SettleAndClaim(ctx context.Context, st backend.Settlemen
 	return c.settleAndClaim(ctx, st, p)
 }
 
-// EndHeadStart makes those of ids that this consumer has been handed
-// with the head start their writer gave them (pending, never attempted,
-// not leased, not yet due) due at once.
+// EndHeadStart makes those of ids that this consumer got with the head
+// start their writer gave them (pending, never attempted, not leased,
+// not yet due) due at once.
 func (c *ConsumerStore) EndHeadStart(ctx context.Context, ids []string) (int, error) {
-	if len(ids) == 0 {
-		return 0, nil
-	}
-	t, err := c.resolve(ctx)
-	if err != nil {
-		return 0, err
-	}
-	if _, err := c.handOverForClaim(ctx, t); err != nil {
-		return 0, err
-	}
-	return c.endHeadStart(ctx, t, ids, `UPDATE {state} s SET next_attempt_at = statement_timestamp() FROM {outbox} m
-WHERE {scope}m.seq = s.seq AND m.event_id = ANY($1::text[]) AND s.status = 'pending' AND s.retry_count = 0
-	AND s.lease_token = 0 AND s.next_attempt_at > statement_timestamp()`)
+	return c.endHeadStart(ctx, ids, `WITH u AS (
+	UPDATE {state} s SET next_attempt_at = statement_timestamp() FROM {outbox} m
+	WHERE s.consumer_id = {c} AND m.seq = s.seq AND m.event_id = ANY($1::text[]) AND s.status = 'pending' AND s.retry_count = 0
+		AND s.lease_token = 0 AND s.next_attempt_at > statement_timestamp()
+	RETURNING 1
+)
+SELECT count(*) FROM u`)
 }
 
 // resolve returns the channel's target: for a named consumer, with its
@@ -172,8 +167,8 @@ func (c *channel) resolve(ctx context.Context) (*target, error) {
 	t := *c.t
 	var removing bool
 	_, err := redoing(ctx, func() (struct{}, error) {
-		return struct{}{}, c.db.QueryRowContext(ctx, c.t.render("SELECT id, start_seq, removing FROM {consumers} WHERE name = $1"), c.consumer).
-			Scan(&t.consumerID, &t.startSeq, &removing)
+		return struct{}{}, c.db.QueryRowContext(ctx, c.t.render("SELECT id, removing FROM {consumers} WHERE name = $1"), c.consumer).
+			Scan(&t.consumerID, &removing)
 	})
 	switch {
 	case errors.Is(err, sql.ErrNoRows) || (err == nil && removing):
@@ -184,87 +179,7 @@ func (c *channel) resolve(ctx context.Context) (*target, error) {
 	return &t, nil
 }
 
-// handOverBatch is the most messages one hand-over moves.
-const handOverBatch = 1000
-
-// handOverWait bounds how long a claim waits for the transactions that
-// hold a hand-over back (see horizonSQL): committed messages that cannot
-// be handed over yet because an older transaction is still open.
-const handOverWait = 500 * time.Millisecond
-
-// handOverForClaim hands a named consumer what is safe to hand over
-// before a claim. If committed messages wait behind open transactions
-// and nothing could be handed over, it waits for them a little (at most
-// handOverWait), polling. more says it moved a full batch: there may be
-// more to hand over, which the next claim does.
-func (c *channel) handOverForClaim(ctx context.Context, t *target) (more bool, err error) {
-	if t.consumerID == 0 {
-		return false, nil
-	}
-	deadline := time.Now().Add(handOverWait)
-	pause := 2 * time.Millisecond
-	for {
-		h, err := redoing(ctx, func() (handOverResult, error) { return c.s.handOver(ctx, t, handOverBatch) })
-		if err != nil {
-			return false, c.wrap("hand over", err)
-		}
-		if !h.blocked || h.moved > 0 || h.busy || time.Now().After(deadline) {
-			return h.moved >= handOverBatch, nil
-		}
-		timer := time.NewTimer(pause)
-		select {
-		case <-ctx.Done():
-			timer.Stop()
-			return false, c.wrap("hand over", ctx.Err())
-		case <-timer.C:
-		}
-		pause = min(2*pause, 50*time.Millisecond)
-	}
-}
-
-type handOverResult struct {
-	// moved counts the messages handed over.
-	moved int
-	// busy: another session is handing over to the consumer right now.
-	busy bool
-	// blocked: committed messages wait behind an open transaction.
-	blocked bool
-}
-
-// handOver hands the consumer up to limit messages, in (xid, seq) order,
-// of transactions that can no longer be running (see horizonSQL), and
-// moves its cursor past them.
-func (s *Store) handOver(ctx context.Context, t *target, limit int) (handOverResult, error) {
-	var (
-		found, moved int
-		blocked      bool
-	)
-	err := s.db.QueryRowContext(ctx, t.render(`WITH c AS (
-	SELECT id, start_seq, cursor_xid, cursor_seq FROM {consumers} WHERE id = $1 AND NOT removing FOR UPDATE SKIP LOCKED
-), horizon AS (
-	SELECT `+horizonSQL+` AS h
-), src AS (
-	SELECT o.xid, o.seq, o.event_key FROM {outbox} o, c, horizon
-	WHERE (o.xid, o.seq) > (c.cursor_xid, c.cursor_seq) AND o.xid < horizon.h
-	ORDER BY o.xid, o.seq LIMIT $2
-), ins AS (
-	INSERT INTO {consumption} (consumer_id, seq, event_key, next_attempt_at)
-	SELECT c.id, src.seq, src.event_key, statement_timestamp() FROM src, c WHERE src.seq > c.start_seq
-	ON CONFLICT DO NOTHING RETURNING 1
-), upd AS (
-	UPDATE {consumers} u SET cursor_xid = l.xid, cursor_seq = l.seq
-	FROM (SELECT xid, seq FROM src ORDER BY xid DESC, seq DESC LIMIT 1) l, c WHERE u.id = c.id RETURNING 1
-)
-SELECT (SELECT count(*) FROM c), (SELECT count(*) FROM src) + (SELECT 0 * count(*) FROM ins) + (SELECT 0 * count(*) FROM upd),
-	EXISTS (SELECT 1 FROM {outbox} o, c, horizon WHERE (o.xid, o.seq) > (c.cursor_xid, c.cursor_seq) AND o.xid >= horizon.h)`),
-		t.consumerID, limit).Scan(&found, &moved, &blocked)
-	if err != nil {
-		return handOverResult{}, err
-	}
-	return handOverResult{moved: moved, busy: found == 0, blocked: blocked}, nil
-}
-
-// horizonSQL is the hand-over horizon: the oldest transaction ID that
+// horizonSQL is the horizon of the log's walk: the oldest transaction ID that
 // may still be running in this database. Every transaction with a
 // smaller ID has ended, so its messages are all visible (or rolled back)
 // and no message of it can ever appear again: a consumer may be handed
@@ -293,12 +208,11 @@ const horizonSQL = `(SELECT coalesce(min(x), pg_snapshot_xmax(pg_current_snapsho
 // now or from the beginning. It returns an error wrapping
 // ErrConsumerExists if the name is taken. Run Migrate first.
 //
-// A consumer is handed the messages of the outbox in the order of their
-// writers' transaction IDs (xid8) and then seq, and only those of
-// transactions that have ended: below the horizon (see
-// docs/postgres-store.md), which is what makes the hand-over safe
-// against commit order. A transaction left open in the same database
-// holds every consumer's hand-over back until it ends.
+// A consumer reads the log in the order of the writers' transaction IDs
+// (xid8) and then seq, and only the messages of transactions that have
+// ended: below the horizon (see docs/postgres-store.md), which is what
+// makes its walk safe against commit order. A transaction left open in
+// the same database holds every consumer's walk back until it ends.
 func (s *Store) AddConsumer(ctx context.Context, name string, from StartFrom) error {
 	if err := validConsumerName(name); err != nil {
 		return err
@@ -306,7 +220,7 @@ func (s *Store) AddConsumer(ctx context.Context, name string, from StartFrom) er
 	if from != StartNow && from != StartBeginning {
 		return fmt.Errorf("postgres store: add consumer %q: from %v: must be StartNow or StartBeginning", name, from)
 	}
-	res, err := s.db.ExecContext(ctx, s.t.render(`INSERT INTO {consumers} (name, start_seq, cursor_xid, cursor_seq)
+	res, err := s.db.ExecContext(ctx, s.t.render(`INSERT INTO {consumers} (name, start_seq, walked_xid, walked_seq)
 SELECT $1, CASE WHEN $2 THEN 0 ELSE last.seq END, CASE WHEN $2 THEN '0'::xid8 ELSE `+horizonSQL+` END, 0
 FROM (SELECT coalesce(max(seq), 0) AS seq FROM {outbox}) last
 ON CONFLICT (name) DO NOTHING`), name, from == StartBeginning)
@@ -337,7 +251,10 @@ func (s *Store) RemoveConsumer(ctx context.Context, name string) (int, error) {
 		if err != nil {
 			return err
 		}
-		res, err := tx.ExecContext(ctx, s.t.render("DELETE FROM {consumption} WHERE consumer_id = $1"), id)
+		if _, err := tx.ExecContext(ctx, s.t.render("DELETE FROM {ranges} WHERE consumer_id = $1"), id); err != nil {
+			return err
+		}
+		res, err := tx.ExecContext(ctx, s.t.render("DELETE FROM {state} WHERE consumer_id = $1"), id)
 		if err != nil {
 			return err
 		}
@@ -354,12 +271,12 @@ func (s *Store) RemoveConsumer(ctx context.Context, name string) (int, error) {
 }
 
 // Consumers lists the named consumers, by name. A consumer started
-// from the beginning is backfilling while messages written before it was
-// added still wait for hand-over.
+// from the beginning is backfilling while its walk has not yet passed
+// the messages written before it was added.
 func (s *Store) Consumers(ctx context.Context) ([]backend.ConsumerInfo, error) {
-	rows, err := s.db.QueryContext(ctx, s.t.render(`SELECT name, start_seq, cursor_seq, created_at, removing,
-	c.start_seq = 0 AND EXISTS (SELECT 1 FROM {outbox} o WHERE (o.xid, o.seq) > (c.cursor_xid, c.cursor_seq) AND o.created_at <= c.created_at)
-FROM {consumers} c ORDER BY name`))
+	rows, err := s.db.QueryContext(ctx, s.t.render(`SELECT name, start_seq, walked_seq, created_at, removing,
+	c.start_seq = 0 AND EXISTS (SELECT 1 FROM {outbox} o WHERE (o.xid, o.seq) > (c.walked_xid, c.walked_seq) AND o.created_at <= c.created_at)
+FROM {consumers} c WHERE c.id <> 0 ORDER BY name`))
 	if err != nil {
 		return nil, s.wrap("consumers", err)
 	}

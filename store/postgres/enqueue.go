@@ -91,7 +91,7 @@ func (s *Store) insert(ctx context.Context, tx backend.Execer, headStart time.Du
 	if !s.opts.DisableNotify {
 		channel = s.opts.Table
 	}
-	res, err := tx.ExecContext(ctx, s.t.render(insertSQL), cols.ids, cols.keys, cols.types, cols.payloads, cols.headers, cols.occurred,
+	res, err := tx.ExecContext(ctx, s.t.render(insertLogSQL), cols.ids, cols.keys, cols.types, cols.payloads, cols.headers, cols.occurred,
 		headStart.Microseconds(), lease, channel)
 	if err != nil {
 		if classify(err) == ClassDuplicate {
@@ -116,20 +116,6 @@ func (s *Store) insert(ctx context.Context, tx backend.Execer, headStart time.Du
 	}
 	return fmt.Errorf("postgres store: enqueue: message ID %s already exists: %w", s.duplicateOf(ctx, tx, cols.ids), outbox.ErrDuplicateID)
 }
-
-// insertSQL inserts the messages of unnested arrays, in their order,
-// unless one of their IDs is stored already. ON CONFLICT covers a
-// concurrent writer of one of the IDs: the statement waits for it and
-// skips the row if it commits, rather than failing (which would abort
-// the caller's transaction). Times are the server's.
-const insertSQL = `INSERT INTO {outbox} (event_id, event_key, event_type, payload, headers, occurred_at, created_at, available_at, next_attempt_at, lease_token)
-SELECT i.id, i.k, i.t, i.p, i.h::jsonb, i.o, statement_timestamp(),
-	statement_timestamp() + $7 * interval '1 microsecond', statement_timestamp() + $7 * interval '1 microsecond', $8
-FROM unnest($1::text[], $2::bytea[], $3::bytea[], $4::bytea[], $5::text[], $6::timestamptz[]) WITH ORDINALITY AS i(id, k, t, p, h, o, n)
-CROSS JOIN (SELECT CASE WHEN $9::text <> '' THEN pg_notify($9::text, '') END) AS nt
-WHERE NOT EXISTS (SELECT 1 FROM {outbox} d WHERE d.event_id = ANY($1::text[]))
-ORDER BY i.n
-ON CONFLICT (event_id) DO NOTHING`
 
 // duplicateOf names a stored ID of ids, where tx can tell.
 func (s *Store) duplicateOf(ctx context.Context, tx backend.Execer, ids []string) string {

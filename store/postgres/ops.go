@@ -15,6 +15,43 @@ import (
 // The operator contract (backend.Queue), shared by the Store (the
 // default consumer) and every ConsumerStore.
 
+// pendingSQL lists the consumer's ({c}) pending records, as (seq,
+// leased, event_type, created_at): messages past its walk (less those
+// its writer delivered), those of its live ranges, its pending state
+// rows, and those its walk passed while their writer held them (and
+// still does). A message with a state row is counted by it alone. The
+// messages past the walk are read by the (xid, seq) index from the
+// position on, and those of a range by the index from the range's
+// start, whatever the log behind them holds (OFFSET 0 keeps the planner
+// from reading the whole table in seq order instead:
+// TestStatsReadsTheBacklogOnly).
+const pendingSQL = `SELECT o.seq, false AS leased, o.event_type, o.created_at FROM (
+		SELECT * FROM {outbox} o WHERE (o.xid, o.seq) > ((SELECT walked_xid FROM {consumers} WHERE id = {c}), (SELECT walked_seq FROM {consumers} WHERE id = {c}))
+		OFFSET 0) o
+	WHERE o.seq > (SELECT start_seq FROM {consumers} WHERE id = {c})
+		AND NOT ({c} = 0 AND o.writer_token <> 0 AND o.writer_until IS NULL)
+		AND NOT EXISTS (SELECT 1 FROM {state} s WHERE s.consumer_id = {c} AND s.seq = o.seq)
+UNION ALL SELECT o.seq, r.lease_until > statement_timestamp(), o.event_type, o.created_at FROM {ranges} r
+	CROSS JOIN LATERAL (SELECT * FROM {outbox} o
+		WHERE (o.xid, o.seq) > (r.from_xid, r.from_seq) AND (o.xid, o.seq) <= (r.to_xid, r.to_seq) OFFSET 0) o
+	WHERE r.consumer_id = {c} AND o.seq > (SELECT start_seq FROM {consumers} WHERE id = {c})
+		AND NOT EXISTS (SELECT 1 FROM {state} s WHERE s.consumer_id = {c} AND s.seq = o.seq)
+UNION ALL SELECT s.seq, s.lease_token > 0 AND s.next_attempt_at > statement_timestamp(), o.event_type, o.created_at
+	FROM {state} s JOIN {outbox} o ON o.seq = s.seq
+	WHERE s.consumer_id = {c} AND s.status = 'pending'
+UNION ALL SELECT h.seq, false, o.event_type, o.created_at FROM {consumers} c, unnest(c.held) AS h(seq)
+	JOIN {outbox} o ON o.seq = h.seq AND o.writer_until IS NOT NULL
+	WHERE c.id = {c} AND NOT EXISTS (SELECT 1 FROM {state} s WHERE s.consumer_id = {c} AND s.seq = h.seq)`
+
+// statsSQL counts the consumer's pending records and dead letters by
+// status and type, with those leased and the age of the oldest.
+const statsSQL = `SELECT p.status, p.event_type, count(*), count(*) FILTER (WHERE p.leased),
+	coalesce((extract(epoch FROM statement_timestamp() - min(p.created_at)) * 1000000)::bigint, 0)
+FROM (SELECT seq, leased, event_type, created_at, 'pending' AS status FROM (` + pendingSQL + `) pp
+	UNION ALL SELECT s.seq, false, o.event_type, o.created_at, 'dead' FROM {state} s JOIN {outbox} o ON o.seq = s.seq
+	WHERE s.consumer_id = {c} AND s.status = 'dead') p
+GROUP BY p.status, p.event_type`
+
 // Stats reports the consumer's backlog: pending records (and of them
 // those a worker's lease holds now), dead letters, and the age of the
 // oldest pending record, by the database clock.
@@ -23,15 +60,7 @@ func (c *channel) Stats(ctx context.Context) (backend.Stats, error) {
 	if err != nil {
 		return backend.Stats{}, err
 	}
-	if t.consumerID != 0 {
-		if _, err := c.s.handOver(ctx, t, handOverBatch); err != nil {
-			return backend.Stats{}, c.wrap("stats: hand over", err)
-		}
-	}
-	rows, err := c.db.QueryContext(ctx, t.render(`SELECT s.status, {m}.event_type, count(*),
-	count(*) FILTER (WHERE s.lease_token > 0 AND s.next_attempt_at > statement_timestamp()),
-	coalesce((extract(epoch FROM statement_timestamp() - min({m}.created_at)) * 1000000)::bigint, 0)
-FROM {from} WHERE {scope}s.status IN ('pending', 'dead') GROUP BY s.status, {m}.event_type`))
+	rows, err := c.db.QueryContext(ctx, t.render(statsSQL))
 	if err != nil {
 		return backend.Stats{}, c.wrap("stats", err)
 	}
@@ -65,6 +94,26 @@ FROM {from} WHERE {scope}s.status IN ('pending', 'dead') GROUP BY s.status, {m}.
 	return st, nil
 }
 
+// recordsSQL is the consumer's ({c}) records, every message it is to
+// get with its delivery state: a state row's, or else published by its
+// writer (consumer 0), pending past the walk or in a live range, and
+// published before it. Alias o is the message, s its state row, v.status
+// the record's status.
+const recordsSQL = `SELECT o.seq, o.event_id, o.event_key, o.event_type, o.payload, o.headers, o.occurred_at, o.created_at,
+	v.status, coalesce(s.retry_count, 0), coalesce(s.last_error, ''),
+	coalesce(s.next_attempt_at, CASE WHEN {c} = 0 AND o.writer_until > o.created_at THEN o.writer_until ELSE o.created_at END),
+	s.finished_at
+FROM {outbox} o
+JOIN {consumers} c ON c.id = {c} AND o.seq > c.start_seq
+LEFT JOIN {state} s ON s.consumer_id = {c} AND s.seq = o.seq
+CROSS JOIN LATERAL (SELECT CASE
+	WHEN s.status IS NOT NULL THEN s.status
+	WHEN {c} = 0 AND o.writer_token <> 0 AND o.writer_until IS NULL THEN 'published'
+	WHEN (o.xid, o.seq) > (c.walked_xid, c.walked_seq) OR o.seq = ANY(c.held) THEN 'pending'
+	WHEN EXISTS (SELECT 1 FROM {ranges} r WHERE r.consumer_id = {c}
+		AND (o.xid, o.seq) > (r.from_xid, r.from_seq) AND (o.xid, o.seq) <= (r.to_xid, r.to_seq)) THEN 'pending'
+	ELSE 'published' END AS status) v`
+
 // filter renders the conditions of a list or dead-letter filter.
 type filter struct {
 	conds []string
@@ -86,16 +135,16 @@ func (f *filter) where() string {
 func deadFilter(f backend.DeadFilter) *filter {
 	fl := &filter{}
 	if f.Type != "" {
-		fl.add("{m}.event_type = $?::bytea", []byte(f.Type))
+		fl.add("o.event_type = $?::bytea", []byte(f.Type))
 	}
 	if f.Key != "" {
-		fl.add("{m}.event_key = $?::bytea", []byte(f.Key))
+		fl.add("o.event_key = $?::bytea", []byte(f.Key))
 	}
 	if f.OlderThan > 0 {
-		fl.add("{m}.created_at <= statement_timestamp() - $? * interval '1 microsecond'", f.OlderThan.Microseconds())
+		fl.add("o.created_at <= statement_timestamp() - $? * interval '1 microsecond'", f.OlderThan.Microseconds())
 	}
 	if f.ErrorContains != "" {
-		fl.add("strpos(s.last_error, $?) > 0", storedText(f.ErrorContains, 4096))
+		fl.add("strpos(coalesce(s.last_error, ''), $?) > 0", storedText(f.ErrorContains, 4096))
 	}
 	return fl
 }
@@ -110,21 +159,24 @@ func (c *channel) List(ctx context.Context, f backend.ListFilter) ([]outbox.Reco
 	if err != nil {
 		return nil, err
 	}
-	if t.consumerID != 0 {
-		if _, err := c.s.handOver(ctx, t, handOverBatch); err != nil {
-			return nil, c.wrap("list: hand over", err)
-		}
-	}
 	fl := deadFilter(backend.DeadFilter{Type: f.Type, Key: f.Key, OlderThan: f.OlderThan, ErrorContains: f.ErrorContains})
 	if f.Status != "" {
-		fl.add("s.status = $?", string(f.Status))
+		fl.add("v.status = $?", string(f.Status))
 	}
 	if f.MinAttempts > 0 {
-		fl.add("s.retry_count >= $?", f.MinAttempts)
+		fl.add("coalesce(s.retry_count, 0) >= $?", f.MinAttempts)
 	}
-	fl.add("s.seq > $?", f.AfterSeq)
+	fl.add("o.seq > $?", f.AfterSeq)
+	// Dead letters and failed records have state rows: read only those.
+	from := ""
+	if f.Status == outbox.StatusDead || f.MinAttempts > 0 || f.ErrorContains != "" {
+		from = " AND o.seq IN (SELECT x.seq FROM {state} x WHERE x.consumer_id = {c})"
+	}
+	if f.Status == outbox.StatusPending {
+		from = " AND o.seq IN (SELECT seq FROM (" + pendingSQL + ") p)"
+	}
 	args := append(fl.args, f.Limit)
-	q := t.render("SELECT {cols} FROM {from} WHERE {scope}TRUE" + fl.where() + " ORDER BY s.seq LIMIT $" + strconv.Itoa(len(args)))
+	q := t.render(recordsSQL + " WHERE TRUE" + from + fl.where() + " ORDER BY o.seq LIMIT $" + strconv.Itoa(len(args)))
 	rows, err := queryRecords(ctx, c.db, q, args...)
 	if err != nil {
 		return nil, c.wrap("list", err)
@@ -150,7 +202,7 @@ func (c *channel) Requeue(ctx context.Context, id string) error {
 	}
 	res, err := c.db.ExecContext(ctx, t.render(`UPDATE {state} s SET status = 'pending', retry_count = 0,
 	next_attempt_at = statement_timestamp(), lease_token = 0, finished_at = NULL
-{updfromfirst} WHERE {scope}{m}.event_id = $1 AND s.status = 'dead'{updjoin}`), id)
+FROM {outbox} o WHERE s.consumer_id = {c} AND o.seq = s.seq AND o.event_id = $1 AND s.status = 'dead'`), id)
 	if err != nil {
 		return c.wrap("requeue", err)
 	}
@@ -177,7 +229,7 @@ func (c *channel) CountDead(ctx context.Context, f backend.DeadFilter) (int, err
 	}
 	fl := deadFilter(f)
 	var n int
-	if err := c.db.QueryRowContext(ctx, t.render("SELECT count(*) FROM {from} WHERE {scope}s.status = 'dead'"+fl.where()), fl.args...).Scan(&n); err != nil {
+	if err := c.db.QueryRowContext(ctx, t.render("SELECT count(*) FROM {state} s JOIN {outbox} o ON o.seq = s.seq WHERE s.consumer_id = {c} AND s.status = 'dead'"+fl.where()), fl.args...).Scan(&n); err != nil {
 		return 0, c.wrap("count dead", err)
 	}
 	return n, nil
@@ -199,7 +251,8 @@ func (c *channel) RequeueDead(ctx context.Context, f backend.DeadFilter, opts ba
 	limitArg := len(fl.args) + 1
 	q := t.render(`UPDATE {state} s SET status = 'pending', retry_count = 0,
 	next_attempt_at = statement_timestamp(), lease_token = 0, finished_at = NULL
-WHERE {scope}s.seq IN (SELECT s.seq FROM {from} WHERE {scope}s.status = 'dead'` + fl.where() + `
+WHERE s.consumer_id = {c} AND s.seq IN (SELECT s.seq FROM {state} s JOIN {outbox} o ON o.seq = s.seq
+	WHERE s.consumer_id = {c} AND s.status = 'dead'` + fl.where() + `
 	ORDER BY s.seq LIMIT $` + strconv.Itoa(limitArg) + ` FOR UPDATE OF s SKIP LOCKED)`)
 	total := 0
 	for {
@@ -226,24 +279,33 @@ WHERE {scope}s.seq IN (SELECT s.seq FROM {from} WHERE {scope}s.status = 'dead'` 
 }
 
 // PurgePublished deletes up to limit messages that every consumer has
-// finished with longer ago than olderThan (retention), oldest first, and
-// returns how many. Finished means published by the default consumer
-// (the outbox table's status) and by every named consumer that is to get
-// the message, handed over to it; with Options.PurgeDead, dead counts as
-// finished too. The age counts from the default consumer's finish. A
-// message's named-consumer state goes with it. It never races a claim:
-// it deletes only finished records, which no claim touches, and locks
-// them with SKIP LOCKED, re-checking their status, so that a record a
-// requeue holds is passed over.
+// finished with and that were written longer ago than olderThan
+// (retention), oldest first, and returns how many. Finished means, for
+// each consumer, published (or, with Options.PurgeDead, dead) by its
+// state row, or else behind its walk and out of its live ranges (or
+// delivered by its writer). A message's state
+// rows go with it. It never races a claim: what it deletes no claim
+// reads, and it locks the messages with SKIP LOCKED.
 func (s *Store) PurgePublished(ctx context.Context, olderThan time.Duration, limit int) (int, error) {
 	if olderThan <= 0 || limit < 1 || limit > backend.MaxClaimLimit {
 		return 0, fmt.Errorf("postgres store: purge: older than %v, limit %d: want a positive age and a limit of 1 to %d", olderThan, limit, backend.MaxClaimLimit)
 	}
-	res, err := s.db.ExecContext(ctx, s.t.render(`WITH victims AS (
+	// The state rows of the candidates are locked too, and their status
+	// read again once locked: a message one of whose rows another
+	// transaction holds (a requeue of a dead letter) or changed since
+	// the statement began is left for a later purge.
+	res, err := s.db.ExecContext(ctx, s.t.render(`WITH candidates AS MATERIALIZED (
 	SELECT o.seq FROM {outbox} o WHERE `+s.purgeable()+`
-	ORDER BY o.finished_at LIMIT $2 FOR UPDATE OF o SKIP LOCKED
+	ORDER BY o.created_at LIMIT $2 FOR UPDATE OF o SKIP LOCKED
+), final AS MATERIALIZED (
+	SELECT x.consumer_id, x.seq FROM {state} x
+	WHERE x.seq IN (SELECT seq FROM candidates) AND x.status IN `+s.finished()+`
+	FOR UPDATE OF x SKIP LOCKED
+), victims AS MATERIALIZED (
+	SELECT c.seq FROM candidates c WHERE NOT EXISTS (SELECT 1 FROM {state} x WHERE x.seq = c.seq
+		AND NOT EXISTS (SELECT 1 FROM final f WHERE f.consumer_id = x.consumer_id AND f.seq = x.seq))
 ), gone AS (
-	DELETE FROM {consumption} x USING victims v WHERE x.seq = v.seq
+	DELETE FROM {state} x USING victims v WHERE x.seq = v.seq
 )
 DELETE FROM {outbox} o USING victims v WHERE o.seq = v.seq`), olderThan.Microseconds(), limit)
 	if err != nil {
@@ -259,14 +321,27 @@ DELETE FROM {outbox} o USING victims v WHERE o.seq = v.seq`), olderThan.Microsec
 // purgeable is the condition of a message retention may delete; $1 is
 // the age in microseconds.
 func (s *Store) purgeable() string {
-	finished := "('published')"
+	finished := s.finished()
+	// Finished for consumer c: a final state row; or no state row, and
+	// delivered by its writer (the default consumer), or behind c's walk,
+	// out of its live ranges and its held list.
+	return `o.created_at <= statement_timestamp() - $1 * interval '1 microsecond'
+	AND NOT EXISTS (SELECT 1 FROM {consumers} c WHERE o.seq > c.start_seq AND NOT (
+		EXISTS (SELECT 1 FROM {state} x WHERE x.consumer_id = c.id AND x.seq = o.seq AND x.status IN ` + finished + `)
+		OR (NOT EXISTS (SELECT 1 FROM {state} x WHERE x.consumer_id = c.id AND x.seq = o.seq) AND (
+			(c.id = 0 AND o.writer_token <> 0 AND o.writer_until IS NULL)
+			OR ((o.xid, o.seq) <= (c.walked_xid, c.walked_seq) AND o.seq <> ALL(c.held)
+				AND NOT EXISTS (SELECT 1 FROM {ranges} r WHERE r.consumer_id = c.id
+					AND (o.xid, o.seq) > (r.from_xid, r.from_seq) AND (o.xid, o.seq) <= (r.to_xid, r.to_seq)))))))`
+}
+
+// finished is the list of the statuses retention deletes: published, and
+// dead with Options.PurgeDead.
+func (s *Store) finished() string {
 	if s.opts.PurgeDead {
-		finished = "('published', 'dead')"
+		return "('published', 'dead')"
 	}
-	return `o.status IN ` + finished + ` AND o.finished_at <= statement_timestamp() - $1 * interval '1 microsecond'
-	AND NOT EXISTS (SELECT 1 FROM {consumers} c WHERE o.seq > c.start_seq AND (
-		(o.xid, o.seq) > (c.cursor_xid, c.cursor_seq)
-		OR NOT EXISTS (SELECT 1 FROM {consumption} x WHERE x.consumer_id = c.id AND x.seq = o.seq AND x.status IN ` + finished + `)))`
+	return "('published')"
 }
 
 // CountPurgeable counts the messages PurgePublished would delete.

@@ -14,7 +14,7 @@ import (
 )
 
 // SchemaVersion is the schema version this build creates and needs.
-const SchemaVersion = 2
+const SchemaVersion = 3
 
 //go:embed schema/*.sql
 var schemaFiles embed.FS
@@ -41,7 +41,8 @@ func schemaStep(table string, v int) (string, error) {
 func renderSchema(table, sqlText string) string {
 	t := defaultTarget(table)
 	return strings.NewReplacer(
-		"{outbox}", t.outbox, "{consumers}", t.consumers, "{consumption}", t.consumption, "{prefix}", table,
+		"{outbox}", t.outbox, "{consumers}", t.consumers, "{consumption}", quote(table+"_consumption"), "{prefix}", table,
+		"{state}", quote(table+"_state"), "{ranges}", quote(table+"_ranges"), "{horizon}", horizonSQL,
 	).Replace(sqlText)
 }
 
@@ -141,6 +142,12 @@ func (s *Store) Migrate(ctx context.Context) error {
 		if err != nil {
 			return s.wrap("migrate", err)
 		}
+		if next == 3 && v > 0 {
+			if err := s.quiesceOldBuild(ctx, tx); err != nil {
+				_ = tx.Rollback()
+				return err
+			}
+		}
 		if _, err := tx.ExecContext(ctx, step); err != nil {
 			_ = tx.Rollback()
 			return s.wrap(fmt.Sprintf("migrate to version %d", next), err)
@@ -158,24 +165,27 @@ var requiredColumns = map[string]map[string]string{
 	"": {
 		"seq": "bigint", "event_id": "text", "event_key": "bytea", "event_type": "bytea", "payload": "bytea", "headers": "jsonb",
 		"occurred_at": "timestamp with time zone", "xid": "xid8", "created_at": "timestamp with time zone",
-		"available_at": "timestamp with time zone", "status": "text", "retry_count": "integer", "last_error": "text",
-		"next_attempt_at": "timestamp with time zone", "lease_token": "bigint", "finished_at": "timestamp with time zone",
+		"writer_token": "bigint", "writer_until": "timestamp with time zone",
 	},
 	"_consumers": {
-		"id": "integer", "name": "text", "start_seq": "bigint", "cursor_xid": "xid8", "cursor_seq": "bigint",
+		"id": "integer", "name": "text", "start_seq": "bigint", "walked_xid": "xid8", "walked_seq": "bigint", "held": "bigint[]",
 		"created_at": "timestamp with time zone", "removing": "boolean",
 	},
-	"_consumption": {
+	"_state": {
 		"consumer_id": "integer", "seq": "bigint", "event_key": "bytea", "status": "text", "retry_count": "integer",
 		"last_error": "text", "next_attempt_at": "timestamp with time zone", "lease_token": "bigint", "finished_at": "timestamp with time zone",
+	},
+	"_ranges": {
+		"consumer_id": "integer", "token": "bigint", "from_xid": "xid8", "from_seq": "bigint", "to_xid": "xid8", "to_seq": "bigint", "n": "integer",
+		"owner": "text", "claimed_at": "timestamp with time zone", "lease_until": "timestamp with time zone",
 	},
 }
 
 // requiredIndexes are the indexes the store's queries rely on (their
 // names, after the table's name).
 var requiredIndexes = map[string][]string{
-	"":             {"_event_id", "_due", "_key", "_unkeyed", "_leased", "_xid", "_key_xid", "_finished"},
-	"_consumption": {"_c_due", "_c_key", "_c_unkeyed", "_c_leased", "_c_finished", "_c_seq"},
+	"":       {"_event_id", "_xid", "_key_xid", "_created"},
+	"_state": {"_s_due", "_s_key", "_s_finished", "_s_seq"},
 }
 
 // Verify checks, changing nothing, that the tables are at SchemaVersion
@@ -257,6 +267,35 @@ WHERE a.attrelid = to_regclass($1) AND a.attnum > 0 AND NOT a.attisdropped`, quo
 	}
 	if len(problems) > 0 {
 		return fmt.Errorf("postgres store: verify: %s", strings.Join(problems, "; "))
+	}
+	return nil
+}
+
+// quiesceOldBuild starts the upgrade to schema version 3 in tx: it
+// takes the tables an older build writes (EXCLUSIVE: reads go on, writes
+// wait), so that every writer and worker of that build in flight has
+// ended before the upgrade reads their state and none starts until it has
+// committed; then it refuses while a worker of that build holds a lease:
+// it would settle into columns the upgrade drops, and its messages would
+// be delivered again. Stop the workers of the older build first (or wait
+// until their leases run out).
+func (s *Store) quiesceOldBuild(ctx context.Context, tx *sql.Tx) error {
+	if _, err := tx.ExecContext(ctx, renderSchema(s.opts.Table, `LOCK TABLE {outbox}, {consumption} IN EXCLUSIVE MODE`)); err != nil {
+		return s.wrap("migrate to version 3", err)
+	}
+	return s.noLiveLeases(ctx, tx)
+}
+
+func (s *Store) noLiveLeases(ctx context.Context, q querier) error {
+	var n int
+	err := q.QueryRowContext(ctx, renderSchema(s.opts.Table, `SELECT
+	(SELECT count(*) FROM {outbox} WHERE status = 'pending' AND lease_token > 0 AND next_attempt_at > statement_timestamp())
+	+ (SELECT count(*) FROM {consumption} WHERE status = 'pending' AND lease_token > 0 AND next_attempt_at > statement_timestamp())`)).Scan(&n)
+	if err != nil {
+		return s.wrap("migrate to version 3", err)
+	}
+	if n > 0 {
+		return fmt.Errorf("postgres store: migrate to version 3: workers of an older build hold %d leases; stop them (or wait until the leases run out) and migrate again", n)
 	}
 	return nil
 }

@@ -2,18 +2,20 @@ package postgres
 
 import (
 	"context"
-	"errors"
+	"database/sql"
 	"fmt"
 	"slices"
 	"strings"
-	"time"
 
 	"github.com/outboxrelay/outboxrelay/outbox/backend"
 )
 
 // Settle records the outcomes of claimed records, fenced by the batch
-// token: one UPDATE of the records still leased under token; the others
-// are counted as stale. It is idempotent.
+// token: a record published from a range of the log costs no write
+// (the range's row goes, once per batch), one not published gets a
+// state row; a record claimed from its state row has that row updated.
+// Outcomes no longer held under token are counted as stale. It is
+// idempotent.
 func (s *Store) Settle(ctx context.Context, token string, outcomes []backend.Outcome) (backend.SettleResult, error) {
 	return s.settle(ctx, token, outcomes)
 }
@@ -27,16 +29,21 @@ func (c *channel) settle(ctx context.Context, token string, outcomes []backend.O
 	if err != nil {
 		return backend.SettleResult{}, err
 	}
-	// A settle is one statement fenced by the token, so it is tried
-	// again after a lost connection too: had the lost try committed, the
-	// next finds its records settled and counts them stale, and nothing
-	// applies twice. (Without it, each connection a pooler or a failover
-	// cuts costs a batch of redeliveries after the lease.)
-	var res backend.SettleResult
-	_, err = redoing(ctx, func() (struct{}, error) {
-		var err error
-		res, err = c.settleIn(ctx, c.db, t, token, outcomes)
-		return struct{}{}, err
+	// A settle is fenced by the token, so it is tried again after a lost
+	// connection too: had the lost try committed, the next finds its
+	// range gone and its records settled, and counts them stale; nothing
+	// applies twice.
+	res, err := redoing(ctx, func() (backend.SettleResult, error) {
+		if tok, ok := parseToken(token); ok && tok > 0 {
+			return logSettle(ctx, c.db, t, tok, outcomes) // one statement
+		}
+		var res backend.SettleResult
+		err := inTx(ctx, c.db, func(tx *sql.Tx) error {
+			var err error
+			res, err = settleIn(ctx, tx, t, token, outcomes)
+			return err
+		})
+		return res, err
 	})
 	if err != nil {
 		return backend.SettleResult{}, c.wrap("settle", err)
@@ -71,29 +78,95 @@ func checkOutcomes(what string, outcomes []backend.Outcome) ([]backend.Outcome, 
 	return out, nil
 }
 
-// settleIn applies outcomes in one statement through q.
-func (c *channel) settleIn(ctx context.Context, q querier, t *target, token string, outcomes []backend.Outcome) (backend.SettleResult, error) {
-	res := backend.SettleResult{}
+// settleIn records outcomes under token in tx. A negative token is a
+// writer's head start (HeadStartBatch): its messages first lose the
+// writer's hold (one HOT update each; a walk that passed them meanwhile
+// left a state row under the writer's token, which logSettle then
+// updates).
+func settleIn(ctx context.Context, tx *sql.Tx, t *target, token string, outcomes []backend.Outcome) (backend.SettleResult, error) {
 	if len(outcomes) == 0 {
-		return res, nil
+		return backend.SettleResult{}, nil
 	}
 	tok, ok := parseToken(token)
 	if !ok {
-		res.Stale = len(outcomes)
-		return res, nil
+		return backend.SettleResult{Stale: len(outcomes)}, nil
 	}
+	if tok > 0 {
+		return logSettle(ctx, tx, t, tok, outcomes)
+	}
+	return writerSettle(ctx, tx, t, tok, outcomes)
+}
+
+// writerSettle records the outcomes of a writer's after-commit publish
+// of the messages it holds under tok (consumer 0 only): each loses the
+// hold (writer_until NULL: published by its writer); one not published
+// gets a state row with the outcome, unless a walk gave it one already
+// (under tok, and then it is updated). A message a claim has taken from
+// the writer since is stale.
+func writerSettle(ctx context.Context, tx *sql.Tx, t *target, tok int64, outcomes []backend.Outcome) (backend.SettleResult, error) {
 	ids, kinds, retry, errs := outcomeColumns(outcomes)
-	rows, err := q.QueryContext(ctx, t.render(settleSQL), tok, ids, kinds, retry, errs)
+	// First the hold, in a statement of its own: it waits for a walk
+	// that is passing these messages (FOR SHARE), and the statement
+	// after it then sees the state rows that walk left.
+	q, err := tx.QueryContext(ctx, t.render(`UPDATE {outbox} o SET writer_until = NULL
+WHERE o.event_id = ANY($1::text[]) AND o.writer_token = $2 AND o.writer_until IS NOT NULL
+	AND NOT EXISTS (SELECT 1 FROM {state} s WHERE s.consumer_id = 0 AND s.seq = o.seq AND s.lease_token <> $2)
+RETURNING o.event_id`), ids, tok)
 	if err != nil {
-		return res, err
+		return backend.SettleResult{}, err
 	}
-	defer rows.Close()
-	for rows.Next() {
-		var (
-			id   string
-			kind int32
-		)
-		if err := rows.Scan(&id, &kind); err != nil {
+	held := map[string]bool{}
+	for q.Next() {
+		var id string
+		if err := q.Scan(&id); err != nil {
+			q.Close()
+			return backend.SettleResult{}, err
+		}
+		held[id] = true
+	}
+	if err := q.Close(); err != nil {
+		return backend.SettleResult{}, err
+	}
+	if len(held) == 0 {
+		return backend.SettleResult{Stale: len(outcomes)}, nil
+	}
+	// The state rows: updated where a walk left one under tok, added for
+	// an outcome other than published.
+	rows, err := tx.QueryContext(ctx, t.render(`WITH o AS (
+	SELECT o.id, o.kind, o.retry, o.err, m.seq, m.event_key
+	FROM unnest($1::text[], $2::int[], $3::bigint[], $4::text[]) AS o(id, kind, retry, err)
+	JOIN {outbox} m ON m.event_id = o.id
+	WHERE o.id = ANY($6::text[])
+), upd AS (`+stateUpdateSQL+`
+), ins AS (`+stateInsertSQL+`
+	FROM o WHERE o.kind <> 1 AND NOT EXISTS (SELECT 1 FROM {state} s WHERE s.consumer_id = 0 AND s.seq = o.seq)
+	RETURNING seq
+)
+SELECT id, kind FROM upd
+UNION ALL SELECT o.id, o.kind FROM o WHERE o.kind = 1 AND NOT EXISTS (SELECT 1 FROM upd WHERE upd.id = o.id)
+UNION ALL SELECT o.id, o.kind FROM o JOIN ins ON ins.seq = o.seq`), ids, kinds, retry, errs, tok, keys(held))
+	if err != nil {
+		return backend.SettleResult{}, err
+	}
+	return settleResult(rows, len(outcomes))
+}
+
+func keys(m map[string]bool) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	return out
+}
+
+// settleResult reads the (id, kind) of the outcomes a settle applied.
+func settleResult(q *sql.Rows, outcomes int) (backend.SettleResult, error) {
+	defer q.Close()
+	res := backend.SettleResult{}
+	for q.Next() {
+		var id string
+		var kind int32
+		if err := q.Scan(&id, &kind); err != nil {
 			return backend.SettleResult{}, err
 		}
 		res.Applied++
@@ -101,13 +174,35 @@ func (c *channel) settleIn(ctx context.Context, q querier, t *target, token stri
 			res.Dead = append(res.Dead, id)
 		}
 	}
-	if err := rows.Err(); err != nil {
+	if err := q.Err(); err != nil {
 		return backend.SettleResult{}, err
 	}
-	res.Stale = len(outcomes) - res.Applied
+	res.Stale = outcomes - res.Applied
 	slices.Sort(res.Dead)
 	return res, nil
 }
+
+// stateUpdateSQL applies outcomes o (kind 1 published, 2 retry, 3 dead,
+// 4 release) to the consumer's ($1) state rows leased under $5.
+const stateUpdateSQL = `UPDATE {state} s SET
+		status = CASE o.kind WHEN 1 THEN 'published' WHEN 3 THEN 'dead' ELSE 'pending' END,
+		retry_count = s.retry_count + CASE WHEN o.kind IN (2, 3) THEN 1 ELSE 0 END,
+		last_error = CASE o.kind WHEN 1 THEN '' WHEN 4 THEN s.last_error ELSE o.err END,
+		next_attempt_at = CASE o.kind WHEN 2 THEN statement_timestamp() + o.retry * interval '1 microsecond' WHEN 4 THEN statement_timestamp() ELSE s.next_attempt_at END,
+		finished_at = CASE WHEN o.kind IN (1, 3) THEN statement_timestamp() END,
+		lease_token = 0
+	FROM o WHERE s.consumer_id = {c} AND s.seq = o.seq AND s.lease_token = $5 AND s.status = 'pending'
+	RETURNING o.id, o.kind`
+
+// stateInsertSQL gives a record of outcomes o its first state row (the
+// caller's FROM and WHERE follow).
+const stateInsertSQL = `INSERT INTO {state} (consumer_id, seq, event_key, status, retry_count, last_error, next_attempt_at, finished_at)
+	SELECT {c}, o.seq, o.event_key,
+		CASE o.kind WHEN 1 THEN 'published' WHEN 3 THEN 'dead' ELSE 'pending' END,
+		CASE WHEN o.kind IN (2, 3) THEN 1 ELSE 0 END,
+		CASE WHEN o.kind IN (2, 3) THEN o.err ELSE '' END,
+		CASE o.kind WHEN 2 THEN statement_timestamp() + o.retry * interval '1 microsecond' ELSE statement_timestamp() END,
+		CASE WHEN o.kind IN (1, 3) THEN statement_timestamp() END`
 
 // outcomeColumns are outcomes, column by column, for settleSQL.
 func outcomeColumns(outcomes []backend.Outcome) (ids []string, kinds []int32, retry []int64, errs []string) {
@@ -127,19 +222,6 @@ func outcomeColumns(outcomes []backend.Outcome) (ids []string, kinds []int32, re
 	return ids, kinds, retry, errs
 }
 
-// settleSQL applies unnested outcomes (1 published, 2 retry, 3 dead,
-// 4 release) to the records still leased under the token $1.
-const settleSQL = `UPDATE {state} s SET
-	status = CASE o.kind WHEN 1 THEN 'published' WHEN 3 THEN 'dead' ELSE 'pending' END,
-	retry_count = s.retry_count + CASE WHEN o.kind IN (2, 3) THEN 1 ELSE 0 END,
-	last_error = CASE o.kind WHEN 1 THEN '' WHEN 4 THEN s.last_error ELSE o.err END,
-	next_attempt_at = CASE o.kind WHEN 2 THEN statement_timestamp() + o.retry * interval '1 microsecond' WHEN 4 THEN statement_timestamp() ELSE s.next_attempt_at END,
-	finished_at = CASE WHEN o.kind IN (1, 3) THEN statement_timestamp() END,
-	lease_token = 0
-FROM unnest($2::text[], $3::int[], $4::bigint[], $5::text[]) AS o(id, kind, retry, err){updfrom}
-WHERE {scope}s.lease_token = $1 AND s.status = 'pending' AND {m}.event_id = o.id{updjoin}
-RETURNING {m}.event_id, o.kind`
-
 // storedText makes s storable as PostgreSQL text of at most maxBytes
 // bytes: valid UTF-8 (backend.Truncate) without NUL characters, which
 // text cannot hold (each becomes U+FFFD). The work is bounded by
@@ -150,85 +232,4 @@ func storedText(s string, maxBytes int) string {
 		return s
 	}
 	return backend.Truncate(strings.ReplaceAll(s, "\x00", "\uFFFD"), maxBytes)
-}
-
-var _ = errors.New
-
-// HeadStartBatch returns, without writing anything, those of ids that
-// this Store enqueued with a head start and that are still pending under
-// it with at least minLeft of it to run, in insert order; the batch's
-// token settles them, and left is the least head start they have left,
-// on the database clock at the read.
-func (s *Store) HeadStartBatch(ctx context.Context, ids []string, minLeft time.Duration) (backend.Batch, time.Duration, error) {
-	switch {
-	case len(ids) == 0:
-		return backend.Batch{}, 0, nil
-	case len(ids) > backend.MaxClaimLimit:
-		return backend.Batch{}, 0, fmt.Errorf("postgres store: head start batch: %d IDs: more than %d", len(ids), backend.MaxClaimLimit)
-	case minLeft < 0:
-		return backend.Batch{}, 0, errors.New("postgres store: head start batch: minLeft must not be negative")
-	}
-	rows, err := s.db.QueryContext(ctx, s.t.render(`SELECT {cols}, (extract(epoch FROM s.next_attempt_at - statement_timestamp()) * 1000000)::bigint
-FROM {from} WHERE s.event_id = ANY($1::text[]) AND s.status = 'pending' AND s.lease_token = $2
-	AND s.next_attempt_at > statement_timestamp() + $3 * interval '1 microsecond'
-ORDER BY s.seq`), ids, s.headStart, minLeft.Microseconds())
-	if err != nil {
-		return backend.Batch{}, 0, s.wrap("head start batch", err)
-	}
-	defer rows.Close()
-	var (
-		out   []scanned
-		least int64 = -1
-		b           = budget{left: s.opts.MaxClaimBytes}
-	)
-	for rows.Next() {
-		var left int64
-		r, err := scanRecordWith(rows, &left)
-		if err != nil {
-			return backend.Batch{}, 0, s.wrap("head start batch", err)
-		}
-		if b.spent() || (b.taken && b.left-recordBytes(r.rec) < 0) {
-			break
-		}
-		b = b.after([]scanned{r})
-		out = append(out, r)
-		if least < 0 || left < least {
-			least = left
-		}
-	}
-	if err := rows.Err(); err != nil {
-		return backend.Batch{}, 0, s.wrap("head start batch", err)
-	}
-	if len(out) == 0 {
-		return backend.Batch{}, 0, nil
-	}
-	return toBatch(s.headStart, out), time.Duration(least) * time.Microsecond, nil
-}
-
-// EndHeadStart makes those of ids that this Store enqueued with a head
-// start, and that are still pending under it, due at once. It returns
-// how many it changed.
-func (s *Store) EndHeadStart(ctx context.Context, ids []string) (int, error) {
-	if len(ids) == 0 {
-		return 0, nil
-	}
-	return s.endHeadStart(ctx, s.t, ids, `UPDATE {state} s SET next_attempt_at = statement_timestamp(), lease_token = 0
-WHERE s.event_id = ANY($1::text[]) AND s.status = 'pending' AND s.lease_token = $2`, s.headStart)
-}
-
-func (c *channel) endHeadStart(ctx context.Context, t *target, ids []string, stmt string, args ...any) (int, error) {
-	if len(ids) > backend.MaxClaimLimit {
-		return 0, fmt.Errorf("%s: end head start: %d IDs: more than %d", c.what, len(ids), backend.MaxClaimLimit)
-	}
-	n, err := retrying(ctx, func() (int64, error) {
-		res, err := c.db.ExecContext(ctx, t.render(stmt), append([]any{ids}, args...)...)
-		if err != nil {
-			return 0, err
-		}
-		return res.RowsAffected()
-	})
-	if err != nil {
-		return 0, c.wrap("end head start", err)
-	}
-	return int(n), nil
 }

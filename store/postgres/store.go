@@ -6,8 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"strconv"
 	"strings"
-	"sync"
 
 	"github.com/jackc/pgx/v5"
 
@@ -33,8 +33,9 @@ type Options struct {
 	// schema search_path) the *sql.DB points at. Defaults to DefaultTable
 	// ("outbox"). It must be lower-case letters, digits and underscores,
 	// not starting with a digit, of at most MaxTableLength characters.
-	// Named consumers keep their state in the companion tables
-	// <Table>_consumers and <Table>_consumption. It is also the
+	// The companion tables <Table>_consumers (where each consumer's walk
+	// of the log stands), <Table>_ranges (batches out) and <Table>_state
+	// (records that failed, are dead or wait) share the name. It is also the
 	// LISTEN/NOTIFY channel (see Listener).
 	Table string
 	// PurgeDead makes retention (PurgePublished) treat dead letters like
@@ -118,19 +119,17 @@ func (o Options) validate() error {
 // database server's clock (statement_timestamp()), so instances whose
 // clocks disagree behave the same.
 //
-// The Store is the default consumer of its table: it delivers through
-// the status columns of the outbox table itself. Further consumers
-// (Store.Consumer) have state of their own.
+// The Store is the default consumer of its table; further consumers
+// (Store.Consumer) read the same log at positions of their own.
 type Store struct {
 	channel
 	opts Options
 	// headStart is this Store's head start lease (a negative token):
 	// Enqueue with a HeadStart leases the messages to it.
 	headStart int64
-
-	// handOverMu serialises this process's hand-overs per consumer (the
-	// database serialises them across processes).
-	handOverMu sync.Mutex
+	// afterEmptyClaim, when set (by tests only), runs between a claim
+	// that took nothing and the look at what waits unread.
+	afterEmptyClaim func()
 }
 
 // channel is one consumer's view of the outbox: where its delivery state
@@ -143,11 +142,15 @@ type channel struct {
 	what string
 	// consumer is the named consumer's name; "" for the default one.
 	consumer string
+}
 
-	// keyCursor is where the next ordered claim's walk over the keys
-	// starts, so that every key gets its turn.
-	cursorMu  sync.Mutex
-	keyCursor []byte
+// headStart is the token of the writer's head start the channel's claims
+// by ID may take: the Store's own, for the default consumer.
+func (c *channel) headStart() int64 {
+	if c.consumer == "" {
+		return c.s.headStart
+	}
+	return 0
 }
 
 var (
@@ -202,23 +205,7 @@ func (c *channel) get(ctx context.Context, id string) (outbox.Record, error) {
 	if err != nil {
 		return outbox.Record{}, err
 	}
-	q := t.render("SELECT {cols} FROM {from} WHERE {scope}{m}.event_id = $1")
-	if t.consumerID != 0 {
-		// A message not yet handed over to the consumer is pending for it,
-		// due since it was written. One statement reads both, so that a
-		// hand-over committing meanwhile cannot hide it.
-		q += t.render(` UNION ALL
-SELECT m.seq, m.event_id, m.event_key, m.event_type, m.payload, m.headers, m.occurred_at, m.created_at,
-	'pending', 0, '', m.created_at, NULL::timestamptz
-FROM {outbox} m JOIN {consumers} c ON c.id = $2
-WHERE m.event_id = $1 AND m.seq > c.start_seq AND (m.xid, m.seq) > (c.cursor_xid, c.cursor_seq)
-	AND NOT EXISTS (SELECT 1 FROM {consumption} x WHERE x.consumer_id = c.id AND x.seq = m.seq)`)
-	}
-	args := []any{id}
-	if t.consumerID != 0 {
-		args = append(args, t.consumerID)
-	}
-	rows, err := queryRecords(ctx, c.db, q, args...)
+	rows, err := queryRecords(ctx, c.db, t.render(recordsSQL+" WHERE o.event_id = $1"), id)
 	if err != nil {
 		return outbox.Record{}, c.wrap("get", err)
 	}
@@ -242,115 +229,35 @@ func (c *channel) wrap(op string, err error) error {
 	return fmt.Errorf("%s: %s: %w", c.what, op, err)
 }
 
-// target says where a channel's delivery state lives and renders its
-// statements. The state table is aliased s; the message columns are on
-// alias m (the outbox table, joined for a named consumer) or on s itself.
+// target names a consumer's tables and renders its statements.
 type target struct {
-	outbox, consumers, consumption string // quoted
-	// consumerID is the named consumer's id (0: the default consumer).
+	outbox, consumers, state, ranges string // quoted
+	// consumerID is the consumer's id: 0 for the default consumer.
 	consumerID int64
-	startSeq   int64
 }
 
-func defaultTarget(table string) *target {
+func defaultTarget(table string) *target { return newTarget(table, 0) }
+
+func newTarget(table string, consumer int64) *target {
 	return &target{
-		outbox:      quote(table),
-		consumers:   quote(table + "_consumers"),
-		consumption: quote(table + "_consumption"),
+		outbox:     quote(table),
+		consumers:  quote(table + "_consumers"),
+		state:      quote(table + "_state"),
+		ranges:     quote(table + "_ranges"),
+		consumerID: consumer,
 	}
 }
 
 func quote(name string) string { return pgx.Identifier{name}.Sanitize() }
 
-// render fills in a statement's placeholders:
-//
-//	{outbox} {consumers} {consumption}  the tables
-//	{state}  the state table, {from} it with the message columns joined
-//	{scope}  "s.consumer_id = N AND " for a named consumer, else ""
-//	{sc}     the same for another alias of the state table: {sc:x}
-//	{older:x} for a named consumer, " AND NOT EXISTS (…)": no older
-//	         message of the key of alias x waits for hand-over (olderWaiting)
-//	{m}      the alias of the message columns
-//	{cols}   the record's columns (see scanRecord)
+// render fills in a statement's placeholders: the tables {outbox}
+// {consumers} {state} {ranges}, {horizon} (horizonSQL), and
+// {logcols}/{statecols}, the record's columns (see scanRecord) of a log
+// row o, and of a state row s with its log row o.
 func (t *target) render(q string) string {
-	named := t.consumerID != 0
-	state, from, scope, m := t.outbox, t.outbox+" s", "", "s"
-	if named {
-		state = t.consumption
-		from = t.consumption + " s JOIN " + t.outbox + " m ON m.seq = s.seq"
-		scope = fmt.Sprintf("s.consumer_id = %d AND ", t.consumerID)
-		m = "m"
-	}
-	updfrom, updfromfirst, updjoin := "", "", ""
-	if named {
-		updfrom, updfromfirst, updjoin = ", {outbox} m", "FROM {outbox} m", " AND m.seq = s.seq"
-	}
-	q = strings.NewReplacer(
-		"{cols}", recordCols,
-		"{from}", from,
-		"{updfrom}", updfrom,
-		"{updfromfirst}", updfromfirst,
-		"{updjoin}", updjoin,
-	).Replace(q)
-	// {oid:x} is the event ID of alias x of the state table.
-	q = replaceAlias(q, "{oid:", func(alias string) string {
-		if named {
-			return "(SELECT xo.event_id FROM {outbox} xo WHERE xo.seq = " + alias + ".seq)"
-		}
-		return alias + ".event_id"
-	})
-	// {older:x} holds back the record of alias x of the state table while
-	// an older message of its key waits for hand-over (see olderWaiting).
-	q = replaceAlias(q, "{older:", func(alias string) string {
-		if named {
-			return fmt.Sprintf(olderWaiting, alias, t.consumerID)
-		}
-		return ""
-	})
-	// {sc:x} scopes another alias x of the state table.
-	q = replaceAlias(q, "{sc:", func(alias string) string {
-		if named {
-			return fmt.Sprintf("%s.consumer_id = %d AND ", alias, t.consumerID)
-		}
-		return ""
-	})
 	return strings.NewReplacer(
-		"{outbox}", t.outbox,
-		"{consumers}", t.consumers,
-		"{consumption}", t.consumption,
-		"{state}", state,
-		"{scope}", scope,
-		"{m}", m,
+		"{logcols}", logCols, "{statecols}", stateCols,
+		"{outbox}", t.outbox, "{consumers}", t.consumers, "{state}", t.state, "{ranges}", t.ranges,
+		"{horizon}", horizonSQL, "{c}", strconv.FormatInt(t.consumerID, 10),
 	).Replace(q)
-}
-
-// olderWaiting (for alias %[1]s of a named consumer's state table, and
-// the consumer's id %[2]d) is true while a message of the record's key
-// with a smaller seq is still to be handed over to the consumer. A key's
-// messages are in seq order, but the hand-over moves messages in the
-// order of their writers' transaction IDs, only below the horizon and at
-// most handOverBatch at a time: a writer that took its transaction ID
-// early and the key's row lock late writes the key's next message under
-// an older ID, and it can be handed over before the key's message it
-// follows. An ordered claim takes a key's head only when this is false.
-// It reads the {prefix}_key_xid index: the key's messages not yet handed
-// over, normally none.
-const olderWaiting = ` AND NOT EXISTS (SELECT 1 FROM {outbox} ow JOIN {consumers} cw ON cw.id = %[2]d
-	WHERE ow.event_key = %[1]s.event_key AND (ow.xid, ow.seq) > (cw.cursor_xid, cw.cursor_seq)
-		AND ow.seq > cw.start_seq AND ow.seq < %[1]s.seq)`
-
-// recordCols are the columns scanRecord reads.
-const recordCols = "{m}.seq, {m}.event_id, {m}.event_key, {m}.event_type, {m}.payload, {m}.headers, {m}.occurred_at, {m}.created_at, " +
-	"s.status, s.retry_count, s.last_error, s.next_attempt_at, s.finished_at"
-
-// replaceAlias replaces every {prefix…alias} in q with fn(alias).
-func replaceAlias(q, prefix string, fn func(alias string) string) string {
-	for {
-		i := strings.Index(q, prefix)
-		if i < 0 {
-			return q
-		}
-		j := strings.Index(q[i:], "}")
-		q = q[:i] + fn(q[i+len(prefix):i+j]) + q[i+j+1:]
-	}
 }

@@ -223,12 +223,12 @@ func TestMigrateConcurrentlyAndVerify(t *testing.T) {
 	require.NoError(t, s.Migrate(ctx), "idempotent")
 	require.NoError(t, s.Verify(ctx))
 
-	_, err = d.DB.ExecContext(ctx, `DROP INDEX room_outbox_due`)
+	_, err = d.DB.ExecContext(ctx, `DROP INDEX room_outbox_s_due`)
 	require.NoError(t, err)
-	_, err = d.DB.ExecContext(ctx, `ALTER TABLE room_outbox_consumption DROP COLUMN finished_at`)
+	_, err = d.DB.ExecContext(ctx, `ALTER TABLE room_outbox_state DROP COLUMN finished_at`)
 	require.NoError(t, err)
 	err = s.Verify(ctx)
-	require.ErrorContains(t, err, "room_outbox_due")
+	require.ErrorContains(t, err, "room_outbox_s_due")
 	require.ErrorContains(t, err, "finished_at")
 
 	text, err := postgres.SchemaSQL("room_outbox", 0, postgres.SchemaVersion)
@@ -242,22 +242,26 @@ func TestMigrateConcurrentlyAndVerify(t *testing.T) {
 	require.Error(t, err)
 }
 
-// TestClaimPlanUsesThePartialIndex: the claim reads the front of the
-// index of pending records, however many finished records the table
-// holds.
-func TestClaimPlanUsesThePartialIndex(t *testing.T) {
+// TestClaimReadsPastThePosition: a claim reads the log from the
+// consumer's position on, through the (xid, seq) index, however many
+// delivered messages lie before it.
+func TestClaimReadsPastThePosition(t *testing.T) {
 	d := pgtest.NewDatabase(t)
 	s := newStore(t, d.DB)
 	ctx := context.Background()
-	_, err := d.DB.ExecContext(ctx, `INSERT INTO room_outbox (event_id, event_type, payload, status, finished_at)
-		SELECT 'old-' || g, '\x54', '\x', 'published', now() FROM generate_series(1, 20000) g`)
+	_, err := d.DB.ExecContext(ctx, `INSERT INTO room_outbox (event_id, event_type, payload)
+		SELECT 'old-' || g, '\x54', '\x' FROM generate_series(1, 20000) g`)
+	require.NoError(t, err)
+	// Delivered: the default consumer's walk is past them.
+	_, err = d.DB.ExecContext(ctx, `UPDATE room_outbox_consumers c SET walked_xid = m.xid, walked_seq = m.seq
+		FROM (SELECT xid, seq FROM room_outbox ORDER BY xid DESC, seq DESC LIMIT 1) m WHERE c.id = 0`)
 	require.NoError(t, err)
 	require.NoError(t, s.Enqueue(ctx, d.DB, nil, outbox.Message{ID: "new", Type: "T"}))
 	_, err = d.DB.ExecContext(ctx, "ANALYZE room_outbox")
 	require.NoError(t, err)
 	var plan strings.Builder
-	rows, err := d.DB.QueryContext(ctx, `EXPLAIN SELECT s.seq FROM room_outbox s WHERE s.status = 'pending' AND s.next_attempt_at <= statement_timestamp()
-		ORDER BY s.next_attempt_at, s.seq LIMIT 100 FOR UPDATE OF s SKIP LOCKED`)
+	rows, err := d.DB.QueryContext(ctx, `EXPLAIN SELECT o.seq FROM room_outbox o, room_outbox_consumers c
+		WHERE c.id = 0 AND (o.xid, o.seq) > (c.walked_xid, c.walked_seq) ORDER BY o.xid, o.seq LIMIT 100`)
 	require.NoError(t, err)
 	for rows.Next() {
 		var line string
@@ -265,8 +269,13 @@ func TestClaimPlanUsesThePartialIndex(t *testing.T) {
 		plan.WriteString(line + "\n")
 	}
 	require.NoError(t, rows.Err())
-	require.Contains(t, plan.String(), "room_outbox_due", plan.String())
-	b, err := s.Claim(ctx, backend.ClaimParams{Owner: "w", Limit: 100, LeaseFor: time.Minute})
-	require.NoError(t, err)
+	require.Contains(t, plan.String(), "room_outbox_xid", plan.String())
+	var b backend.Batch
+	require.Eventually(t, func() bool {
+		b, err = s.Claim(ctx, backend.ClaimParams{Owner: "w", Limit: 100, LeaseFor: time.Minute})
+		require.NoError(t, err)
+		return b.Len() > 0
+	}, 10*time.Second, 5*time.Millisecond)
+	require.Equal(t, []string{"new"}, []string{b.Records[0].ID})
 	require.Equal(t, 1, b.Len())
 }

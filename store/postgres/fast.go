@@ -1,0 +1,115 @@
+package postgres
+
+import (
+	"context"
+	"strings"
+
+	"github.com/outboxrelay/outboxrelay/outbox/backend"
+)
+
+// fastClaimSQL is the claim of the common case in one statement, which
+// commits by itself: nothing for the consumer but the log (no range to
+// take over, no due state row, no held message), unordered. It reads up
+// to $1 messages past the consumer's position below the horizon (the
+// first $2 of them, and within $6 bytes, are the batch; the rest says
+// there is more), writes one range row ($3 token, $4 owner, $5 lease in
+// microseconds) and moves the position. When the case is not the common
+// one (ok false) it writes nothing and the caller claims the long way.
+// The last row (seq 0) carries ok and more.
+const fastClaimSQL = `WITH {settle}c AS (
+	SELECT walked_xid, walked_seq, start_seq, cardinality(held) = 0 AS no_held FROM {consumers}
+	WHERE id = {c} AND NOT removing FOR UPDATE
+), busy AS (
+	SELECT NOT (SELECT no_held FROM c)
+		OR EXISTS (SELECT 1 FROM {ranges} r WHERE r.consumer_id = {c} AND r.lease_until < statement_timestamp())
+		OR EXISTS (SELECT 1 FROM {state} s WHERE s.consumer_id = {c} AND s.status = 'pending' AND s.next_attempt_at <= statement_timestamp()) AS b
+), lim AS (
+	SELECT o.*, o.seq <= (SELECT start_seq FROM c) OR ({c} = 0 AND o.writer_token <> 0 AND o.writer_until IS NULL)
+			OR EXISTS (SELECT 1 FROM {state} s WHERE s.consumer_id = {c} AND s.seq = o.seq) AS skip,
+		{c} = 0 AND o.writer_token <> 0 AND o.writer_until > statement_timestamp() AS held
+	FROM {outbox} o
+	-- the position as values, not a join: the index scan starts there
+	WHERE (o.xid, o.seq) > ((SELECT walked_xid FROM c), (SELECT walked_seq FROM c)) AND o.xid < {horizon}
+	ORDER BY o.xid, o.seq LIMIT $1
+), w AS (
+	SELECT l.*, row_number() OVER win AS n,
+		coalesce(sum(octet_length(l.payload) + coalesce(octet_length(l.headers::text), 0)) OVER win, 0)
+			- octet_length(l.payload) - coalesce(octet_length(l.headers::text), 0) AS before
+	FROM lim l WINDOW win AS (ORDER BY l.xid, l.seq)
+), take AS (
+	SELECT * FROM w WHERE n <= $2 AND before < $6
+), flags AS (
+	SELECT NOT (SELECT b FROM busy) AND NOT EXISTS (SELECT 1 FROM take WHERE held) AND EXISTS (SELECT 1 FROM c) AS ok,
+		EXISTS (SELECT 1 FROM w WHERE n > (SELECT count(*) FROM take)) AS more
+), last AS (
+	SELECT xid, seq FROM take ORDER BY xid DESC, seq DESC LIMIT 1
+), ins AS (
+	INSERT INTO {ranges} (consumer_id, token, from_xid, from_seq, to_xid, to_seq, n, owner, lease_until)
+	SELECT {c}, $3, c.walked_xid, c.walked_seq, last.xid, last.seq, (SELECT count(*) FROM take WHERE NOT skip), $4,
+		statement_timestamp() + $5 * interval '1 microsecond'
+	FROM c, last, flags WHERE flags.ok AND EXISTS (SELECT 1 FROM take WHERE NOT skip)
+), upd AS (
+	UPDATE {consumers} u SET walked_xid = last.xid, walked_seq = last.seq FROM last, flags WHERE u.id = {c} AND flags.ok
+)
+SELECT o.seq, o.event_id, o.event_key, o.event_type, o.payload, o.headers, o.occurred_at, o.created_at,
+	'pending', 0, '', o.created_at, NULL::timestamptz, true, false, false
+FROM take o, flags WHERE flags.ok AND NOT o.skip
+UNION ALL
+SELECT 0, '', '\x'::bytea, '\x'::bytea, '\x'::bytea, NULL::jsonb, NULL::timestamptz, statement_timestamp(),
+	'pending', 0, '', statement_timestamp(), NULL::timestamptz, flags.ok, flags.more, {settled}
+FROM flags`
+
+// fastSettleSQL is the settle of a batch whose records were all
+// published from one range ($7 its token, $8 how many), put before
+// fastClaimSQL's claim: the range row goes. Its result is the flag
+// {settled}.
+const fastSettleSQL = `settled AS (
+	DELETE FROM {ranges} WHERE consumer_id = {c} AND token = $7 AND n = $8 RETURNING 1
+), `
+
+// fastClaim claims the common case in one statement through q (see
+// fastClaimSQL); ok false: it was not the common case, and nothing was
+// written.
+func fastClaim(ctx context.Context, q querier, t *target, token int64, p backend.ClaimParams, maxBytes int) (rows []scanned, more, ok bool, err error) {
+	stmt := strings.NewReplacer("{settle}", "", "{settled}", "false").Replace(fastClaimSQL)
+	rows, more, ok, _, err = fastRun(ctx, q, t, stmt, p.Limit+1, p.Limit, token, p.Owner, p.LeaseFor.Microseconds(), maxBytes)
+	return rows, more, ok, err
+}
+
+// fastSettleAndClaim settles a batch whose records were all published
+// from one range (settleToken, n of them) and claims the common case, in
+// one statement: one round trip per batch while there is a backlog.
+// settled false: the settle did not apply (the batch is not such a
+// batch, or is stale), and the caller settles the long way; ok false:
+// the claim was not the common case (nothing claimed).
+func fastSettleAndClaim(ctx context.Context, q querier, t *target, settleToken int64, n int, token int64, p backend.ClaimParams, maxBytes int) (rows []scanned, more, ok, settled bool, err error) {
+	stmt := strings.NewReplacer("{settle}", fastSettleSQL, "{settled}", "EXISTS (SELECT 1 FROM settled)").Replace(fastClaimSQL)
+	return fastRun(ctx, q, t, stmt, p.Limit+1, p.Limit, token, p.Owner, p.LeaseFor.Microseconds(), maxBytes, settleToken, n)
+}
+
+func fastRun(ctx context.Context, q querier, t *target, stmt string, args ...any) (rows []scanned, more, ok, settled bool, err error) {
+	rs, err := q.QueryContext(ctx, t.render(stmt), args...)
+	if err != nil {
+		return nil, false, false, false, err
+	}
+	defer rs.Close()
+	for rs.Next() {
+		var rowOK, rowMore, rowSettled bool
+		r, err := scanRecordWith(rs, &rowOK, &rowMore, &rowSettled)
+		if err != nil {
+			return nil, false, false, false, err
+		}
+		if r.rec.Seq == 0 {
+			ok, more, settled = rowOK, rowMore, rowSettled
+			continue
+		}
+		rows = append(rows, r)
+	}
+	if err := rs.Err(); err != nil {
+		return nil, false, false, false, err
+	}
+	if !ok {
+		return nil, false, false, settled, nil
+	}
+	return rows, more, true, settled, nil
+}

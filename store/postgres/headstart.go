@@ -1,0 +1,103 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/outboxrelay/outboxrelay/outbox/backend"
+)
+
+// HeadStartBatch returns, without writing anything, those of ids that
+// this Store enqueued with a head start and that it still holds with at
+// least minLeft of it to run, in insert order; the batch's token (the
+// Store's negative head start token) settles them, and left is the least
+// head start they have left, on the database clock at the read. A
+// message a claim has taken from the writer since is left out.
+func (s *Store) HeadStartBatch(ctx context.Context, ids []string, minLeft time.Duration) (backend.Batch, time.Duration, error) {
+	switch {
+	case len(ids) == 0:
+		return backend.Batch{}, 0, nil
+	case len(ids) > backend.MaxClaimLimit:
+		return backend.Batch{}, 0, fmt.Errorf("postgres store: head start batch: %d IDs: more than %d", len(ids), backend.MaxClaimLimit)
+	case minLeft < 0:
+		return backend.Batch{}, 0, errors.New("postgres store: head start batch: minLeft must not be negative")
+	}
+	rows, err := s.db.QueryContext(ctx, s.t.render(`SELECT {logcols}, (extract(epoch FROM o.writer_until - statement_timestamp()) * 1000000)::bigint
+FROM {outbox} o WHERE o.event_id = ANY($1::text[]) AND o.writer_token = $2
+	AND o.writer_until > statement_timestamp() + $3 * interval '1 microsecond'
+	AND NOT EXISTS (SELECT 1 FROM {state} s WHERE s.consumer_id = 0 AND s.seq = o.seq AND s.lease_token <> $2)
+ORDER BY o.seq`), ids, s.headStart, minLeft.Microseconds())
+	if err != nil {
+		return backend.Batch{}, 0, s.wrap("head start batch", err)
+	}
+	defer rows.Close()
+	var (
+		out   []scanned
+		least int64 = -1
+		b           = budget{left: s.opts.MaxClaimBytes}
+	)
+	for rows.Next() {
+		var left int64
+		r, err := scanRecordWith(rows, &left)
+		if err != nil {
+			return backend.Batch{}, 0, s.wrap("head start batch", err)
+		}
+		if b.spent() || (b.taken && b.left-recordBytes(r.rec) < 0) {
+			break
+		}
+		b = b.after([]scanned{r})
+		out = append(out, r)
+		if least < 0 || left < least {
+			least = left
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return backend.Batch{}, 0, s.wrap("head start batch", err)
+	}
+	if len(out) == 0 {
+		return backend.Batch{}, 0, nil
+	}
+	return toBatch(s.headStart, out), time.Duration(least) * time.Microsecond, nil
+}
+
+// EndHeadStart ends the head start of those of ids that this Store
+// enqueued with one and still holds: the default consumer's readers take
+// them at once (a state row a walk left for one is due at once). It
+// returns how many it changed.
+func (s *Store) EndHeadStart(ctx context.Context, ids []string) (int, error) {
+	return s.endHeadStart(ctx, ids, `WITH o AS (
+	UPDATE {outbox} o SET writer_until = statement_timestamp()
+	WHERE o.event_id = ANY($1::text[]) AND o.writer_token = $2 AND o.writer_until > statement_timestamp()
+	RETURNING o.seq
+), s AS (
+	UPDATE {state} s SET next_attempt_at = statement_timestamp(), lease_token = 0
+	FROM o WHERE s.consumer_id = 0 AND s.seq = o.seq AND s.status = 'pending' AND s.lease_token = $2
+)
+SELECT count(*) FROM o`, s.headStart)
+}
+
+// endHeadStart runs stmt, which takes ids ($1, and args after it) and
+// returns how many records it made due.
+func (c *channel) endHeadStart(ctx context.Context, ids []string, stmt string, args ...any) (int, error) {
+	if len(ids) == 0 {
+		return 0, nil
+	}
+	if len(ids) > backend.MaxClaimLimit {
+		return 0, fmt.Errorf("%s: end head start: %d IDs: more than %d", c.what, len(ids), backend.MaxClaimLimit)
+	}
+	t, err := c.resolve(ctx)
+	if err != nil {
+		return 0, err
+	}
+	n, err := retrying(ctx, func() (int, error) {
+		var n int
+		err := c.db.QueryRowContext(ctx, t.render(stmt), append([]any{ids}, args...)...).Scan(&n)
+		return n, err
+	})
+	if err != nil {
+		return 0, c.wrap("end head start", err)
+	}
+	return n, nil
+}
