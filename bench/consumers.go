@@ -3,9 +3,11 @@ package main
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/outboxrelay/outboxrelay/outbox"
+	"github.com/outboxrelay/outboxrelay/outbox/backend"
 	"github.com/outboxrelay/outboxrelay/store/mysql"
 )
 
@@ -50,7 +52,7 @@ func (b *bench) namedConsumers(ctx context.Context, sz sizes) ([]row, error) {
 	if err := setup(); err != nil {
 		return nil, err
 	}
-	alone, err := b.drainLanes(ctx, n, []lane{{consumer: "activity", sink: &countingSink{}, opts: opts}}, activityLeft)
+	alone, err := b.drainLanes(ctx, n, []lane{{consumer: "activity", sink: &countingSink{}, opts: opts}}, b.countQuery(activityLeft))
 	if err != nil {
 		return nil, err
 	}
@@ -60,17 +62,192 @@ func (b *bench) namedConsumers(ctx context.Context, sz sizes) ([]row, error) {
 	both, err := b.drainLanes(ctx, 2*n, []lane{
 		{sink: &countingSink{}, opts: opts},
 		{consumer: "activity", sink: &countingSink{}, opts: opts},
-	}, fmt.Sprintf("SELECT (SELECT COUNT(*) FROM %s WHERE status = 'pending') + (%s)", table, activityLeft))
+	}, b.countQuery(fmt.Sprintf("SELECT (SELECT COUNT(*) FROM %s WHERE status = 'pending') + (%s)", table, activityLeft)))
 	if err != nil {
 		return nil, err
 	}
 	ownRate := perSec(n, own)
 	ref := "the table's own consumer alone " + evRate(ownRate)
-	return []row{{
+	log, err := b.consumerLog(ctx, sz)
+	if err != nil {
+		return nil, err
+	}
+	return append([]row{{
 		scenario: fmt.Sprintf("named consumer, batch 100, 1 worker, no-op sink, %d events", n),
 		figure:   evRate(perSec(n, alone)), reference: ref, ratio: ratio(perSec(n, alone), ownRate),
 	}, {
 		scenario: fmt.Sprintf("two consumers side by side (own columns + named), 1 worker each, %d events", n),
 		figure:   evRate(perSec(2*n, both)) + " deliveries", reference: ref, ratio: ratio(perSec(2*n, both), ownRate),
-	}}, nil
+	}}, log...), nil
+}
+
+// consumerCounts are issue 38's numbers of named consumers beside the
+// default consumer (the table's own status columns).
+var consumerCounts = []int{0, 1, 3}
+
+// consumerBatch and consumerPayload are the consumer log scenario's batch
+// and payload bytes.
+const consumerBatch, consumerPayload = 100, 512
+
+// consumerLog measures what named consumers cost the server (issue 38):
+// the same backlog of 512 B events on 200 keys, drained by the default
+// consumer alone, then with 1 and with 3 named consumers (added before
+// the backlog is written) beside it, each consumer by a worker of its
+// own on a pool of its own, until every consumer has published every
+// event; in alternating rounds (-rounds), medians by rate. It reports,
+// per enqueued event and all consumers' deliveries together, the redo
+// the server wrote (Innodb_os_log_written) and its CPU time (with
+// -server-pid), and how much the redo grows per consumer added.
+func (b *bench) consumerLog(ctx context.Context, sz sizes) ([]row, error) {
+	n := sz.consumerEvents
+	results := make([][]drainStats, len(sz.consumerCounts))
+	dups := make([][]int, len(sz.consumerCounts))
+	for round := range sz.compareRounds {
+		for i := range sz.consumerCounts {
+			k := (i + round) % len(sz.consumerCounts)
+			st, dup, err := b.consumersDrain(ctx, n, sz.consumerCounts[k])
+			if err != nil {
+				return nil, fmt.Errorf("default + %d named consumers: %w", sz.consumerCounts[k], err)
+			}
+			results[k] = append(results[k], st)
+			dups[k] = append(dups[k], dup)
+		}
+	}
+	med := make([]drainStats, len(results))
+	for i := range results {
+		med[i] = medianStats(results[i])
+	}
+	rows := consumerLogRows(sz.consumerCounts, med, n, sz.compareRounds)
+	for i := range rows {
+		if d := sum(dups[i]); d > 0 {
+			rows[i].reference += fmt.Sprintf("; %d duplicate deliveries in %d rounds", d, sz.compareRounds)
+		}
+	}
+	return rows, nil
+}
+
+func sum(xs []int) int {
+	var s int
+	for _, x := range xs {
+		s += x
+	}
+	return s
+}
+
+// consumerName is the name of the i-th named consumer (from 1).
+func consumerName(i int) string { return fmt.Sprintf("named-%d", i) }
+
+// consumersDrain makes fresh tables with named consumers registered and
+// a backlog of n events, and drains it with one worker per consumer,
+// between two readings of the counters. It returns the deliveries beyond
+// one per event and consumer (at-least-once allows them; none are
+// expected).
+func (b *bench) consumersDrain(ctx context.Context, n, named int) (drainStats, int, error) {
+	for _, suffix := range []string{"_consumption", "_consumers", "_schema_version", ""} {
+		if _, err := b.db.ExecContext(ctx, "DROP TABLE IF EXISTS "+table+suffix); err != nil {
+			return drainStats{}, 0, err
+		}
+	}
+	store, err := b.freshStore(ctx, b.db)
+	if err != nil {
+		return drainStats{}, 0, err
+	}
+	queues := []interface {
+		Stats(context.Context) (backend.Stats, error)
+	}{store}
+	for i := 1; i <= named; i++ {
+		if err := store.AddConsumer(ctx, consumerName(i), mysql.StartNow); err != nil {
+			return drainStats{}, 0, err
+		}
+		c, err := store.Consumer(consumerName(i))
+		if err != nil {
+			return drainStats{}, 0, err
+		}
+		queues = append(queues, c)
+	}
+	if err := b.fillSized(ctx, 0, n, "pending", fillPayload(consumerPayload)); err != nil {
+		return drainStats{}, 0, err
+	}
+	if _, err := b.db.ExecContext(ctx, "ANALYZE TABLE "+table); err != nil {
+		return drainStats{}, 0, err
+	}
+	opts := outbox.WorkerOptions{BatchSize: consumerBatch, PollInterval: 10 * time.Millisecond}
+	lanes := []lane{{sink: &countingSink{}, opts: opts}}
+	for i := 1; i <= named; i++ {
+		lanes = append(lanes, lane{consumer: consumerName(i), sink: &countingSink{}, opts: opts})
+	}
+	// What is left, through the operator contract (Stats), whatever the
+	// store's schema.
+	left := func(ctx context.Context) (int, error) {
+		var left int
+		for _, q := range queues {
+			st, err := q.Stats(ctx)
+			if err != nil {
+				return 0, err
+			}
+			left += st.Pending + st.Dead
+		}
+		return left, nil
+	}
+	due := (1 + named) * n
+	st, err := b.measured(ctx, n, func() (time.Duration, error) { return b.drainLanes(ctx, due, lanes, left) })
+	if err != nil {
+		return drainStats{}, 0, err
+	}
+	var got int
+	for _, l := range lanes {
+		got += int(l.sink.count())
+	}
+	return st, got - due, nil
+}
+
+// consumerLogRows reports the consumer log scenario: for each number of
+// named consumers the redo, server CPU and rows per enqueued event, and
+// the redo's growth per consumer added, against the default consumer
+// alone and against the number before.
+func consumerLogRows(counts []int, med []drainStats, n, rounds int) []row {
+	what := fmt.Sprintf("1 worker per consumer, batch %d, %d B payload, %d events, median of %d", consumerBatch, consumerPayload, n, rounds)
+	base := -1 // the index of the default consumer alone, if measured
+	for i, k := range counts {
+		if k == 0 {
+			base = i
+		}
+	}
+	var rows []row
+	for i, k := range counts {
+		st := med[i]
+		redo := st.perEvent(st.counter.redo)
+		r := row{
+			scenario: fmt.Sprintf("consumers: default + %d named, %s", k, what),
+			figure:   fmt.Sprintf("%.0f B redo per enqueued event", redo),
+			reference: fmt.Sprintf("%s drained by every consumer, %.0f deliveries/s; per enqueued event: %.2f rows updated, %.1f rows read; %.1f commits per %d events; CPU %s",
+				evRate(st.rate), st.rate*float64(1+k), st.perEvent(st.counter.rowsUpdated), st.perEvent(st.counter.rowsRead),
+				st.perEvent(st.counter.commits)*consumerBatch, consumerBatch, st.cpuPerEvent()),
+		}
+		if st.counter.cpu.server > 0 {
+			r.figure += fmt.Sprintf(", server CPU %.1f µs", st.perEvent(st.counter.cpu.server)*1e6)
+		}
+		var growth []string
+		if base >= 0 && k > 0 {
+			ref := med[base].perEvent(med[base].counter.redo)
+			growth = append(growth, fmt.Sprintf("%s per consumer added to the default alone (%.0f B)", growthPct(redo, ref, k), ref))
+			r.target = "< 10% per consumer added"
+		}
+		if i > 0 && counts[i-1] > 0 && k > counts[i-1] {
+			ref := med[i-1].perEvent(med[i-1].counter.redo)
+			growth = append(growth, fmt.Sprintf("%s per consumer added to %d named (%.0f B)", growthPct(redo, ref, k-counts[i-1]), counts[i-1], ref))
+		}
+		r.ratio = strings.Join(growth, "; ")
+		rows = append(rows, r)
+	}
+	return rows
+}
+
+// growthPct is the growth from ref to v spread over added consumers:
+// (v - ref) / ref / added, in percent.
+func growthPct(v, ref float64, added int) string {
+	if ref == 0 || added == 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%+.0f%%", 100*(v-ref)/ref/float64(added))
 }

@@ -2,7 +2,12 @@
 // Watermill SQL forwarder, on one MySQL or MariaDB, in one run, and prints
 // every figure as a ratio against a reference from the same run.
 //
-//	cd bench && go run . [-dsn 'root@tcp(127.0.0.1:3306)/'] [-quick] [-only NAME] [-cpuprofile FILE]
+//	cd bench && go run . [-dsn 'root@tcp(127.0.0.1:3306)/'] [-quick] [-only NAME] [-server-pid PID] [-rounds N] [-events N] [-cpuprofile FILE]
+//
+// The consumers scenario (-only consumers) drains one backlog with 0, 1
+// and 3 named consumers beside the default one and reports the redo per
+// enqueued event and its growth per consumer added; with -server-pid it
+// and the compare scenario report the server's CPU time per event too.
 //
 // It is a module of its own so that the library never depends on the peer.
 // It creates (and drops) a database named outboxrelay_bench.
@@ -46,6 +51,8 @@ type sizes struct {
 	compareEvents  int // per drain of the compare scenario
 	compareRounds  int
 	compareConfigs []compareConfig
+	consumerEvents int   // per drain of the consumer log scenario
+	consumerCounts []int // its numbers of named consumers
 	histories      []historyCase
 }
 
@@ -66,6 +73,7 @@ var full = sizes{
 	published: 1_000_000, backlog: 100_000,
 	slowEvents: 1200, latencyRate: 1000, latencyFor: 5 * time.Second, enqueueTxs: 3000,
 	compareEvents: 30000, compareRounds: 5, compareConfigs: compareConfigs,
+	consumerEvents: 30000, consumerCounts: consumerCounts,
 	histories: []historyCase{{5_000, true}, {20_000, true}, {200_000, false}},
 }
 
@@ -75,6 +83,7 @@ var quick = sizes{
 	published: 20_000, backlog: 5_000,
 	slowEvents: 100, latencyRate: 200, latencyFor: time.Second, enqueueTxs: 200,
 	compareEvents: 600, compareRounds: 1, compareConfigs: compareConfigs,
+	consumerEvents: 600, consumerCounts: consumerCounts,
 	histories: []historyCase{{2_000, true}},
 }
 
@@ -89,8 +98,9 @@ func main() {
 	only := flag.String("only", "", "run only the scenarios whose names contain this (compare, relay, consumers, peer, backlog, slow, latency, enqueue, history); the peer needs relay")
 	cpuprofile := flag.String("cpuprofile", "", "write the bench process's CPU profile to this file")
 	configs := flag.String("compare", "", "the compare scenario's configurations, as WORKERSxBATCHxPAYLOAD separated by commas (default: those of issues 17 and 30, "+formatConfigs(compareConfigs)+")")
-	rounds := flag.Int("rounds", 0, "the compare scenario's alternating rounds (default: 5, 1 with -quick)")
-	serverPID := flag.Int("server-pid", 0, "the server's process ID, when it runs on this machine: the compare scenario then reports the server's CPU time per delivered event (from /proc)")
+	rounds := flag.Int("rounds", 0, "the alternating rounds of the compare scenario and of the consumers scenario's 0, 1 and 3 named consumers (default: 5, 1 with -quick)")
+	serverPID := flag.Int("server-pid", 0, "the server's process ID, when it runs on this machine: the compare and consumers scenarios then report the server's CPU time per event (from /proc)")
+	events := flag.Int("events", 0, "events per drain of the compare scenario and of the consumers scenario's 0, 1 and 3 named consumers (default: 30000, 600 with -quick)")
 	ordered := flag.Bool("ordered", false, "the compare scenario drains the relay with WorkerOptions.Ordering (the ceiling and Watermill have none)")
 	flag.Parse()
 	if *cpuprofile != "" {
@@ -126,6 +136,12 @@ func main() {
 		log.Fatalf("-rounds: %d is negative", *rounds)
 	case *rounds > 0:
 		sz.compareRounds = *rounds
+	}
+	switch {
+	case *events < 0:
+		log.Fatalf("-events: %d is negative", *events)
+	case *events > 0:
+		sz.compareEvents, sz.consumerEvents = *events, *events
 	}
 	ctx := context.Background()
 	b, err := open(ctx, *dsn)

@@ -39,7 +39,7 @@ func (b *bench) drain(ctx context.Context, n, workers int, sink countedSink, opt
 	for i := range lanes {
 		lanes[i] = lane{sink: sink, opts: opts}
 	}
-	return b.drainLanes(ctx, n, lanes, "SELECT COUNT(*) FROM "+table+" WHERE status = 'pending'")
+	return b.drainLanes(ctx, n, lanes, b.countQuery("SELECT COUNT(*) FROM "+table+" WHERE status = 'pending'"))
 }
 
 // countedSink is a sink that counts what it took.
@@ -57,12 +57,12 @@ type lane struct {
 }
 
 // drainLanes runs one worker per lane, each on a pool of its own, until
-// the lanes' sinks have taken n records in all and the remaining query
-// counts nothing left (their outcomes are committed), and returns how
+// the lanes' sinks have taken n records in all and remaining counts
+// nothing left (their outcomes are committed), and returns how
 // long that took. Until the sinks are done it watches their counters, not
 // the database: counting a large backlog every few milliseconds would load
 // the server it measures.
-func (b *bench) drainLanes(ctx context.Context, n int, lanes []lane, remaining string) (time.Duration, error) {
+func (b *bench) drainLanes(ctx context.Context, n int, lanes []lane, remaining func(context.Context) (int, error)) (time.Duration, error) {
 	runCtx, stop := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	var pools []*sql.DB
@@ -121,8 +121,8 @@ func (b *bench) drainLanes(ctx context.Context, n int, lanes []lane, remaining s
 		time.Sleep(time.Millisecond) // polling the counters, with a 1ms granularity
 	}
 	for {
-		var left int
-		if err := b.db.QueryRowContext(ctx, remaining).Scan(&left); err != nil {
+		left, err := remaining(ctx)
+		if err != nil {
 			return 0, err
 		}
 		if left == 0 {
@@ -132,6 +132,15 @@ func (b *bench) drainLanes(ctx context.Context, n int, lanes []lane, remaining s
 			return 0, fmt.Errorf("drain: %d records still pending after 10 minutes", left)
 		}
 		time.Sleep(time.Millisecond) // the last outcomes being committed
+	}
+}
+
+// countQuery is a count of what is left to deliver by one query.
+func (b *bench) countQuery(q string) func(context.Context) (int, error) {
+	return func(ctx context.Context) (int, error) {
+		var n int
+		err := b.db.QueryRowContext(ctx, q).Scan(&n)
+		return n, err
 	}
 }
 

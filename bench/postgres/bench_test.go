@@ -28,21 +28,21 @@ func TestQuickBench(t *testing.T) {
 	}
 	t.Cleanup(b.close)
 	type drain struct {
-		arm                       string
-		c                         compareConfig
-		enqueued, delivered, left int
+		arm                  string
+		c                    compareConfig
+		due, delivered, left int
 	}
 	var (
 		mu     sync.Mutex
 		drains []drain
 	)
-	b.onDrain = func(arm string, c compareConfig, enqueued, delivered, left int) {
+	b.onDrain = func(arm string, c compareConfig, due, delivered, left int) {
 		mu.Lock()
 		defer mu.Unlock()
-		drains = append(drains, drain{arm, c, enqueued, delivered, left})
+		drains = append(drains, drain{arm, c, due, delivered, left})
 	}
 	sz := quick
-	sz.compareEvents = 300
+	sz.compareEvents, sz.consumerEvents = 300, 300
 	rows, err := b.run(ctx, sz, "", io.Discard)
 	if err != nil {
 		t.Fatal(err)
@@ -53,13 +53,18 @@ func TestQuickBench(t *testing.T) {
 	seen := map[string]int{}
 	for _, d := range drains {
 		seen[d.arm]++
-		if d.delivered != d.enqueued || d.left != 0 {
-			t.Errorf("%s, %s: %d events enqueued, %d deliveries, %d left undelivered", d.arm, formatConfigs([]compareConfig{d.c}), d.enqueued, d.delivered, d.left)
+		if d.delivered != d.due || d.left != 0 {
+			t.Errorf("%s, %s: %d deliveries due, %d made, %d left undelivered", d.arm, formatConfigs([]compareConfig{d.c}), d.due, d.delivered, d.left)
 		}
 	}
 	for _, a := range allArms() {
 		if want := len(sz.compareConfigs) * sz.compareRounds; seen[a.name] != want {
 			t.Errorf("%s: %d drains, want %d", a.name, seen[a.name], want)
+		}
+	}
+	for _, k := range sz.consumerCounts {
+		if a := consumersArm(k); seen[a.name] != sz.compareRounds {
+			t.Errorf("%s: %d drains, want %d", a.name, seen[a.name], sz.compareRounds)
 		}
 	}
 	var report strings.Builder

@@ -10,8 +10,9 @@ import (
 
 // The compare scenario drains the same backlog several ways, in
 // alternating rounds (the order rotating from round to round), and reports
-// medians, ratios, the WAL the server wrote and the rows it touched per
-// delivered event. See the arms' files for what each does.
+// medians, ratios, the WAL the server wrote, the CPU time it used (with
+// -server-pid) and the rows it touched per delivered event. See the arms'
+// files for what each does.
 
 // compareConfig is one configuration of the comparison.
 type compareConfig struct {
@@ -29,18 +30,23 @@ type arm struct {
 	// connection to the last outcome committed, and how many deliveries
 	// its consumer saw. It closes its pools before it returns.
 	drain func(ctx context.Context, b *bench, n int, c compareConfig) (time.Duration, int, error)
-	// left counts the events of the backlog not marked delivered.
+	// left counts the events of the backlog not marked delivered (by
+	// each of its consumers).
 	left func(ctx context.Context, b *bench) (int, error)
+	// deliveries is how many deliveries each event gets: 1 (0 says 1 as
+	// well), or more for an arm with named consumers.
+	deliveries int
 }
 
 // allArms are the arms in the order they are reported: the relay first,
 // the ceiling last.
 func allArms() []arm {
 	return []arm{
-		{"relay", relayPrepare, relayDrain, relayLeft},
-		{"River", riverPrepare, riverDrain, riverLeft},
-		{"Watermill", watermillPrepare, watermillDrain, watermillLeft},
-		{"ceiling", ceilingPrepare, ceilingDrain, ceilingLeft},
+		{name: "relay", prepare: relayPrepare, drain: relayDrain, left: relayLeft},
+		{name: "River", prepare: riverPrepare, drain: riverDrain, left: riverLeft},
+		{name: riverDefaultsArm, prepare: riverPrepare, drain: riverDefaultsDrain, left: riverLeft},
+		{name: "Watermill", prepare: watermillPrepare, drain: watermillDrain, left: watermillLeft},
+		{name: "ceiling", prepare: ceilingPrepare, drain: ceilingDrain, left: ceilingLeft},
 	}
 }
 
@@ -68,7 +74,7 @@ func (b *bench) pickArms(names []string) error {
 
 // measured prepares a backlog and drains it between two readings of the
 // counters, then checks (outside them) that every event was delivered
-// exactly once and marked delivered. A checkpoint comes first, so that no drain pays for full-page
+// exactly once (to each of its consumers) and marked delivered. A checkpoint comes first, so that no drain pays for full-page
 // images that another did not (the backlog is written after it, and the
 // drain follows within the same checkpoint cycle, as a backlog drained
 // soon after it is written does).
@@ -98,11 +104,12 @@ func (b *bench) measured(ctx context.Context, a arm, n int, c compareConfig) (dr
 	if err != nil {
 		return drainStats{}, err
 	}
+	want := n * max(a.deliveries, 1)
 	if b.onDrain != nil {
-		b.onDrain(a.name, c, n, delivered, left)
+		b.onDrain(a.name, c, want, delivered, left)
 	}
-	if delivered != n || left != 0 {
-		return drainStats{}, fmt.Errorf("%d events enqueued, %d deliveries, %d left undelivered", n, delivered, left)
+	if delivered != want || left != 0 {
+		return drainStats{}, fmt.Errorf("%d events enqueued, %d deliveries of %d due, %d left undelivered", n, delivered, want, left)
 	}
 	return drainStats{rate: perSec(n, d), counter: after.minus(before), events: n}, nil
 }
@@ -141,7 +148,8 @@ func (b *bench) compare(ctx context.Context, sz sizes) ([]row, error) {
 }
 
 // compareRows reports one configuration: each arm's rate against the
-// ceiling, the relay's against River and Watermill, then WAL and rows per
+// ceiling, the relay's against River (tuned and at its defaults) and
+// Watermill, then WAL, server CPU (with -server-pid) and rows per
 // delivered event.
 func compareRows(arms []arm, med map[string]drainStats, c compareConfig, n, rounds int) []row {
 	what := fmt.Sprintf("%d worker(s), batch %d, %d B payload, %d events, median of %d", c.workers, c.batch, c.payload, n, rounds)
@@ -164,7 +172,7 @@ func compareRows(arms []arm, med map[string]drainStats, c compareConfig, n, roun
 		rows = append(rows, r)
 	}
 	if hasRelay {
-		for _, peer := range []string{"River", "Watermill"} {
+		for _, peer := range []string{"River", riverDefaultsArm, "Watermill"} {
 			if st, ok := med[peer]; ok {
 				rows = append(rows, row{scenario: "compare: relay vs " + peer + ", " + what, figure: evRate(relay.rate),
 					reference: peer + " " + evRate(st.rate), ratio: "relay/" + peer + " " + ratio(relay.rate, st.rate), target: "≥ 1.2"})
@@ -173,12 +181,19 @@ func compareRows(arms []arm, med map[string]drainStats, c compareConfig, n, roun
 	}
 	for _, a := range arms {
 		st := med[a.name]
-		r := row{scenario: "compare: WAL and rows per delivered event, " + a.name + ", " + what,
-			figure: fmt.Sprintf("%.0f B WAL", st.perEvent(st.counter.wal)), reference: st.rowsPerEvent() + "; " + perBatch(st, c.batch)}
+		r := row{scenario: "compare: WAL, server CPU and rows per delivered event, " + a.name + ", " + what,
+			figure: fmt.Sprintf("%.0f B WAL", st.perEvent(st.counter.wal)), reference: st.rowsPerEvent() + "; " + perBatch(st, c.batch) + "; CPU " + st.cpuPerEvent()}
+		if server, ok := st.serverCPU(); ok {
+			r.figure += fmt.Sprintf(", server CPU %.1f µs", server)
+		}
 		if hasCeiling && a.name != "ceiling" {
 			r.ratio = "WAL/ceiling's " + ratio(st.perEvent(st.counter.wal), ceiling.perEvent(ceiling.counter.wal))
+			if server, ok := st.serverCPU(); ok {
+				ceilingServer, _ := ceiling.serverCPU()
+				r.ratio += "; server CPU/ceiling's " + ratio(server, ceilingServer)
+			}
 			if a.name == "relay" {
-				r.target = "≤ 2"
+				r.target = "WAL ≤ 2"
 			}
 		}
 		rows = append(rows, r)

@@ -21,6 +21,9 @@ type counters struct {
 	idxRead, seqRead float64
 	commits          float64 // xact_commit of pg_stat_database
 	checkpoints      float64 // pg_stat_bgwriter, timed and requested
+	// cpu is the CPU time the server (with -server-pid: the postmaster
+	// and all its children) and the bench process used.
+	cpu cpuTimes
 }
 
 const countersQuery = `SELECT
@@ -47,11 +50,16 @@ func (b *bench) readCounters(ctx context.Context) (counters, error) {
 		return c, err
 	}
 	err := b.ctl.QueryRow(ctx, countersQuery).Scan(&c.wal, &c.ins, &c.upd, &c.hotUpd, &c.del, &c.idxRead, &c.seqRead, &c.commits, &c.checkpoints)
+	if err != nil {
+		return c, err
+	}
+	c.cpu, err = readCPU(b.serverPID)
 	return c, err
 }
 
 func (c counters) minus(o counters) counters {
-	return counters{c.wal - o.wal, c.ins - o.ins, c.upd - o.upd, c.hotUpd - o.hotUpd, c.del - o.del, c.idxRead - o.idxRead, c.seqRead - o.seqRead, c.commits - o.commits, c.checkpoints - o.checkpoints}
+	return counters{c.wal - o.wal, c.ins - o.ins, c.upd - o.upd, c.hotUpd - o.hotUpd, c.del - o.del, c.idxRead - o.idxRead, c.seqRead - o.seqRead, c.commits - o.commits, c.checkpoints - o.checkpoints,
+		cpuTimes{server: c.cpu.server - o.cpu.server, bench: c.cpu.bench - o.cpu.bench, measured: c.cpu.measured && o.cpu.measured}}
 }
 
 // quiesce waits until no other client backend is connected to the bench
@@ -87,6 +95,22 @@ type drainStats struct {
 }
 
 func (s drainStats) perEvent(v float64) float64 { return v / float64(s.events) }
+
+// serverCPU is the server's CPU time per delivered event, in µs, and
+// whether it is known (-server-pid).
+func (s drainStats) serverCPU() (float64, bool) {
+	return s.perEvent(s.counter.cpu.server) * 1e6, s.counter.cpu.measured
+}
+
+// cpuPerEvent is the CPU time per event: the server's (when its PID is
+// known) and the bench process's.
+func (s drainStats) cpuPerEvent() string {
+	bench := fmt.Sprintf("bench %.1f µs", s.perEvent(s.counter.cpu.bench)*1e6)
+	if server, ok := s.serverCPU(); ok {
+		return fmt.Sprintf("server %.1f µs + %s", server, bench)
+	}
+	return bench
+}
 
 // rowsPerEvent is the rows written and read per delivered event.
 func (s drainStats) rowsPerEvent() string {

@@ -26,9 +26,13 @@ type bench struct {
 	dsn     string // of dbName
 	version string
 	arms    []arm
-	// onDrain, when set, is told of every drain: the events enqueued,
-	// the deliveries its consumer saw and the events left undelivered.
-	onDrain func(arm string, c compareConfig, enqueued, delivered, left int)
+	// serverPID is the postmaster's process ID, 0 when unknown
+	// (-server-pid): with it, the server's CPU time is measured.
+	serverPID int
+	// onDrain, when set, is told of every drain: the deliveries due (the
+	// events enqueued, times their consumers), the deliveries its
+	// consumers saw and the events left undelivered.
+	onDrain func(arm string, c compareConfig, due, delivered, left int)
 }
 
 func open(ctx context.Context, serverDSN, dbName string) (*bench, error) {

@@ -211,7 +211,7 @@ func riverLatency(ctx context.Context, b *bench, notify bool, poll time.Duration
 	if err != nil {
 		return nil, nil, err
 	}
-	cl, err := riverClient(ctx, pool, 100, poll, !notify, func(j *river.Job[benchArgs]) { receipt(j.Args.Payload) })
+	cl, err := riverClient(pool, 100, riverTuned(poll), !notify, func(j *river.Job[benchArgs]) { receipt(j.Args.Payload) })
 	if err != nil {
 		pool.Close()
 		return nil, nil, err

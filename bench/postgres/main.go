@@ -1,9 +1,19 @@
 // Command postgres measures outboxrelay's PostgreSQL store against a
 // minimal SKIP LOCKED ceiling, Watermill's PostgreSQL queue schema and
-// River, on one PostgreSQL, in one run, and prints every figure as a ratio
-// against a reference from the same run (issue 31).
+// River (tuned in its favour, and at its default fetch settings), on one
+// PostgreSQL, in one run, and prints every figure as a ratio against a
+// reference from the same run (issues 31 and 38).
 //
-//	cd bench/postgres && go run . [-dsn postgres://postgres@127.0.0.1:5433/postgres?sslmode=disable] [-quick] [-only NAME]
+//	cd bench/postgres && go run . [-dsn postgres://postgres@127.0.0.1:5433/postgres?sslmode=disable] [-quick] [-only NAME] [-server-pid PID]
+//
+// Its scenarios: compare (the arms drain the same backlog; WAL, rows and,
+// with -server-pid, the server's CPU time per delivered event), consumers
+// (one backlog drained with 0, 1 and 3 named consumers beside the default
+// one; WAL per enqueued event and its growth per consumer added) and
+// latency. -server-pid is the postmaster's PID (the first line of
+// postmaster.pid): the server's CPU time is that of the postmaster and
+// all its children, read from /proc, so the server must run on this
+// machine.
 //
 // It is a module of its own so that neither the library nor the MySQL
 // bench (bench/) requires River, pgx or Watermill's PostgreSQL code. It
@@ -32,7 +42,9 @@ type sizes struct {
 	compareEvents  int // per drain
 	compareRounds  int
 	compareConfigs []compareConfig
-	latencyRate    int // events per second
+	consumerEvents int   // per drain of the consumers scenario
+	consumerCounts []int // the named consumers beside the default one
+	latencyRate    int   // events per second
 	latencyFor     time.Duration
 }
 
@@ -40,9 +52,14 @@ type sizes struct {
 // and 512 B payloads, at the batch sizes of the MySQL compare.
 var compareConfigs = []compareConfig{{workers: 1, batch: 100, payload: 512}, {workers: 1, batch: 100, payload: 256}, {workers: 4, batch: 200, payload: 512}, {workers: 4, batch: 200, payload: 256}}
 
-var full = sizes{compareEvents: 20000, compareRounds: 5, compareConfigs: compareConfigs, latencyRate: 1000, latencyFor: 5 * time.Second}
+// consumerCounts are issue 38's numbers of named consumers.
+var consumerCounts = []int{0, 1, 3}
 
-var quick = sizes{compareEvents: 600, compareRounds: 1, compareConfigs: compareConfigs, latencyRate: 200, latencyFor: time.Second}
+var full = sizes{compareEvents: 20000, compareRounds: 5, compareConfigs: compareConfigs, consumerEvents: 20000, consumerCounts: consumerCounts,
+	latencyRate: 1000, latencyFor: 5 * time.Second}
+
+var quick = sizes{compareEvents: 600, compareRounds: 1, compareConfigs: compareConfigs, consumerEvents: 600, consumerCounts: consumerCounts,
+	latencyRate: 200, latencyFor: time.Second}
 
 // row is one line of the report.
 type row struct {
@@ -56,15 +73,16 @@ var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
 func main() {
 	dsn := flag.String("dsn", defaultDSN, "PostgreSQL server DSN (a URL); the bench creates and drops its own database there")
 	q := flag.Bool("quick", false, "small sizes: a smoke test, not a measurement")
-	only := flag.String("only", "", "run only the scenarios whose names contain this (compare, latency)")
+	only := flag.String("only", "", "run only the scenarios whose names contain this (compare, consumers, latency)")
 	arms := flag.String("arms", "", "the compare scenario's arms, separated by commas (default: all of "+strings.Join(armNames(), ",")+")")
 	configs := flag.String("compare", "", "the compare scenario's configurations, as WORKERSxBATCHxPAYLOAD separated by commas (default: "+formatConfigs(compareConfigs)+")")
-	rounds := flag.Int("rounds", 0, "the compare scenario's alternating rounds (default: 5, 1 with -quick)")
-	events := flag.Int("events", 0, "events per drain (default: 20000, 600 with -quick)")
+	rounds := flag.Int("rounds", 0, "the compare and consumers scenarios' alternating rounds (default: 5, 1 with -quick)")
+	events := flag.Int("events", 0, "events per drain of the compare and consumers scenarios (default: 20000, 600 with -quick)")
 	flag.DurationVar(&riverCooldown, "river-cooldown", riverCooldown, "River's FetchCooldown in the compare scenario (River's default is 100ms)")
 	flag.IntVar(&relayFillfactor, "relay-fillfactor", 0, "an experiment: the relay's table with this fillfactor (default: the store's schema as it is)")
 	flag.BoolVar(&relayToast, "relay-toast", false, "an experiment: the relay's payloads stored out of line (toast_tuple_target 128, STORAGE EXTERNAL)")
 	flag.IntVar(&riverMaxWorkers, "river-maxworkers", 0, "River's MaxWorkers per client in the compare scenario (default: the batch)")
+	serverPID := flag.Int("server-pid", 0, "the postmaster's process ID (the first line of postmaster.pid), when the server runs on this machine: the compare and consumers scenarios then report the server's CPU time per event (the postmaster and all its children, from /proc)")
 	flag.Parse()
 	sz := full
 	if *q {
@@ -84,7 +102,7 @@ func main() {
 		sz.compareRounds = *rounds
 	}
 	if *events > 0 {
-		sz.compareEvents = *events
+		sz.compareEvents, sz.consumerEvents = *events, *events
 	}
 	ctx := context.Background()
 	b, err := open(ctx, *dsn, defaultDBName)
@@ -92,6 +110,13 @@ func main() {
 		log.Fatal(err)
 	}
 	defer b.close()
+	if *serverPID != 0 {
+		if _, err := readCPU(*serverPID); err != nil {
+			b.close()
+			log.Fatalf("-server-pid %d: %v", *serverPID, err) //nolint:gocritic // closed above
+		}
+		b.serverPID = *serverPID
+	}
 	if *arms != "" {
 		if err := b.pickArms(strings.Split(*arms, ",")); err != nil {
 			log.Fatalf("-arms: %v", err)
@@ -113,7 +138,7 @@ func (b *bench) run(ctx context.Context, sz sizes, only string, progress io.Writ
 	for _, scenario := range []struct {
 		name string
 		run  func(context.Context, sizes) ([]row, error)
-	}{{"compare", b.compare}, {"latency", b.latency}} {
+	}{{"compare", b.compare}, {"consumers", b.consumers}, {"latency", b.latency}} {
 		if !strings.Contains(scenario.name, only) {
 			continue
 		}

@@ -18,14 +18,38 @@ import (
 // by rivermigrate; a job kind whose worker does nothing; one client per
 // worker, each on a pgx pool of its own, with one queue whose MaxWorkers
 // is the batch (a fetch takes up to MaxWorkers jobs, so that is River's
-// batch). FetchPollInterval is the relay's PollInterval, 10 ms, and
-// FetchCooldown riverCooldown (River's default is 100 ms, which caps a
-// client at MaxWorkers jobs per 100 ms). Completions go through River's
-// batch completer, as in production. The backlog is inserted in one
-// transaction of the caller's with InsertManyFastTx; the latency scenario
-// inserts each job with InsertTx in the writer's transaction.
+// batch). Completions go through River's batch completer, as in
+// production. The backlog is inserted in one transaction of the caller's
+// with InsertManyFastTx; the latency scenario inserts each job with
+// InsertTx in the writer's transaction.
+//
+// The compare scenario runs River twice, as two arms:
+//   - "River", tuned in its favour: FetchPollInterval is the relay's
+//     PollInterval, 10 ms, and FetchCooldown riverCooldown (-river-cooldown,
+//     5 ms); River's default of 100 ms caps a client at MaxWorkers jobs
+//     per 100 ms;
+//   - "River (defaults)": FetchCooldown and FetchPollInterval left unset,
+//     so River's own defaults (river.FetchCooldownDefault, 100 ms, and
+//     river.FetchPollIntervalDefault, 1 s) apply, as for a user who sets
+//     neither.
 
 var riverCooldown = 5 * time.Millisecond
+
+// riverDefaultsArm is the name of the arm that runs River at its default
+// fetch settings.
+const riverDefaultsArm = "River (defaults)"
+
+// riverFetch is a client's fetch settings; a zero field is left to River,
+// which fills in its default.
+type riverFetch struct {
+	cooldown, poll time.Duration
+}
+
+// riverTuned is the tuned arm's fetch settings, and the latency
+// scenario's with its own poll.
+func riverTuned(poll time.Duration) riverFetch {
+	return riverFetch{cooldown: riverCooldown, poll: max(poll, riverCooldown)} // River refuses a poll shorter than the cooldown
+}
 
 // riverMaxWorkers, when positive, replaces the batch as River's
 // MaxWorkers in the compare scenario.
@@ -105,9 +129,9 @@ func riverMigrate(ctx context.Context, b *bench, pool *pgxpool.Pool) error {
 }
 
 // riverClient makes a client that works the queue with maxWorkers
-// workers, calling work for each job, and fetches every poll at least;
+// workers, calling work for each job, with the fetch settings fetch;
 // pollOnly turns its LISTEN/NOTIFY off.
-func riverClient(ctx context.Context, pool *pgxpool.Pool, maxWorkers int, poll time.Duration, pollOnly bool, work func(*river.Job[benchArgs])) (*river.Client[pgx.Tx], error) {
+func riverClient(pool *pgxpool.Pool, maxWorkers int, fetch riverFetch, pollOnly bool, work func(*river.Job[benchArgs])) (*river.Client[pgx.Tx], error) {
 	workers := river.NewWorkers()
 	river.AddWorker(workers, river.WorkFunc(func(_ context.Context, j *river.Job[benchArgs]) error {
 		work(j)
@@ -115,8 +139,8 @@ func riverClient(ctx context.Context, pool *pgxpool.Pool, maxWorkers int, poll t
 	}))
 	return river.NewClient(riverpgxv5.New(pool), &river.Config{
 		Logger:            quiet,
-		FetchCooldown:     riverCooldown,
-		FetchPollInterval: max(poll, riverCooldown), // River refuses a poll shorter than the cooldown
+		FetchCooldown:     fetch.cooldown,
+		FetchPollInterval: fetch.poll,
 		PollOnly:          pollOnly,
 		Queues:            map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: maxWorkers}},
 		Workers:           workers,
@@ -127,7 +151,17 @@ func riverLeft(ctx context.Context, b *bench) (int, error) {
 	return b.count(ctx, "SELECT count(*) FROM river_job WHERE state <> 'completed'")
 }
 
+// riverDrain is the drain of the tuned arm, riverDefaultsDrain that of
+// the arm at River's defaults.
 func riverDrain(ctx context.Context, b *bench, n int, c compareConfig) (time.Duration, int, error) {
+	return riverDrainWith(ctx, b, n, c, riverTuned(10*time.Millisecond))
+}
+
+func riverDefaultsDrain(ctx context.Context, b *bench, n int, c compareConfig) (time.Duration, int, error) {
+	return riverDrainWith(ctx, b, n, c, riverFetch{})
+}
+
+func riverDrainWith(ctx context.Context, b *bench, n int, c compareConfig, fetch riverFetch) (time.Duration, int, error) {
 	var (
 		worked    atomic.Int64
 		completed atomic.Int64
@@ -151,7 +185,7 @@ func riverDrain(ctx context.Context, b *bench, n int, c compareConfig) (time.Dur
 			return 0, 0, err
 		}
 		pools = append(pools, pool)
-		cl, err := riverClient(ctx, pool, cmp.Or(riverMaxWorkers, c.batch), 10*time.Millisecond, false, func(*river.Job[benchArgs]) { worked.Add(1) })
+		cl, err := riverClient(pool, cmp.Or(riverMaxWorkers, c.batch), fetch, false, func(*river.Job[benchArgs]) { worked.Add(1) })
 		if err != nil {
 			return 0, 0, err
 		}

@@ -1,0 +1,273 @@
+package main
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/outboxrelay/outboxrelay/outbox"
+	"github.com/outboxrelay/outboxrelay/outbox/backend"
+	"github.com/outboxrelay/outboxrelay/store/postgres"
+)
+
+// The consumers scenario (issue 38): what a named consumer costs the
+// server. The same backlog is drained by the default consumer alone, then
+// with 1 and with 3 named consumers (Store.AddConsumer, StartNow, added
+// before the backlog is written) beside it, every consumer by a worker of
+// its own, each on a pool of its own, until every consumer has published
+// every event. The arms alternate from round to round as the compare
+// scenario's do. Reported per enqueued event, all consumers' deliveries
+// together: the WAL the server wrote, its CPU time (with -server-pid) and
+// the rows it touched; and how much the WAL grows per consumer added.
+
+// consumerConfig is the one configuration of the consumers scenario:
+// one worker per consumer, batches of 100, 512 B payloads.
+var consumerConfig = compareConfig{workers: 1, batch: 100, payload: 512}
+
+// consumersArm is the arm that drains the backlog with the default
+// consumer and as many named consumers as named says.
+func consumersArm(named int) arm {
+	return arm{
+		name:       fmt.Sprintf("default + %d named", named),
+		deliveries: 1 + named,
+		prepare: func(ctx context.Context, b *bench, n int, c compareConfig) error {
+			return consumersPrepare(ctx, b, n, c, named)
+		},
+		drain: func(ctx context.Context, b *bench, n int, c compareConfig) (time.Duration, int, error) {
+			return consumersDrain(ctx, b, n, c, named)
+		},
+		left: func(ctx context.Context, b *bench) (int, error) { return consumersLeft(ctx, b, named) },
+	}
+}
+
+// consumerName is the name of the i-th named consumer (from 1).
+func consumerName(i int) string { return fmt.Sprintf("named-%d", i) }
+
+// consumersPrepare makes a fresh table with named consumers registered,
+// then the backlog, as relayPrepare writes it.
+func consumersPrepare(ctx context.Context, b *bench, n int, c compareConfig, named int) error {
+	if err := relayFresh(ctx, b, postgres.Options{}); err != nil {
+		return err
+	}
+	db, err := b.relayDB()
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	s, err := postgres.New(db, postgres.Options{Table: relayTable})
+	if err != nil {
+		return err
+	}
+	for i := 1; i <= named; i++ {
+		if err := s.AddConsumer(ctx, consumerName(i), postgres.StartNow); err != nil {
+			return err
+		}
+	}
+	return relayFill(ctx, b, n, c)
+}
+
+// consumersLeft counts the records not yet published, of every consumer,
+// through the operator contract (Stats), whatever the store's schema.
+func consumersLeft(ctx context.Context, b *bench, named int) (int, error) {
+	db, err := b.relayDB()
+	if err != nil {
+		return 0, err
+	}
+	defer db.Close()
+	s, err := postgres.New(db, postgres.Options{Table: relayTable})
+	if err != nil {
+		return 0, err
+	}
+	queues := []backend.StatsReader{s}
+	for i := 1; i <= named; i++ {
+		q, err := s.Consumer(consumerName(i))
+		if err != nil {
+			return 0, err
+		}
+		queues = append(queues, q)
+	}
+	var left int
+	for _, q := range queues {
+		st, err := q.Stats(ctx)
+		if err != nil {
+			return 0, err
+		}
+		left += st.Pending + st.Dead
+	}
+	return left, nil
+}
+
+// consumerSettleCounter is a named consumer's store with a count of the
+// outcomes it wrote, as settleCounter is the default consumer's.
+type consumerSettleCounter struct {
+	*postgres.ConsumerStore
+	applied *atomic.Int64
+}
+
+func (s consumerSettleCounter) Settle(ctx context.Context, token string, outcomes []backend.Outcome) (backend.SettleResult, error) {
+	res, err := s.ConsumerStore.Settle(ctx, token, outcomes)
+	s.applied.Add(int64(res.Applied))
+	return res, err
+}
+
+func (s consumerSettleCounter) SettleAndClaim(ctx context.Context, st backend.Settlement, p backend.ClaimParams) (backend.SettleResult, backend.Batch, error) {
+	res, batch, err := s.ConsumerStore.SettleAndClaim(ctx, st, p)
+	s.applied.Add(int64(res.Applied))
+	return res, batch, err
+}
+
+// consumersDrain runs one worker for the default consumer and one for
+// each named consumer until every consumer's store has written the
+// outcome of every event, and returns how long that took and the
+// deliveries of all consumers together. A consumer whose sink took other
+// than n deliveries is an error.
+func consumersDrain(ctx context.Context, b *bench, n int, c compareConfig, named int) (time.Duration, int, error) {
+	runCtx, stop := context.WithCancel(ctx)
+	var (
+		wg      sync.WaitGroup
+		dbs     []*sql.DB
+		sinks   = make([]countingSink, 1+named)
+		applied = make([]atomic.Int64, 1+named)
+	)
+	defer func() {
+		stop()
+		wg.Wait()
+		for _, db := range dbs {
+			db.Close()
+		}
+	}()
+	start := time.Now()
+	for i := range 1 + named {
+		db, err := b.relayDB()
+		if err != nil {
+			return 0, 0, err
+		}
+		dbs = append(dbs, db)
+		s, err := postgres.New(db, postgres.Options{Table: relayTable})
+		if err != nil {
+			return 0, 0, err
+		}
+		var store backend.Store = settleCounter{s, &applied[i]}
+		if i > 0 {
+			cs, err := s.Consumer(consumerName(i))
+			if err != nil {
+				return 0, 0, err
+			}
+			store = consumerSettleCounter{cs, &applied[i]}
+		}
+		w, err := outbox.NewWorker(store, &sinks[i], outbox.WorkerOptions{
+			BatchSize: c.batch, PollInterval: 10 * time.Millisecond, NodeID: fmt.Sprintf("bench-%d", i), Logger: quiet,
+		})
+		if err != nil {
+			return 0, 0, err
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_ = w.Run(runCtx)
+		}()
+	}
+	err := waitDone(ctx, "consumers", 5*time.Minute, func() (bool, error) {
+		for i := range applied {
+			if applied[i].Load() < int64(n) {
+				return false, nil
+			}
+		}
+		return true, nil
+	})
+	d := time.Since(start)
+	var total int
+	var counts []string
+	for i := range sinks {
+		total += int(sinks[i].n.Load())
+		counts = append(counts, fmt.Sprintf("%d published, %d outcomes written", sinks[i].n.Load(), applied[i].Load()))
+	}
+	if err != nil {
+		return 0, 0, fmt.Errorf("%w (of %d each: %s)", err, n, strings.Join(counts, "; "))
+	}
+	for i := range sinks {
+		if got := sinks[i].n.Load(); got != int64(n) {
+			return 0, 0, fmt.Errorf("consumer %d of %d: %d deliveries of %d events", i, 1+named, got, n)
+		}
+	}
+	return d, total, nil
+}
+
+// consumers runs the consumers scenario.
+func (b *bench) consumers(ctx context.Context, sz sizes) ([]row, error) {
+	n, c := sz.consumerEvents, consumerConfig
+	arms := make([]arm, len(sz.consumerCounts))
+	for i, k := range sz.consumerCounts {
+		arms[i] = consumersArm(k)
+	}
+	results := make([][]drainStats, len(arms))
+	for round := range sz.compareRounds {
+		for i := range arms {
+			k := (i + round) % len(arms)
+			st, err := b.measured(ctx, arms[k], n, c)
+			if err != nil {
+				return nil, fmt.Errorf("%s: %w", arms[k].name, err)
+			}
+			results[k] = append(results[k], st)
+		}
+	}
+	med := make([]drainStats, len(arms))
+	for i := range arms {
+		med[i] = medianStats(results[i])
+	}
+	return consumerRows(sz.consumerCounts, med, n, sz.compareRounds), nil
+}
+
+// consumerRows reports the consumers scenario: for each number of named
+// consumers, the rate, the WAL, server CPU and rows per enqueued event,
+// and the WAL's growth per consumer added, against the default consumer
+// alone and against the previous number.
+func consumerRows(counts []int, med []drainStats, n, rounds int) []row {
+	what := fmt.Sprintf("1 worker per consumer, batch %d, %d B payload, %d events, median of %d", consumerConfig.batch, consumerConfig.payload, n, rounds)
+	var rows []row
+	base := -1 // the index of the default consumer alone, if measured
+	for i, k := range counts {
+		if k == 0 {
+			base = i
+		}
+	}
+	for i, k := range counts {
+		st := med[i]
+		wal := st.perEvent(st.counter.wal)
+		r := row{
+			scenario: fmt.Sprintf("consumers: default + %d named, %s", k, what),
+			figure:   fmt.Sprintf("%.0f B WAL per enqueued event", wal),
+		}
+		if server, ok := st.serverCPU(); ok {
+			r.figure += fmt.Sprintf(", server CPU %.1f µs", server)
+		}
+		r.reference = fmt.Sprintf("%s drained by every consumer, %.0f deliveries/s; %s; %s; CPU %s", evRate(st.rate), st.rate*float64(1+k),
+			st.rowsPerEvent(), perBatch(st, consumerConfig.batch), st.cpuPerEvent())
+		var growth []string
+		if base >= 0 && k > 0 {
+			b := med[base].perEvent(med[base].counter.wal)
+			growth = append(growth, fmt.Sprintf("%s per consumer added to the default alone (%.0f B)", growthPct(wal, b, k), b))
+			r.target = "< 10% per consumer added"
+		}
+		if i > 0 && counts[i-1] > 0 && k > counts[i-1] {
+			p := med[i-1].perEvent(med[i-1].counter.wal)
+			growth = append(growth, fmt.Sprintf("%s per consumer added to %d named (%.0f B)", growthPct(wal, p, k-counts[i-1]), counts[i-1], p))
+		}
+		r.ratio = strings.Join(growth, "; ")
+		rows = append(rows, r)
+	}
+	return rows
+}
+
+// growthPct is the growth from ref to v spread over added consumers:
+// (v - ref) / ref / added, in percent.
+func growthPct(v, ref float64, added int) string {
+	if ref == 0 || added == 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%+.0f%%", 100*(v-ref)/ref/float64(added))
+}
