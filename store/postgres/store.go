@@ -8,6 +8,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync/atomic"
 
 	"github.com/jackc/pgx/v5"
 
@@ -254,10 +255,23 @@ func quote(name string) string { return pgx.Identifier{name}.Sanitize() }
 // {consumers} {state} {ranges}, {horizon} (horizonSQL), and
 // {logcols}/{statecols}, the record's columns (see scanRecord) of a log
 // row o, and of a state row s with its log row o.
+//
+// Every statement of the store goes through render, and
+// testdata/statements.sql has each one as it runs, under the function
+// that renders it (TestStatementsReadWhole keeps it current): read the
+// SQL there, placeholders filled in.
 func (t *target) render(q string) string {
-	return strings.NewReplacer(
+	s := strings.NewReplacer(
 		"{logcols}", logCols, "{statecols}", stateCols,
 		"{outbox}", t.outbox, "{consumers}", t.consumers, "{state}", t.state, "{ranges}", t.ranges,
 		"{horizon}", horizonSQL, "{c}", strconv.FormatInt(t.consumerID, 10),
 	).Replace(q)
+	if log := statementLog.Load(); log != nil {
+		(*log)(s)
+	}
+	return s
 }
+
+// statementLog, when set (by TestStatementsReadWhole only), is told every
+// statement render fills in.
+var statementLog atomic.Pointer[func(stmt string)]
