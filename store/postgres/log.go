@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/outboxrelay/outboxrelay/outbox/backend"
@@ -246,14 +247,16 @@ type walked struct {
 // the consumer's start, with a state row already, or delivered by their
 // writer), added to the held list (held by their writer: held is the
 // list so far, heldChanged says it differs from the stored one), or left
-// to a state row (held back behind their key).
+// to a state row (held back behind their key). The limit is written into
+// the statement (see fastClaimSQL: a LIMIT parameter had the server plan
+// it anew on every claim).
 func walk(ctx context.Context, tx *sql.Tx, t *target, token int64, p backend.ClaimParams, limit int, from position, startSeq int64, b budget, held []int64, heldChanged bool) ([]scanned, bool, error) {
 	q, err := tx.QueryContext(ctx, t.render(`SELECT {logcols}, o.xid::text::bigint,
 	EXISTS (SELECT 1 FROM {state} s WHERE s.consumer_id = $1 AND s.seq = o.seq),
 	o.writer_token <> 0 AND o.writer_until IS NULL, coalesce(o.writer_until > statement_timestamp(), false)
 FROM {outbox} o
 WHERE (o.xid, o.seq) > ($2::bigint::text::xid8, $3) AND o.xid < {horizon}
-ORDER BY o.xid, o.seq LIMIT $4`), t.consumerID, from.xid, from.seq, limit+1)
+ORDER BY o.xid, o.seq LIMIT `+strconv.Itoa(limit+1)), t.consumerID, from.xid, from.seq)
 	if err != nil {
 		return nil, false, err
 	}
