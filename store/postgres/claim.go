@@ -245,16 +245,19 @@ func (c *channel) settleAndClaim(ctx context.Context, st backend.Settlement, p b
 }
 
 // claimIDs leases those of p.IDs that are pending for the consumer and
-// held by no one: not yet read from the log (they get a state row, which
-// the log's readers then pass over), or with a due or expired state row
-// (a writer's own head start included). Ordered, a key's records only
+// held by no one: not yet read from the log, or passed by the walk while
+// their writer held them (the held list: a writer's publish often runs
+// after a worker woken by the commit has walked past its messages), which
+// then get a state row that the log's readers pass over; or with a due or
+// expired state row (a writer's own head start included). Ordered, a key's records only
 // when they are the key's oldest pending ones (gateSQL, the others of
 // the IDs aside), and then all of them.
 func claimIDs(ctx context.Context, tx *sql.Tx, t *target, token int64, p backend.ClaimParams, headStart int64) ([]scanned, error) {
 	var walked position
 	var startSeq int64
-	err := tx.QueryRowContext(ctx, t.render(`SELECT walked_xid::text::bigint, walked_seq, start_seq
-FROM {consumers} WHERE id = $1 AND NOT removing FOR UPDATE`), t.consumerID).Scan(&walked.xid, &walked.seq, &startSeq)
+	var held []byte
+	err := tx.QueryRowContext(ctx, t.render(`SELECT walked_xid::text::bigint, walked_seq, start_seq, held::text
+FROM {consumers} WHERE id = $1 AND NOT removing FOR UPDATE`), t.consumerID).Scan(&walked.xid, &walked.seq, &startSeq, &held)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, ErrUnknownConsumer
 	}
@@ -278,7 +281,7 @@ FROM {consumers} WHERE id = $1 AND NOT removing FOR UPDATE`), t.consumerID).Scan
 	WHERE o.event_id = ANY($2::text[]) AND o.seq > $7
 		AND CASE WHEN s.seq IS NOT NULL THEN s.status = 'pending'
 				AND (s.lease_token = 0 OR s.lease_token = $8 OR s.next_attempt_at <= statement_timestamp())
-			ELSE (o.xid, o.seq) > ($5::bigint::text::xid8, $6)
+			ELSE ((o.xid, o.seq) > ($5::bigint::text::xid8, $6) OR o.seq = ANY($9::bigint[]))
 				AND NOT ($1 = 0 AND o.writer_token <> 0 AND o.writer_until IS NULL)
 				AND NOT ($1 = 0 AND o.writer_token NOT IN (0, $8) AND o.writer_until > statement_timestamp()) END
 ), a AS (
@@ -292,7 +295,7 @@ FROM {consumers} WHERE id = $1 AND NOT removing FOR UPDATE`), t.consumerID).Scan
 	RETURNING seq
 )
 SELECT `+logCols+` FROM {outbox} o WHERE o.seq IN (SELECT seq FROM leased UNION ALL SELECT seq FROM added)`),
-		t.consumerID, p.IDs, token, p.LeaseFor.Microseconds(), walked.xid, walked.seq, startSeq, headStart)
+		t.consumerID, p.IDs, token, p.LeaseFor.Microseconds(), walked.xid, walked.seq, startSeq, headStart, string(held))
 }
 
 // budget is what is left of MaxClaimBytes; the first record of a claim

@@ -217,18 +217,26 @@ RETURNING {statecols}`), args...)
 
 // keyGate is true when a message of key k with seq seq must wait: a
 // pending state row of its key has a smaller seq (failed, held back, or
-// in flight), or a live range of the consumer holds a message of its
-// key, or a message of its key with a smaller seq is still to be walked
+// in flight), or a live range of the consumer handed out a message of
+// its key (not one its writer delivered or with a state row), or a message of its key with a smaller seq is still to be walked
 // (after end: a writer with a smaller xid wrote after one with a larger,
-// as docs/ordering.md's row lock allows). except, with {x} for the
+// as docs/ordering.md's row lock allows) and is not done with (its
+// writer delivered it, or its state row is final), or the walk passed one with a
+// smaller seq that its writer still holds (the held list). except, with {x} for the
 // other message's seq, leaves messages out of the first and last test.
 // $1 is the consumer.
 func keyGate(k, seq, end, except string) string {
 	ex := func(col string) string { return strings.ReplaceAll(except, "{x}", col) }
 	return `EXISTS (SELECT 1 FROM {state} g WHERE g.consumer_id = $1 AND g.status = 'pending' AND g.event_key = ` + k + ` AND g.seq < ` + seq + ex("g.seq") + `)
 	OR EXISTS (SELECT 1 FROM {ranges} r, {outbox} go WHERE r.consumer_id = $1 AND go.event_key = ` + k + `
-		AND (go.xid, go.seq) > (r.from_xid, r.from_seq) AND (go.xid, go.seq) <= (r.to_xid, r.to_seq))
-	OR EXISTS (SELECT 1 FROM {outbox} go WHERE go.event_key = ` + k + ` AND (go.xid, go.seq) > ` + end + ` AND go.seq < ` + seq + ex("go.seq") + `)`
+		AND (go.xid, go.seq) > (r.from_xid, r.from_seq) AND (go.xid, go.seq) <= (r.to_xid, r.to_seq)
+		AND NOT ($1 = 0 AND go.writer_token <> 0 AND go.writer_until IS NULL)
+		AND NOT EXISTS (SELECT 1 FROM {state} gs WHERE gs.consumer_id = $1 AND gs.seq = go.seq))
+	OR EXISTS (SELECT 1 FROM {outbox} go WHERE go.event_key = ` + k + ` AND (go.xid, go.seq) > ` + end + ` AND go.seq < ` + seq + ex("go.seq") + `
+		AND NOT ($1 = 0 AND go.writer_token <> 0 AND go.writer_until IS NULL)
+		AND NOT EXISTS (SELECT 1 FROM {state} gs WHERE gs.consumer_id = $1 AND gs.seq = go.seq AND gs.status <> 'pending'))
+	OR EXISTS (SELECT 1 FROM {consumers} hc JOIN {outbox} ho ON ho.seq = ANY(hc.held)
+		WHERE hc.id = $1 AND ho.event_key = ` + k + ` AND ho.seq < ` + seq + ` AND ho.writer_until IS NOT NULL` + ex("ho.seq") + `)`
 }
 
 // walked is one message read by the walk, with what decides its fate.
@@ -298,12 +306,14 @@ ORDER BY o.xid, o.seq LIMIT `+strconv.Itoa(limit+1)), t.consumerID, from.xid, fr
 	}
 	end := position{ws[len(ws)-1].xid, ws[len(ws)-1].rec.Seq}
 	candidates := make([]walked, 0, len(ws))
+	var heldNow []walked
 	for _, w := range ws {
 		switch {
 		case w.hasState || w.rec.Seq <= startSeq:
 		case t.consumerID == 0 && w.byWriter:
 		case t.consumerID == 0 && w.held:
 			held, heldChanged = append(held, w.rec.Seq), true
+			heldNow = append(heldNow, w)
 		default:
 			candidates = append(candidates, w)
 		}
@@ -311,7 +321,7 @@ ORDER BY o.xid, o.seq LIMIT `+strconv.Itoa(limit+1)), t.consumerID, from.xid, fr
 	var out []scanned
 	var divert []int64
 	if p.Ordered {
-		blocked, err := gateWalk(ctx, tx, t, candidates, end)
+		blocked, err := gateWalk(ctx, tx, t, candidates, heldNow, end)
 		if err != nil {
 			return nil, false, err
 		}
@@ -355,7 +365,7 @@ UPDATE {consumers} SET walked_xid = $5::bigint::text::xid8, walked_seq = $6, hel
 // that must wait behind an older message of their key (see keyGate): a
 // key's messages in this walk go in seq order, and once one waits, the
 // later ones wait too.
-func gateWalk(ctx context.Context, tx *sql.Tx, t *target, ws []walked, end position) (map[int64]bool, error) {
+func gateWalk(ctx context.Context, tx *sql.Tx, t *target, ws, heldNow []walked, end position) (map[int64]bool, error) {
 	var keys [][]byte
 	var seqs []int64
 	for _, w := range ws {
@@ -392,6 +402,14 @@ func gateWalk(ctx context.Context, tx *sql.Tx, t *target, ws []walked, end posit
 	}
 	if err := q.Close(); err != nil {
 		return nil, err
+	}
+	// The messages this walk passed while their writer holds them keep
+	// the later ones of their key waiting (the stored held list is
+	// keyGate's).
+	for _, w := range heldNow {
+		if w.rec.Key != "" {
+			all = append(all, ks{key: w.rec.Key, seq: w.rec.Seq, wait: true})
+		}
 	}
 	slices.SortFunc(all, func(a, b ks) int {
 		if c := strings.Compare(a.key, b.key); c != 0 {

@@ -339,7 +339,7 @@ CROSS JOIN LATERAL (SELECT CASE
 SELECT id, removing FROM "orders_outbox_consumers" WHERE name = $1;
 
 -- claimIDs
-SELECT walked_xid::text::bigint, walked_seq, start_seq
+SELECT walked_xid::text::bigint, walked_seq, start_seq, held::text
 FROM "orders_outbox_consumers" WHERE id = $1 AND NOT removing FOR UPDATE;
 
 -- claimIDs
@@ -349,15 +349,21 @@ WITH cand AS (
 	WHERE o.event_id = ANY($2::text[]) AND o.seq > $7
 		AND CASE WHEN s.seq IS NOT NULL THEN s.status = 'pending'
 				AND (s.lease_token = 0 OR s.lease_token = $8 OR s.next_attempt_at <= statement_timestamp())
-			ELSE (o.xid, o.seq) > ($5::bigint::text::xid8, $6)
+			ELSE ((o.xid, o.seq) > ($5::bigint::text::xid8, $6) OR o.seq = ANY($9::bigint[]))
 				AND NOT ($1 = 0 AND o.writer_token <> 0 AND o.writer_until IS NULL)
 				AND NOT ($1 = 0 AND o.writer_token NOT IN (0, $8) AND o.writer_until > statement_timestamp()) END
 ), a AS (
 	SELECT a.* FROM cand a WHERE TRUE
 	AND NOT EXISTS (SELECT 1 FROM cand b WHERE b.event_key = a.event_key AND b.event_key <> '\x' AND (EXISTS (SELECT 1 FROM "orders_outbox_state" g WHERE g.consumer_id = $1 AND g.status = 'pending' AND g.event_key = b.event_key AND g.seq < b.seq AND g.seq NOT IN (SELECT seq FROM cand))
 	OR EXISTS (SELECT 1 FROM "orders_outbox_ranges" r, "orders_outbox" go WHERE r.consumer_id = $1 AND go.event_key = b.event_key
-		AND (go.xid, go.seq) > (r.from_xid, r.from_seq) AND (go.xid, go.seq) <= (r.to_xid, r.to_seq))
-	OR EXISTS (SELECT 1 FROM "orders_outbox" go WHERE go.event_key = b.event_key AND (go.xid, go.seq) > ($5::bigint::text::xid8, $6) AND go.seq < b.seq AND go.seq NOT IN (SELECT seq FROM cand))))
+		AND (go.xid, go.seq) > (r.from_xid, r.from_seq) AND (go.xid, go.seq) <= (r.to_xid, r.to_seq)
+		AND NOT ($1 = 0 AND go.writer_token <> 0 AND go.writer_until IS NULL)
+		AND NOT EXISTS (SELECT 1 FROM "orders_outbox_state" gs WHERE gs.consumer_id = $1 AND gs.seq = go.seq))
+	OR EXISTS (SELECT 1 FROM "orders_outbox" go WHERE go.event_key = b.event_key AND (go.xid, go.seq) > ($5::bigint::text::xid8, $6) AND go.seq < b.seq AND go.seq NOT IN (SELECT seq FROM cand)
+		AND NOT ($1 = 0 AND go.writer_token <> 0 AND go.writer_until IS NULL)
+		AND NOT EXISTS (SELECT 1 FROM "orders_outbox_state" gs WHERE gs.consumer_id = $1 AND gs.seq = go.seq AND gs.status <> 'pending'))
+	OR EXISTS (SELECT 1 FROM "orders_outbox_consumers" hc JOIN "orders_outbox" ho ON ho.seq = ANY(hc.held)
+		WHERE hc.id = $1 AND ho.event_key = b.event_key AND ho.seq < b.seq AND ho.writer_until IS NOT NULL AND ho.seq NOT IN (SELECT seq FROM cand))))
 ), leased AS (
 	UPDATE "orders_outbox_state" s SET lease_token = $3, next_attempt_at = statement_timestamp() + $4 * interval '1 microsecond'
 	FROM a WHERE a.has_state AND s.consumer_id = $1 AND s.seq = a.seq RETURNING s.seq
@@ -383,8 +389,14 @@ WITH due AS (
 	SELECT d.seq FROM "orders_outbox_state" d
 	WHERE d.consumer_id = $1 AND d.status = 'pending' AND d.next_attempt_at <= statement_timestamp() AND (d.event_key = '\x' OR NOT (EXISTS (SELECT 1 FROM "orders_outbox_state" g WHERE g.consumer_id = $1 AND g.status = 'pending' AND g.event_key = d.event_key AND g.seq < d.seq)
 	OR EXISTS (SELECT 1 FROM "orders_outbox_ranges" r, "orders_outbox" go WHERE r.consumer_id = $1 AND go.event_key = d.event_key
-		AND (go.xid, go.seq) > (r.from_xid, r.from_seq) AND (go.xid, go.seq) <= (r.to_xid, r.to_seq))
-	OR EXISTS (SELECT 1 FROM "orders_outbox" go WHERE go.event_key = d.event_key AND (go.xid, go.seq) > ($5::bigint::text::xid8, $6) AND go.seq < d.seq)))
+		AND (go.xid, go.seq) > (r.from_xid, r.from_seq) AND (go.xid, go.seq) <= (r.to_xid, r.to_seq)
+		AND NOT ($1 = 0 AND go.writer_token <> 0 AND go.writer_until IS NULL)
+		AND NOT EXISTS (SELECT 1 FROM "orders_outbox_state" gs WHERE gs.consumer_id = $1 AND gs.seq = go.seq))
+	OR EXISTS (SELECT 1 FROM "orders_outbox" go WHERE go.event_key = d.event_key AND (go.xid, go.seq) > ($5::bigint::text::xid8, $6) AND go.seq < d.seq
+		AND NOT ($1 = 0 AND go.writer_token <> 0 AND go.writer_until IS NULL)
+		AND NOT EXISTS (SELECT 1 FROM "orders_outbox_state" gs WHERE gs.consumer_id = $1 AND gs.seq = go.seq AND gs.status <> 'pending'))
+	OR EXISTS (SELECT 1 FROM "orders_outbox_consumers" hc JOIN "orders_outbox" ho ON ho.seq = ANY(hc.held)
+		WHERE hc.id = $1 AND ho.event_key = d.event_key AND ho.seq < d.seq AND ho.writer_until IS NOT NULL)))
 	ORDER BY d.next_attempt_at, d.seq LIMIT $2 FOR UPDATE SKIP LOCKED
 )
 UPDATE "orders_outbox_state" s SET lease_token = $3, next_attempt_at = statement_timestamp() + $4 * interval '1 microsecond'
@@ -614,8 +626,14 @@ FROM flags;
 -- gateWalk
 SELECT w.k, w.seq, (EXISTS (SELECT 1 FROM "orders_outbox_state" g WHERE g.consumer_id = $1 AND g.status = 'pending' AND g.event_key = w.k AND g.seq < w.seq)
 	OR EXISTS (SELECT 1 FROM "orders_outbox_ranges" r, "orders_outbox" go WHERE r.consumer_id = $1 AND go.event_key = w.k
-		AND (go.xid, go.seq) > (r.from_xid, r.from_seq) AND (go.xid, go.seq) <= (r.to_xid, r.to_seq))
-	OR EXISTS (SELECT 1 FROM "orders_outbox" go WHERE go.event_key = w.k AND (go.xid, go.seq) > ($4::bigint::text::xid8, $5) AND go.seq < w.seq)) FROM unnest($2::bytea[], $3::bigint[]) AS w(k, seq);
+		AND (go.xid, go.seq) > (r.from_xid, r.from_seq) AND (go.xid, go.seq) <= (r.to_xid, r.to_seq)
+		AND NOT ($1 = 0 AND go.writer_token <> 0 AND go.writer_until IS NULL)
+		AND NOT EXISTS (SELECT 1 FROM "orders_outbox_state" gs WHERE gs.consumer_id = $1 AND gs.seq = go.seq))
+	OR EXISTS (SELECT 1 FROM "orders_outbox" go WHERE go.event_key = w.k AND (go.xid, go.seq) > ($4::bigint::text::xid8, $5) AND go.seq < w.seq
+		AND NOT ($1 = 0 AND go.writer_token <> 0 AND go.writer_until IS NULL)
+		AND NOT EXISTS (SELECT 1 FROM "orders_outbox_state" gs WHERE gs.consumer_id = $1 AND gs.seq = go.seq AND gs.status <> 'pending'))
+	OR EXISTS (SELECT 1 FROM "orders_outbox_consumers" hc JOIN "orders_outbox" ho ON ho.seq = ANY(hc.held)
+		WHERE hc.id = $1 AND ho.event_key = w.k AND ho.seq < w.seq AND ho.writer_until IS NOT NULL)) FROM unnest($2::bytea[], $3::bigint[]) AS w(k, seq);
 
 -- logClaim
 SELECT walked_xid::text::bigint, walked_seq, start_seq, array_to_json(held)
