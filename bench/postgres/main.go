@@ -31,6 +31,7 @@ import (
 	"log/slog"
 	"os"
 	"runtime"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -82,8 +83,19 @@ func main() {
 	flag.IntVar(&relayFillfactor, "relay-fillfactor", 0, "an experiment: the relay's table with this fillfactor (default: the store's schema as it is)")
 	flag.BoolVar(&relayToast, "relay-toast", false, "an experiment: the relay's payloads stored out of line (toast_tuple_target 128, STORAGE EXTERNAL)")
 	flag.IntVar(&riverMaxWorkers, "river-maxworkers", 0, "River's MaxWorkers per client in the compare scenario (default: the batch)")
+	cpuprofile := flag.String("cpuprofile", "", "write the bench process's CPU profile to this file")
 	serverPID := flag.Int("server-pid", 0, "the postmaster's process ID (the first line of postmaster.pid), when the server runs on this machine: the compare and consumers scenarios then report the server's CPU time per event (the postmaster and all its children, from /proc)")
 	flag.Parse()
+	if *cpuprofile != "" {
+		f, err := os.Create(*cpuprofile)
+		if err != nil {
+			log.Fatalf("-cpuprofile: %v", err)
+		}
+		if err := pprof.StartCPUProfile(f); err != nil {
+			log.Fatalf("-cpuprofile: %v", err)
+		}
+		defer pprof.StopCPUProfile()
+	}
 	sz := full
 	if *q {
 		sz = quick
