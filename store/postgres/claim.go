@@ -257,7 +257,7 @@ func claimIDs(ctx context.Context, tx *sql.Tx, t *target, token int64, p backend
 	var startSeq int64
 	var held []byte
 	err := tx.QueryRowContext(ctx, t.render(`SELECT walked_xid::text::bigint, walked_seq, start_seq, held::text
-FROM {consumers} WHERE id = $1 AND NOT removing FOR UPDATE`), t.consumerID).Scan(&walked.xid, &walked.seq, &startSeq, &held)
+FROM {consumers} WHERE id = $1 AND NOT removing FOR SHARE`), t.consumerID).Scan(&walked.xid, &walked.seq, &startSeq, &held)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, ErrUnknownConsumer
 	}
@@ -273,8 +273,15 @@ FROM {consumers} WHERE id = $1 AND NOT removing FOR UPDATE`), t.consumerID).Scan
 	// cand: the IDs the consumer may take now: pending and held by no
 	// one, or by this Store's head start ($8: the writer's own messages,
 	// which its ordered after-commit path claims); a: of them, those
-	// whose key is free. Claims of the consumer take turns on its
-	// registry row, locked above.
+	// whose key is free. The registry row is locked FOR SHARE above:
+	// claims by ID (writers' publishes, each of its own messages) run
+	// beside each other, and a walk, which locks the row FOR UPDATE to
+	// move the position and the held list, waits for them as they wait
+	// for it. The gate reads what has committed, and a message that
+	// another claim by ID is taking meanwhile counts there as pending
+	// (a pending state row, its writer's hold, past the position, or on
+	// the held list) until that claim commits. Two claims of one ID: the
+	// second leases nothing.
 	return queryRecords(ctx, tx, t.render(`WITH cand AS (
 	SELECT o.seq, o.event_key, s.seq IS NOT NULL AS has_state
 	FROM {outbox} o LEFT JOIN {state} s ON s.consumer_id = $1 AND s.seq = o.seq
@@ -292,7 +299,7 @@ FROM {consumers} WHERE id = $1 AND NOT removing FOR UPDATE`), t.consumerID).Scan
 ), added AS (
 	INSERT INTO {state} (consumer_id, seq, event_key, lease_token, next_attempt_at)
 	SELECT $1, a.seq, a.event_key, $3, statement_timestamp() + $4 * interval '1 microsecond' FROM a WHERE NOT a.has_state
-	RETURNING seq
+	ON CONFLICT DO NOTHING RETURNING seq
 )
 SELECT `+logCols+` FROM {outbox} o WHERE o.seq IN (SELECT seq FROM leased UNION ALL SELECT seq FROM added)`),
 		t.consumerID, p.IDs, token, p.LeaseFor.Microseconds(), walked.xid, walked.seq, startSeq, headStart, string(held))

@@ -778,3 +778,44 @@ func TestWritersOrderedPublishTakesAMessageTheWalkPassed(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, backend.StatusPublished, r.Status)
 }
+
+// Writers' publishes by ID do not take turns: each leases its own
+// messages, so one in flight does not hold up another's. They did (the
+// registry row was locked FOR UPDATE): at 1,000 commands a second the
+// soak's writers queued on that row behind each other's after-commit
+// publish, Writer.Do took 146 ms at the median and the run made 97
+// events a second.
+func TestWritersPublishesByIDDoNotTakeTurns(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	for _, ordered := range []bool{true, false} {
+		h := newLogHarness(t)
+		for _, id := range []string{"a", "b"} {
+			require.NoError(t, h.s.Enqueue(ctx, h.db, &backend.EnqueueOptions{HeadStart: time.Hour},
+				backend.Message{ID: id, Key: "key-" + id, Type: "T", Payload: []byte("p")}))
+		}
+		p := backend.ClaimParams{Owner: "writer", Limit: 1, LeaseFor: time.Minute, Ordered: ordered}
+		// Writer a's publish, in flight: its claim has run, its
+		// transaction is open.
+		txA, err := h.db.BeginTx(ctx, nil)
+		require.NoError(t, err)
+		tokA, err := newToken()
+		require.NoError(t, err)
+		pa := p
+		pa.IDs = []string{"a"}
+		rows, err := claimIDs(ctx, txA, h.target(0), tokA, pa, h.s.headStart)
+		require.NoError(t, err)
+		require.Len(t, rows, 1)
+		// Writer b's publish runs meanwhile.
+		bctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		pb := p
+		pb.IDs = []string{"b"}
+		b, err := h.s.Claim(bctx, pb)
+		cancel()
+		require.NoError(t, err, "ordered %v: b's publish waited for a's", ordered)
+		require.Equal(t, []string{"b"}, ids(b), "ordered %v", ordered)
+		require.NoError(t, txA.Commit())
+		_, err = h.s.Settle(ctx, b.Token, publishedOutcomes(b))
+		require.NoError(t, err)
+	}
+}

@@ -340,7 +340,7 @@ SELECT id, removing FROM "orders_outbox_consumers" WHERE name = $1;
 
 -- claimIDs
 SELECT walked_xid::text::bigint, walked_seq, start_seq, held::text
-FROM "orders_outbox_consumers" WHERE id = $1 AND NOT removing FOR UPDATE;
+FROM "orders_outbox_consumers" WHERE id = $1 AND NOT removing FOR SHARE;
 
 -- claimIDs
 WITH cand AS (
@@ -370,7 +370,7 @@ WITH cand AS (
 ), added AS (
 	INSERT INTO "orders_outbox_state" (consumer_id, seq, event_key, lease_token, next_attempt_at)
 	SELECT $1, a.seq, a.event_key, $3, statement_timestamp() + $4 * interval '1 microsecond' FROM a WHERE NOT a.has_state
-	RETURNING seq
+	ON CONFLICT DO NOTHING RETURNING seq
 )
 SELECT o.seq, o.event_id, o.event_key, o.event_type, o.payload, o.headers, o.occurred_at, o.created_at, 'pending', 0, '', o.created_at, NULL::timestamptz FROM "orders_outbox" o WHERE o.seq IN (SELECT seq FROM leased UNION ALL SELECT seq FROM added);
 
