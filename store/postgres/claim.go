@@ -99,8 +99,7 @@ func (c *channel) claim(ctx context.Context, p backend.ClaimParams) (backend.Bat
 		// moments), look again in a moment.
 		waiting, err := redoing(ctx, func() (bool, error) {
 			var b bool
-			err := c.db.QueryRowContext(ctx, t.render(`SELECT EXISTS (SELECT 1 FROM {outbox} o, {consumers} c
-	WHERE c.id = {c} AND (o.xid, o.seq) > (c.walked_xid, c.walked_seq))`)).Scan(&b)
+			err := c.db.QueryRowContext(ctx, t.render(unreadSQL)).Scan(&b)
 			return b, err
 		})
 		if err != nil {
@@ -125,6 +124,14 @@ func (c *channel) claim(ctx context.Context, p backend.ClaimParams) (backend.Bat
 		pause = min(2*pause, 50*time.Millisecond)
 	}
 }
+
+// unreadSQL says whether a message waits past the consumer's position.
+// The position is a LATERAL parameter of an ordered index scan: joined
+// plainly, the planner filtered the whole log against it (a sequential
+// scan per empty claim, 44 ms at 63,000 messages in the soak).
+const unreadSQL = `SELECT EXISTS (SELECT 1 FROM {consumers} c CROSS JOIN LATERAL (
+	SELECT 1 FROM {outbox} o WHERE (o.xid, o.seq) > (c.walked_xid, c.walked_seq) ORDER BY o.xid, o.seq LIMIT 1) u
+	WHERE c.id = {c})`
 
 // horizonWait bounds how long a claim that found nothing waits for the
 // transactions that hold its walk back (see horizonSQL): committed

@@ -276,12 +276,14 @@ UNION ALL SELECT h.seq, false, o.event_type, o.created_at FROM "orders_outbox_co
 GROUP BY p.status, p.event_type;
 
 -- channel.claim
-SELECT EXISTS (SELECT 1 FROM "orders_outbox" o, "orders_outbox_consumers" c
-	WHERE c.id = 0 AND (o.xid, o.seq) > (c.walked_xid, c.walked_seq));
+SELECT EXISTS (SELECT 1 FROM "orders_outbox_consumers" c CROSS JOIN LATERAL (
+	SELECT 1 FROM "orders_outbox" o WHERE (o.xid, o.seq) > (c.walked_xid, c.walked_seq) ORDER BY o.xid, o.seq LIMIT 1) u
+	WHERE c.id = 0);
 
 -- channel.claim
-SELECT EXISTS (SELECT 1 FROM "orders_outbox" o, "orders_outbox_consumers" c
-	WHERE c.id = 1 AND (o.xid, o.seq) > (c.walked_xid, c.walked_seq));
+SELECT EXISTS (SELECT 1 FROM "orders_outbox_consumers" c CROSS JOIN LATERAL (
+	SELECT 1 FROM "orders_outbox" o WHERE (o.xid, o.seq) > (c.walked_xid, c.walked_seq) ORDER BY o.xid, o.seq LIMIT 1) u
+	WHERE c.id = 1);
 
 -- channel.endHeadStart
 WITH o AS (
