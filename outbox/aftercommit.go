@@ -34,9 +34,10 @@ import (
 // It leases the messages first, so it never races a worker: a message a
 // worker has already claimed, or that is no longer pending, is left alone.
 // When the store leased them to this process in the writer's transaction
-// (backend.HeadStartLeaser: store/mysql does, given a HeadStart of at
-// least PublishTimeout plus StoreTimeout) and ordering is off, that lease
-// is used and no claim is committed first: the sink is called one read
+// (backend.HeadStartLeaser: store/mysql and store/postgres do, given a
+// HeadStart of at least PublishTimeout plus StoreTimeout), that lease is
+// used and no claim is committed first (with Ordering, when the store
+// keeps per-key order in that read too: store/postgres does): the sink is called one read
 // after the writer's commit. Under such a lease, messages after the first
 // start only while their publish and settle fit in the lease from the
 // call; the others are left due for the worker at once.
@@ -102,16 +103,35 @@ func (w *Worker) publishCommitted(ctx context.Context, ids []string, g gate) (*s
 // writer's transaction took for them, when the store keeps such leases
 // and holds one on every one of them for at least a publish and its
 // settle; ok is false when it did not (the caller claims them instead).
+//
+// With Ordering, the store must keep per-key order in that read
+// (backend.OrderedHeadStartLeaser); then a batch that leaves some
+// messages out is published all the same (ok), and the others are left to
+// the workers: an older message of their key is still to be delivered,
+// or their head start is (nearly) over.
 func (w *Worker) publishHeadStarted(ctx context.Context, ids []string, g gate) (s *settlement, ok bool) {
 	hs, can := w.store.(backend.HeadStartLeaser)
-	if !can || w.opts.Ordering {
+	if !can {
 		return nil, false
+	}
+	read := hs.HeadStartBatch
+	if w.opts.Ordering {
+		ohs, can := w.store.(backend.OrderedHeadStartLeaser)
+		if !can {
+			return nil, false
+		}
+		read = ohs.OrderedHeadStartBatch
 	}
 	start := time.Now()
 	readCtx, cancel := context.WithTimeout(ctx, w.opts.StoreTimeout)
-	batch, left, err := hs.HeadStartBatch(readCtx, ids, w.opts.AfterCommitTimeout+w.opts.StoreTimeout)
+	batch, left, err := read(readCtx, ids, w.opts.AfterCommitTimeout+w.opts.StoreTimeout)
 	cancel()
-	if err != nil || batch.Len() != len(ids) {
+	switch {
+	case err != nil:
+		return nil, false
+	case w.opts.Ordering && batch.Len() == 0:
+		return nil, true
+	case !w.opts.Ordering && batch.Len() != len(ids):
 		return nil, false
 	}
 	// left was measured at the read, after start: counted from start, it

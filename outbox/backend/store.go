@@ -151,6 +151,19 @@ type HeadStartLeaser interface {
 	HeadStartBatch(ctx context.Context, ids []string, minLeft time.Duration) (b Batch, left time.Duration, err error)
 }
 
+// OrderedHeadStartLeaser is a HeadStartLeaser that keeps per-key order
+// too, so that a Worker with Ordering publishes after commit under the
+// head start, as one without does, instead of claiming the messages.
+type OrderedHeadStartLeaser interface {
+	HeadStartLeaser
+	// OrderedHeadStartBatch is HeadStartBatch that also leaves out every
+	// message of a key while an older message of that key that is not
+	// among ids is still to be delivered (pending, leased, or held by its
+	// own writer). Messages of a key among ids do not hold each other
+	// back: the caller publishes them in order.
+	OrderedHeadStartBatch(ctx context.Context, ids []string, minLeft time.Duration) (b Batch, left time.Duration, err error)
+}
+
 // HeadStartEnder is a Store that can end the head start
 // (EnqueueOptions.HeadStart) of messages early. Worker.PublishNow uses it
 // for the messages it leaves to the workers, so that they are due at once

@@ -1,7 +1,7 @@
 // Package postgres is the outbox store for PostgreSQL 13 and later (xid8
 // and pg_current_xact_id), on github.com/jackc/pgx/v5: the same contract
 // as store/mysql (backend.Store, SettleClaimer, HeadStartLeaser,
-// HeadStartEnder, the operator contract backend.Outbox with named
+// OrderedHeadStartLeaser, HeadStartEnder, the operator contract backend.Outbox with named
 // consumers, retention), checked by the same backendtest suites.
 //
 // The store reads and claims through a *sql.DB on pgx's stdlib driver:
@@ -31,11 +31,18 @@
 // A rejected Enqueue (a duplicate ID, an invalid message) writes nothing
 // and does not abort the caller's transaction.
 //
-// Workers claim with FOR UPDATE SKIP LOCKED from a partial index of
-// pending records, commit the lease (a random fencing token and its
-// expiry on the server's clock) before any sink call, and settle in one
-// UPDATE fenced by the token. Every time that decides delivery is the
-// server's (statement_timestamp()).
+// The outbox is a log each consumer reads past a position of its own,
+// below the oldest transaction that may still write to it (so that none
+// is skipped whatever the commit order). A claim records one range per
+// batch and moves the position, both committed before any sink call; a
+// settle that publishes the whole batch deletes the range, and only a
+// message that failed, is dead, was released or waits behind its key gets
+// a row of its own. A writer's after-commit publish (Worker.PublishNow
+// after Enqueue with a HeadStart) runs under the head start its
+// transaction took, with or without ordering, and records its outcome in
+// one update of the message. Every time that decides delivery is the
+// server's (statement_timestamp()). store/postgres/LOG-DESIGN.md has the
+// design.
 //
 // Enqueue notifies the table's channel (pg_notify, delivered at commit);
 // a Listener turns notifications into Worker.Notify calls, so that a

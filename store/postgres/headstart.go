@@ -16,6 +16,45 @@ import (
 // head start they have left, on the database clock at the read. A
 // message a claim has taken from the writer since is left out.
 func (s *Store) HeadStartBatch(ctx context.Context, ids []string, minLeft time.Duration) (backend.Batch, time.Duration, error) {
+	return s.headStartBatch(ctx, ids, minLeft, headStartBatchSQL)
+}
+
+// OrderedHeadStartBatch is HeadStartBatch that keeps per-key order: it
+// leaves out every message of a key while an older message of that key,
+// not among ids, is still to be delivered to the default consumer (the
+// order gate of the workers' claims, keyGate), or while an older one
+// among ids is left out. It reads what has committed, and locks nothing:
+// a message the gate passes is delivered already, and one it holds back
+// counts as pending until whatever is taking it commits.
+func (s *Store) OrderedHeadStartBatch(ctx context.Context, ids []string, minLeft time.Duration) (backend.Batch, time.Duration, error) {
+	return s.headStartBatch(ctx, ids, minLeft, orderedHeadStartBatchSQL)
+}
+
+// headStartBatchSQL reads the messages of ids ($2) the Store's head start
+// ($3) holds with at least $4 µs left; $1 is the default consumer's ID
+// (0), as keyGate wants it.
+const headStartBatchSQL = `SELECT {logcols}, (extract(epoch FROM o.writer_until - statement_timestamp()) * 1000000)::bigint
+FROM {outbox} o WHERE o.event_id = ANY($2::text[]) AND o.writer_token = $3
+	AND o.writer_until > statement_timestamp() + $4 * interval '1 microsecond'
+	AND NOT EXISTS (SELECT 1 FROM {state} s WHERE s.consumer_id = $1 AND s.seq = o.seq AND s.lease_token <> $3)
+ORDER BY o.seq`
+
+// orderedHeadStartBatchSQL is headStartBatchSQL with the order gate.
+var orderedHeadStartBatchSQL = `WITH mine AS (
+	SELECT o.seq, o.event_key, o.writer_token = $3 AND o.writer_until > statement_timestamp() + $4 * interval '1 microsecond'
+		AND NOT EXISTS (SELECT 1 FROM {state} s WHERE s.consumer_id = $1 AND s.seq = o.seq AND s.lease_token <> $3) AS held
+	FROM {outbox} o WHERE o.event_id = ANY($2::text[])
+), c AS (
+	SELECT walked_xid, walked_seq FROM {consumers} WHERE id = $1
+)
+SELECT {logcols}, (extract(epoch FROM o.writer_until - statement_timestamp()) * 1000000)::bigint
+FROM mine m JOIN {outbox} o ON o.seq = m.seq
+WHERE m.held AND (m.event_key = '\x' OR NOT (
+	EXISTS (SELECT 1 FROM mine e WHERE e.event_key = m.event_key AND e.seq < m.seq AND NOT e.held)
+	OR ` + keyGate("m.event_key", "m.seq", "((SELECT walked_xid FROM c), (SELECT walked_seq FROM c))", " AND {x} NOT IN (SELECT seq FROM mine)") + `))
+ORDER BY o.seq`
+
+func (s *Store) headStartBatch(ctx context.Context, ids []string, minLeft time.Duration, stmt string) (backend.Batch, time.Duration, error) {
 	switch {
 	case len(ids) == 0:
 		return backend.Batch{}, 0, nil
@@ -24,11 +63,7 @@ func (s *Store) HeadStartBatch(ctx context.Context, ids []string, minLeft time.D
 	case minLeft < 0:
 		return backend.Batch{}, 0, errors.New("postgres store: head start batch: minLeft must not be negative")
 	}
-	rows, err := s.db.QueryContext(ctx, s.t.render(`SELECT {logcols}, (extract(epoch FROM o.writer_until - statement_timestamp()) * 1000000)::bigint
-FROM {outbox} o WHERE o.event_id = ANY($1::text[]) AND o.writer_token = $2
-	AND o.writer_until > statement_timestamp() + $3 * interval '1 microsecond'
-	AND NOT EXISTS (SELECT 1 FROM {state} s WHERE s.consumer_id = 0 AND s.seq = o.seq AND s.lease_token <> $2)
-ORDER BY o.seq`), ids, s.headStart, minLeft.Microseconds())
+	rows, err := s.db.QueryContext(ctx, s.t.render(stmt), int64(0), ids, s.headStart, minLeft.Microseconds())
 	if err != nil {
 		return backend.Batch{}, 0, s.wrap("head start batch", err)
 	}

@@ -7,6 +7,7 @@ import (
 	"database/sql"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"math/rand/v2"
 	"slices"
 	"strings"
@@ -18,7 +19,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/outboxrelay/outboxrelay/internal/pgtest"
+	"github.com/outboxrelay/outboxrelay/outbox"
 	"github.com/outboxrelay/outboxrelay/outbox/backend"
+	"github.com/outboxrelay/outboxrelay/outbox/outboxtest"
 )
 
 type logHarness struct {
@@ -859,4 +862,68 @@ func TestWritersPublishesByIDDoNotTakeTurns(t *testing.T) {
 		_, err = h.s.Settle(ctx, b.Token, publishedOutcomes(b))
 		require.NoError(t, err)
 	}
+}
+
+// The writer's ordered after-commit publish (PublishNow with Ordering)
+// runs under the head start its transaction took, as the unordered one
+// does: a read, the sink, one update of the message, and no state row.
+// It claimed by ID instead, which wrote a state row for every message
+// (and locked the registry row): in the soak the state table held a row
+// for nearly every message in the log, 67,800 of them. It still holds a
+// key back behind an older message of the key that is still to be
+// delivered, and publishes a key's messages of one call in order.
+func TestOrderedPublishNowWritesNoStateRow(t *testing.T) {
+	t.Parallel()
+	h := newLogHarness(t)
+	ctx := context.Background()
+	rec := outboxtest.NewRecorder()
+	w, err := outbox.NewWorker(h.s, rec, outbox.WorkerOptions{Ordering: true, PollInterval: time.Hour,
+		Logger: slog.New(slog.DiscardHandler)})
+	require.NoError(t, err)
+	msg := func(id, key string) outbox.Message {
+		return outbox.Message{ID: id, Key: key, Type: "T", Payload: []byte("p")}
+	}
+	write := func(headStart time.Duration, msgs ...outbox.Message) {
+		t.Helper()
+		require.NoError(t, h.s.Enqueue(ctx, h.db, &backend.EnqueueOptions{HeadStart: headStart}, msgs...))
+	}
+	for i := range 5 {
+		m := msg(fmt.Sprintf("k-%d", i), "K")
+		write(w.HeadStart(), m)
+		require.NoError(t, w.PublishNow(ctx, m))
+	}
+	both := []outbox.Message{msg("two-1", "T"), msg("two-2", "T")}
+	write(w.HeadStart(), both...)
+	require.NoError(t, w.PublishNow(ctx, both...))
+	var got []string
+	for _, m := range rec.Messages() {
+		got = append(got, m.ID)
+	}
+	require.Equal(t, []string{"k-0", "k-1", "k-2", "k-3", "k-4", "two-1", "two-2"}, got)
+	require.Zero(t, h.count(t, "_state"), "state rows after ordered publishes under the head start")
+	for _, id := range got {
+		r, err := h.s.Get(ctx, id)
+		require.NoError(t, err)
+		require.Equal(t, backend.StatusPublished, r.Status, id)
+	}
+
+	// An older message of the key that no writer publishes (no head
+	// start) holds the writer's back: left to the workers, in order.
+	write(0, msg("g-0", "G"))
+	g1 := msg("g-1", "G")
+	write(w.HeadStart(), g1)
+	require.ErrorIs(t, w.PublishNow(ctx, g1), outbox.ErrLeftToWorker)
+	require.Zero(t, rec.Count("g-1"), "published before its key's older message")
+	require.Eventually(t, func() bool {
+		_, err := w.ProcessBatch(ctx)
+		require.NoError(t, err)
+		return rec.Count("g-1") > 0
+	}, 10*time.Second, 5*time.Millisecond)
+	got = nil
+	for _, m := range rec.Messages() {
+		if m.Key == "G" {
+			got = append(got, m.ID)
+		}
+	}
+	require.Equal(t, []string{"g-0", "g-1"}, got)
 }

@@ -428,9 +428,14 @@ WHERE o.event_id = $1`, pre+"k2").Scan(&n))
 	// The writer's head start (the default consumer's): the writer
 	// publishes its own; one it leaves is passed by the walk (held), then
 	// made due; a named consumer's head start is a state row.
-	require.NoError(t, s.Enqueue(ctx, d.DB, &backend.EnqueueOptions{HeadStart: time.Minute}, msg("w1", ""), msg("w2", "")))
+	require.NoError(t, s.Enqueue(ctx, d.DB, &backend.EnqueueOptions{HeadStart: time.Minute}, msg("w1", ""), msg("w2", ""), msg("w3", "k")))
 	b, _, err := s.HeadStartBatch(ctx, []string{"w1"}, time.Millisecond)
 	require.NoError(t, err)
+	_, err = s.Settle(ctx, b.Token, publish(b))
+	require.NoError(t, err)
+	b, _, err = s.OrderedHeadStartBatch(ctx, []string{"w3"}, time.Millisecond)
+	require.NoError(t, err)
+	require.Equal(t, 1, b.Len(), "the ordered publish of w3")
 	_, err = s.Settle(ctx, b.Token, publish(b))
 	require.NoError(t, err)
 	b, err = s.Claim(ctx, lease)

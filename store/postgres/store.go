@@ -155,12 +155,13 @@ func (c *channel) headStart() int64 {
 }
 
 var (
-	_ backend.Store           = (*Store)(nil)
-	_ backend.SettleClaimer   = (*Store)(nil)
-	_ backend.HeadStartLeaser = (*Store)(nil)
-	_ backend.HeadStartEnder  = (*Store)(nil)
-	_ backend.Outbox          = (*Store)(nil)
-	_ backend.Purger          = (*Store)(nil)
+	_ backend.Store                  = (*Store)(nil)
+	_ backend.SettleClaimer          = (*Store)(nil)
+	_ backend.HeadStartLeaser        = (*Store)(nil)
+	_ backend.OrderedHeadStartLeaser = (*Store)(nil)
+	_ backend.HeadStartEnder         = (*Store)(nil)
+	_ backend.Outbox                 = (*Store)(nil)
+	_ backend.Purger                 = (*Store)(nil)
 )
 
 // New returns a store on db, which must use pgx's stdlib driver

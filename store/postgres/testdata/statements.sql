@@ -43,13 +43,6 @@ SELECT count(*) FROM "orders_outbox" o WHERE o.created_at <= statement_timestamp
 				AND NOT EXISTS (SELECT 1 FROM "orders_outbox_ranges" r WHERE r.consumer_id = c.id
 					AND (o.xid, o.seq) > (r.from_xid, r.from_seq) AND (o.xid, o.seq) <= (r.to_xid, r.to_seq)))))));
 
--- Store.HeadStartBatch
-SELECT o.seq, o.event_id, o.event_key, o.event_type, o.payload, o.headers, o.occurred_at, o.created_at, 'pending', 0, '', o.created_at, NULL::timestamptz, (extract(epoch FROM o.writer_until - statement_timestamp()) * 1000000)::bigint
-FROM "orders_outbox" o WHERE o.event_id = ANY($1::text[]) AND o.writer_token = $2
-	AND o.writer_until > statement_timestamp() + $3 * interval '1 microsecond'
-	AND NOT EXISTS (SELECT 1 FROM "orders_outbox_state" s WHERE s.consumer_id = 0 AND s.seq = o.seq AND s.lease_token <> $2)
-ORDER BY o.seq;
-
 -- Store.LastSeq
 SELECT coalesce(max(seq), 0) FROM "orders_outbox";
 
@@ -87,6 +80,37 @@ DELETE FROM "orders_outbox_state" WHERE consumer_id = $1;
 
 -- Store.duplicateOf
 SELECT event_id FROM "orders_outbox" WHERE event_id = ANY($1::text[]) ORDER BY seq LIMIT 1;
+
+-- Store.headStartBatch
+SELECT o.seq, o.event_id, o.event_key, o.event_type, o.payload, o.headers, o.occurred_at, o.created_at, 'pending', 0, '', o.created_at, NULL::timestamptz, (extract(epoch FROM o.writer_until - statement_timestamp()) * 1000000)::bigint
+FROM "orders_outbox" o WHERE o.event_id = ANY($2::text[]) AND o.writer_token = $3
+	AND o.writer_until > statement_timestamp() + $4 * interval '1 microsecond'
+	AND NOT EXISTS (SELECT 1 FROM "orders_outbox_state" s WHERE s.consumer_id = $1 AND s.seq = o.seq AND s.lease_token <> $3)
+ORDER BY o.seq;
+
+-- Store.headStartBatch
+WITH mine AS (
+	SELECT o.seq, o.event_key, o.writer_token = $3 AND o.writer_until > statement_timestamp() + $4 * interval '1 microsecond'
+		AND NOT EXISTS (SELECT 1 FROM "orders_outbox_state" s WHERE s.consumer_id = $1 AND s.seq = o.seq AND s.lease_token <> $3) AS held
+	FROM "orders_outbox" o WHERE o.event_id = ANY($2::text[])
+), c AS (
+	SELECT walked_xid, walked_seq FROM "orders_outbox_consumers" WHERE id = $1
+)
+SELECT o.seq, o.event_id, o.event_key, o.event_type, o.payload, o.headers, o.occurred_at, o.created_at, 'pending', 0, '', o.created_at, NULL::timestamptz, (extract(epoch FROM o.writer_until - statement_timestamp()) * 1000000)::bigint
+FROM mine m JOIN "orders_outbox" o ON o.seq = m.seq
+WHERE m.held AND (m.event_key = '\x' OR NOT (
+	EXISTS (SELECT 1 FROM mine e WHERE e.event_key = m.event_key AND e.seq < m.seq AND NOT e.held)
+	OR EXISTS (SELECT 1 FROM "orders_outbox_state" g WHERE g.consumer_id = $1 AND g.status = 'pending' AND g.event_key = m.event_key AND g.seq < m.seq AND g.seq NOT IN (SELECT seq FROM mine))
+	OR EXISTS (SELECT 1 FROM "orders_outbox_ranges" r, "orders_outbox" go WHERE r.consumer_id = $1 AND go.event_key = m.event_key
+		AND (go.xid, go.seq) > (r.from_xid, r.from_seq) AND (go.xid, go.seq) <= (r.to_xid, r.to_seq)
+		AND NOT ($1 = 0 AND go.writer_token <> 0 AND go.writer_until IS NULL)
+		AND NOT EXISTS (SELECT 1 FROM "orders_outbox_state" gs WHERE gs.consumer_id = $1 AND gs.seq = go.seq))
+	OR EXISTS (SELECT 1 FROM "orders_outbox" go WHERE go.event_key = m.event_key AND (go.xid, go.seq) > ((SELECT walked_xid FROM c), (SELECT walked_seq FROM c)) AND go.seq < m.seq AND go.seq NOT IN (SELECT seq FROM mine)
+		AND NOT ($1 = 0 AND go.writer_token <> 0 AND go.writer_until IS NULL)
+		AND NOT EXISTS (SELECT 1 FROM "orders_outbox_state" gs WHERE gs.consumer_id = $1 AND gs.seq = go.seq AND gs.status <> 'pending'))
+	OR EXISTS (SELECT 1 FROM "orders_outbox_consumers" hc JOIN "orders_outbox" ho ON ho.seq = ANY(hc.held)
+		WHERE hc.id = $1 AND ho.event_key = m.event_key AND ho.seq < m.seq AND ho.writer_until IS NOT NULL AND ho.seq NOT IN (SELECT seq FROM mine))))
+ORDER BY o.seq;
 
 -- Store.insert
 DELETE FROM "orders_outbox" WHERE event_id = ANY($1::text[]) AND xid = pg_current_xact_id();
