@@ -45,7 +45,7 @@ func RunStoreTests(t *testing.T, newHarness Factory) {
 		{"ConcurrentClaimsAreDisjoint", testConcurrentClaims},
 		{"ClaimParamsValidated", testClaimValidation},
 	}
-	for _, tc := range append(append(tests, orderedStoreTests...), throughputStoreTests...) {
+	for _, tc := range append(append(append(tests, orderedStoreTests...), throughputStoreTests...), noSkipStoreTests...) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			tc.fn(t, newHarness(t))
