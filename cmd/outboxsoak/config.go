@@ -36,6 +36,7 @@ type config struct {
 	Consumer       string        `json:"consumer"`
 	Tuning         tuning        `json:"tuning"`
 	Listener       bool          `json:"listener"`
+	NotifyInterval time.Duration `json:"notify_interval,omitempty"`
 	ReportDir      string        `json:"report_dir"`
 	Label          string        `json:"label,omitempty"`
 	WorkerLogLevel slog.Level    `json:"worker_log_level"`
@@ -148,6 +149,7 @@ func newRunFlags(cfg *config, stderr io.Writer) *flag.FlagSet {
 	fs.IntVar(&cfg.Tuning.Concurrency, "concurrency", 0, "WorkerOptions.Concurrency (0: the library's default)")
 	fs.DurationVar(&cfg.Tuning.Retention, "retention", 0, "WorkerOptions.Retention of the default consumer's workers (0: keep everything)")
 	fs.BoolVar(&cfg.Listener, "listener", true, "on PostgreSQL, a postgres.Listener in every worker process wakes its workers at each commit")
+	fs.DurationVar(&cfg.NotifyInterval, "notify-interval", 0, "on PostgreSQL, postgres.Options.NotifyInterval of the writers' store: notify at most once per interval (0: on every Enqueue)")
 	fs.StringVar(&cfg.ReportDir, "report", "", "the report's directory (default soak-<driver>-<time>); created, and must not hold a summary.json")
 	fs.StringVar(&cfg.Label, "label", "", "a label for the report, such as before or after")
 	fs.StringVar(&cfg.PlotFormat, "plot-format", "svg", "the plots' format: svg or png")
@@ -252,6 +254,10 @@ func (c *config) validate() error {
 		return fmt.Errorf("--workers %d: must be 1 to 64", c.Workers)
 	case c.PlotFormat != "svg" && c.PlotFormat != "png":
 		return fmt.Errorf("--plot-format %q: must be svg or png", c.PlotFormat)
+	case c.NotifyInterval < 0 || c.NotifyInterval > time.Minute:
+		return fmt.Errorf("--notify-interval %v: must be 0 to 1m", c.NotifyInterval)
+	case c.NotifyInterval > 0 && c.Driver != "postgres":
+		return fmt.Errorf("--notify-interval %v: PostgreSQL only (--driver postgres)", c.NotifyInterval)
 	case c.Consumer == defaultConsumer:
 		return fmt.Errorf("--consumer %q: the default consumer is always delivered; name another", c.Consumer)
 	case c.Consumer != "" && !identifier.MatchString(c.Consumer):

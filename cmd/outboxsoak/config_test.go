@@ -53,6 +53,8 @@ func TestRunFlagValidation(t *testing.T) {
 		{append(base, "--consumer", "default"), "--consumer"},
 		{append(base, "--consumer", "Activity"), "--consumer"},
 		{append(base, "--plot-format", "pdf"), "--plot-format"},
+		{append(base, "--notify-interval", "10ms"), "--notify-interval"}, // PostgreSQL only
+		{[]string{"--driver", "postgres", "--dsn", "x", "--notify-interval", "2m"}, "--notify-interval"},
 		{append(base, "--batch-size", "-1"), "--batch-size"},
 		{append(base, "stray"), "stray"},
 	}

@@ -2,6 +2,8 @@ package main
 
 import (
 	"bytes"
+	"context"
+	"database/sql"
 	"fmt"
 	"net"
 	"os"
@@ -12,38 +14,130 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 )
 
-// envDBRestartTest asks for TestDBRestart, which starts a PostgreSQL
-// server of its own (so that restarting it disturbs no one else's
-// tests) and so needs PostgreSQL's binaries and, run as root, the
-// postgres user.
-const envDBRestartTest = "OUTBOXSOAK_TEST_DB_RESTART"
+// envFaultRunTest asks for TestFaultRun, which starts a server of each
+// database of its own (so that restarting it disturbs no one else's
+// tests) and so needs PostgreSQL's and MariaDB's (or MySQL's) server
+// binaries and, run as root, the postgres and mysql users. CI sets it.
+const envFaultRunTest = "OUTBOXSOAK_TEST_FAULT_RUN"
 
-// A database restart in the middle of a run, on a private PostgreSQL:
-// nothing lost, every key in order.
-func TestDBRestart(t *testing.T) {
-	if os.Getenv(envDBRestartTest) == "" {
-		t.Skipf("set %s=1 to run it: it starts a PostgreSQL server of its own (initdb, pg_ctl)", envDBRestartTest)
+// faultRunFaults are one of every fault kind, in a 2-minute run.
+const faultRunFaults = "kill-worker@10s,kill-conns@20s,db-restart@30s,sink-503@45s+8s,sink-down@60s+8s,sink-slow@75s+8s,net-stall@90s+8s"
+
+// The soak as CI runs it: 2 minutes on each database, on a private
+// server, with every fault once, the database's restart included:
+// nothing lost, every key in order, every fault happened, every
+// duplicate blamed on one.
+func TestFaultRun(t *testing.T) {
+	if os.Getenv(envFaultRunTest) == "" {
+		t.Skipf("set %s=1 to run it: it starts a PostgreSQL and a MariaDB server of its own", envFaultRunTest)
 	}
-	dsn, restart := privatePostgres(t)
-	dir := filepath.Join(t.TempDir(), "report")
-	var stdout, stderr bytes.Buffer
-	code := realMain([]string{"run", "--driver", "postgres", "--dsn", dsn, "--rate", "100", "--duration", "30s", "--warmup", "4s",
-		"--sample", "2s", "--drain", "2m", "--workers", "2", "--ordering", "--report", dir,
-		"--faults", "db-restart@10s,kill-worker@20s", "--db-restart-cmd", restart}, &stdout, &stderr)
-	t.Logf("stdout:\n%s", stdout.String())
-	if code != exitOK {
-		t.Fatalf("exit code %d; stderr:\n%s", code, stderr.String())
+	for _, driver := range []string{"mysql", "postgres"} {
+		t.Run(driver, func(t *testing.T) {
+			t.Parallel()
+			var dsn, restart string
+			if driver == "postgres" {
+				dsn, restart = privatePostgres(t)
+			} else {
+				dsn, restart = privateMariaDB(t)
+			}
+			dir := filepath.Join(t.TempDir(), "report")
+			var stdout, stderr bytes.Buffer
+			code := realMain([]string{"run", "--driver", driver, "--dsn", dsn, "--rate", "100", "--duration", "2m", "--warmup", "5s",
+				"--sample", "2s", "--drain", "2m", "--workers", "2", "--ordering", "--report", dir,
+				"--faults", faultRunFaults, "--seed", "1", "--db-restart-cmd", restart}, &stdout, &stderr)
+			t.Logf("stdout:\n%s", stdout.String())
+			if code != exitOK {
+				t.Fatalf("exit code %d; stderr:\n%s", code, stderr.String())
+			}
+			sum, err := readSummary(dir)
+			if err != nil {
+				t.Fatal(err)
+			}
+			checkSummary(t, sum)
+			checkFaults(t, sum)
+			kinds := map[faultKind]bool{}
+			for _, f := range sum.Faults {
+				kinds[f.Fault.Kind] = true
+				if f.Fault.Kind == dbRestart && !strings.Contains(f.Detail, "the database answered") {
+					t.Errorf("the restart: %+v", f)
+				}
+			}
+			for _, k := range faultKinds {
+				if !kinds[k.kind] {
+					t.Errorf("no %s fault happened", k.kind)
+				}
+			}
+		})
 	}
-	sum, err := readSummary(dir)
+}
+
+// privateMariaDB starts a MariaDB (or MySQL) server in a directory of the
+// test's, on a free port, and returns its DSN and the command that
+// restarts it. The server is stopped when the test ends.
+func privateMariaDB(t *testing.T) (dsn, restart string) {
+	t.Helper()
+	install, err := exec.LookPath("mariadb-install-db")
+	if err != nil {
+		t.Fatal("no mariadb-install-db: install MariaDB's server (mariadb-server)")
+	}
+	server := "/usr/sbin/mariadbd"
+	if _, err := os.Stat(server); err != nil {
+		t.Fatalf("no %s: install MariaDB's server (mariadb-server)", server)
+	}
+	dir, err := os.MkdirTemp("", "outboxsoak-mariadb-")
 	if err != nil {
 		t.Fatal(err)
 	}
-	checkSummary(t, sum)
-	checkFaults(t, sum)
-	if f := sum.Faults[0]; f.Fault.Kind != dbRestart || !strings.Contains(f.Detail, "the database answered") {
-		t.Errorf("the restart: %+v", f)
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	owner := ""
+	if os.Geteuid() == 0 {
+		chownTo(t, dir, "mysql")
+		owner = " --user=mysql"
+	}
+	data, pid := filepath.Join(dir, "data"), filepath.Join(dir, "server.pid")
+	if out, err := exec.Command("sh", "-c", install+" --no-defaults --datadir="+data+owner+
+		" --auth-root-authentication-method=normal --skip-test-db").CombinedOutput(); err != nil {
+		t.Fatalf("mariadb-install-db: %v\n%s", err, out)
+	}
+	port := freePort(t)
+	start := fmt.Sprintf("setsid %s --no-defaults --datadir=%s --socket=%s --port=%d --bind-address=127.0.0.1 --pid-file=%s%s"+
+		" --innodb-buffer-pool-size=128M --skip-log-bin >>%s 2>&1 </dev/null &",
+		server, data, filepath.Join(dir, "server.sock"), port, pid, owner, filepath.Join(dir, "server.log"))
+	stop := "p=$(cat " + pid + ") && kill $p && while kill -0 $p 2>/dev/null; do sleep 0.1; done"
+	if out, err := exec.Command("sh", "-c", start).CombinedOutput(); err != nil {
+		t.Fatalf("starting mariadbd: %v\n%s", err, out)
+	}
+	t.Cleanup(func() { _ = exec.Command("sh", "-c", stop).Run() })
+	dsn = fmt.Sprintf("root@tcp(127.0.0.1:%d)/", port)
+	waitForMariaDB(t, dsn, filepath.Join(dir, "server.log"))
+	return dsn, stop + "; " + start
+}
+
+// waitForMariaDB waits until the server at dsn answers, for up to a
+// minute.
+func waitForMariaDB(t *testing.T, dsn, log string) {
+	t.Helper()
+	db, err := sql.Open("mysql", dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	deadline := time.Now().Add(time.Minute)
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		err := db.PingContext(ctx)
+		cancel()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			out, _ := os.ReadFile(log)
+			t.Fatalf("the private MariaDB did not answer within a minute: %v\n%s", err, out)
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
 }
 
@@ -91,16 +185,22 @@ func asPostgres(t *testing.T, dir string) string {
 	if os.Geteuid() != 0 {
 		return ""
 	}
-	u, err := user.Lookup("postgres")
+	chownTo(t, dir, "postgres")
+	return "runuser -u postgres -- "
+}
+
+// chownTo gives dir to the user name (the server runs as it).
+func chownTo(t *testing.T, dir, name string) {
+	t.Helper()
+	u, err := user.Lookup(name)
 	if err != nil {
-		t.Fatalf("running as root, and no postgres user to run the server as: %v", err)
+		t.Fatalf("running as root, and no %s user to run the server as: %v", name, err)
 	}
 	uid, _ := strconv.Atoi(u.Uid)
 	gid, _ := strconv.Atoi(u.Gid)
 	if err := os.Chown(dir, uid, gid); err != nil {
 		t.Fatal(err)
 	}
-	return "runuser -u postgres -- "
 }
 
 // freePort returns a loopback port no one listens on.

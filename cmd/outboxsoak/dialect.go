@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
+	"time"
 
 	"github.com/outboxrelay/outboxrelay/outbox/backend"
 )
@@ -32,7 +33,8 @@ type dialect interface {
 	createDatabase(ctx context.Context, db *sql.DB, name string) error
 	dropDatabase(ctx context.Context, db *sql.DB, name string) error
 	// newStore returns the outbox store of table on db.
-	newStore(db *sql.DB, table string) (soakStore, error)
+	// notifyInterval is postgres.Options.NotifyInterval (PostgreSQL only).
+	newStore(db *sql.DB, table string, notifyInterval time.Duration) (soakStore, error)
 	// listen returns a function that calls notify at every commit to
 	// table, until ctx ends, or nil if the store has no such thing.
 	listen(database, addr, table string, logger *slog.Logger) (func(ctx context.Context, notify func()) error, error)

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"strconv"
 	"strings"
+	"time"
 
 	gomysql "github.com/go-sql-driver/mysql"
 
@@ -79,7 +80,7 @@ func (d *mysqlDialect) dropDatabase(ctx context.Context, db *sql.DB, name string
 	return d.redact(err)
 }
 
-func (d *mysqlDialect) newStore(db *sql.DB, table string) (soakStore, error) {
+func (d *mysqlDialect) newStore(db *sql.DB, table string, _ time.Duration) (soakStore, error) {
 	return mysql.New(db, mysql.Options{Table: table})
 }
 

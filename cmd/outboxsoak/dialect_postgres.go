@@ -9,6 +9,7 @@ import (
 	"net"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/stdlib"
@@ -96,8 +97,8 @@ func (d *postgresDialect) dropDatabase(ctx context.Context, db *sql.DB, name str
 	return d.redact(err)
 }
 
-func (d *postgresDialect) newStore(db *sql.DB, table string) (soakStore, error) {
-	return postgres.New(db, postgres.Options{Table: table})
+func (d *postgresDialect) newStore(db *sql.DB, table string, notifyInterval time.Duration) (soakStore, error) {
+	return postgres.New(db, postgres.Options{Table: table, NotifyInterval: notifyInterval})
 }
 
 // listen is a postgres.Listener on its own connection, as

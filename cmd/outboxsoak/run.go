@@ -91,7 +91,7 @@ func (r *run) prepare(ctx context.Context) error {
 	if err := createBusinessTables(ctx, r.db, r.d, r.cfg.Rooms); err != nil {
 		return err
 	}
-	if r.store, err = r.d.newStore(r.db, r.cfg.Table); err != nil {
+	if r.store, err = r.d.newStore(r.db, r.cfg.Table, r.cfg.NotifyInterval); err != nil {
 		return err
 	}
 	if err := r.store.Migrate(ctx); err != nil {

@@ -38,7 +38,8 @@ func serverDSN(t *testing.T, driver string) string {
 }
 
 // shortRunFaults are one of each fault but a database restart (see
-// TestDBRestart), in a 36s run.
+// TestFaultRun, which restarts private servers), in a 36s run on the
+// servers the other tests share.
 const shortRunFaults = "kill-worker@8s,kill-conns@12s,sink-503@16s+3s,sink-down@21s+3s,sink-slow@26s+3s,net-stall@31s+4s"
 
 // A short soak on each server, without faults and with them: it must

@@ -127,7 +127,7 @@ func runWorkers(ctx context.Context, cfg workerConfig, dsn string, logger *slog.
 		return err
 	}
 	defer db.Close() // after every worker has returned
-	store, err := d.newStore(db, cfg.Table)
+	store, err := d.newStore(db, cfg.Table, 0)
 	if err != nil {
 		return err
 	}

@@ -88,7 +88,7 @@ func (s *Store) insert(ctx context.Context, tx backend.Execer, headStart time.Du
 		lease = s.headStart
 	}
 	channel := ""
-	if !s.opts.DisableNotify {
+	if s.notifies(time.Now()) {
 		channel = s.opts.Table
 	}
 	res, err := tx.ExecContext(ctx, s.t.render(insertLogSQL), cols.ids, cols.keys, cols.types, cols.payloads, cols.headers, cols.occurred,
@@ -197,4 +197,23 @@ func (s *Store) encode(msgs []outbox.Message) (columns, error) {
 		}
 	}
 	return c, nil
+}
+
+// notifies says whether an Enqueue at now notifies: always, unless
+// DisableNotify, or NotifyInterval and another Enqueue of this Store
+// notified less than that long ago (on the monotonic clock, from the
+// Store's creation: a step of the wall clock changes nothing).
+func (s *Store) notifies(now time.Time) bool {
+	if s.opts.DisableNotify {
+		return false
+	}
+	if s.opts.NotifyInterval <= 0 {
+		return true
+	}
+	at := int64(now.Sub(s.created)) + 1 // 0: never notified
+	last := s.notified.Load()
+	if last != 0 && at-last < int64(s.opts.NotifyInterval) {
+		return false
+	}
+	return s.notified.CompareAndSwap(last, at)
 }

@@ -2,12 +2,14 @@ package postgres_test
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
@@ -153,4 +155,48 @@ func TestListenerRefusesBadInput(t *testing.T) {
 	require.NotContains(t, err.Error(), "hunter2")
 	_, err = postgres.NewListener("postgres://u@localhost/db", postgres.ListenerOptions{Table: "Bad-Name"})
 	require.ErrorContains(t, err, "Table")
+}
+
+// With NotifyInterval, Enqueue notifies at most once per interval from a
+// Store; without it, every Enqueue notifies. Counted on a connection of
+// the test's that listens: a marker notified after the writes arrives
+// after every notification of theirs (PostgreSQL delivers them in commit
+// order).
+func TestNotifyInterval(t *testing.T) {
+	t.Parallel()
+	d := pgtest.NewDatabase(t)
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, d.DSN)
+	require.NoError(t, err)
+	defer conn.Close(ctx)
+	_, err = conn.Exec(ctx, `LISTEN "`+testTable+`"`)
+	require.NoError(t, err)
+	count := func(s *postgres.Store, n int) int {
+		t.Helper()
+		for i := range n {
+			enqueueCommitted(t, d, s, outbox.Message{ID: fmt.Sprintf("%p-%d", s, i), Type: "T"})
+		}
+		_, err := d.DB.ExecContext(ctx, `SELECT pg_notify($1, 'marker')`, testTable)
+		require.NoError(t, err)
+		got := 0
+		for {
+			waitCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
+			nt, err := conn.WaitForNotification(waitCtx)
+			cancel()
+			require.NoError(t, err)
+			if nt.Payload == "marker" {
+				return got
+			}
+			got++
+		}
+	}
+	every, err := postgres.New(d.DB, postgres.Options{Table: testTable})
+	require.NoError(t, err)
+	require.NoError(t, every.Migrate(ctx))
+	require.Equal(t, 3, count(every, 3), "every Enqueue notifies by default")
+	limited, err := postgres.New(d.DB, postgres.Options{Table: testTable, NotifyInterval: time.Minute})
+	require.NoError(t, err)
+	require.Equal(t, 1, count(limited, 3), "one notification a minute")
+	_, err = postgres.New(d.DB, postgres.Options{Table: testTable, NotifyInterval: -time.Second})
+	require.ErrorContains(t, err, "NotifyInterval")
 }

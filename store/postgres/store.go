@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"sync/atomic"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -62,6 +63,18 @@ type Options struct {
 	// writes thousands of transactions a second and relies on polling may
 	// want it off.
 	DisableNotify bool
+	// NotifyInterval, when positive, has Enqueue notify at most once per
+	// interval from this Store; the Enqueues in between notify nothing.
+	// PostgreSQL serialises the commits of notifying transactions on one
+	// lock, held through each commit's WAL flush: at a few hundred
+	// commits a second on a small server that lock, not the work, bounds
+	// the rate (docs/postgres-store.md). The price is latency: a message
+	// whose Enqueue did not notify is found by the workers that a
+	// notification woke, if its transaction committed before they
+	// looked, or by the next notification, or else when their
+	// PollInterval comes round. Zero, the default, notifies on every
+	// Enqueue; at most a minute. Ignored with DisableNotify.
+	NotifyInterval time.Duration
 }
 
 // Defaults of the size options.
@@ -108,6 +121,9 @@ func (o Options) validate() error {
 	if o.MaxClaimBytes < 0 {
 		errs = append(errs, fmt.Errorf("postgres store: MaxClaimBytes %d: must not be negative (0 for the default)", o.MaxClaimBytes))
 	}
+	if o.NotifyInterval < 0 || o.NotifyInterval > time.Minute {
+		errs = append(errs, fmt.Errorf("postgres store: NotifyInterval %v: must be 0 (notify on every Enqueue) to 1m", o.NotifyInterval))
+	}
 	return errors.Join(errs...)
 }
 
@@ -128,6 +144,11 @@ type Store struct {
 	// headStart is this Store's head start lease (a negative token):
 	// Enqueue with a HeadStart leases the messages to it.
 	headStart int64
+	// created is when New made the Store; notified is when its Enqueue
+	// last notified, as time since created plus 1 ns (0: never; for
+	// NotifyInterval).
+	created  time.Time
+	notified atomic.Int64
 	// afterEmptyClaim, when set (by tests only), runs between a claim
 	// that took nothing and the look at what waits unread.
 	afterEmptyClaim func()
@@ -180,7 +201,7 @@ func New(db *sql.DB, opts Options) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("postgres store: no randomness for the head start token: %w", err)
 	}
-	s := &Store{opts: opts, headStart: -hs}
+	s := &Store{opts: opts, headStart: -hs, created: time.Now()}
 	s.channel = channel{db: db, s: s, t: defaultTarget(opts.Table), what: "postgres store"}
 	return s, nil
 }
