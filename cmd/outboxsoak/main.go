@@ -156,6 +156,9 @@ func printVerdict(w io.Writer, s *summary) {
 			name, v.Lost, v.Duplicates, v.OrderViolations, fmtMs(v.Lag.Steady.P50Ms), fmtMs(v.Lag.Steady.P99Ms), fmtMs(v.Lag.Steady.MaxMs),
 			v.Backlog.Start, v.Backlog.Max, v.Backlog.EndOfWrites, v.Backlog.End)
 	}
+	for _, c := range s.Checks {
+		fmt.Fprintf(w, "  check: %s: %s\n", c.Name, c.result())
+	}
 	fmt.Fprintf(w, "  %s; report in %s\n", verdict, s.Config.ReportDir)
 }
 
@@ -185,6 +188,12 @@ func reportCommand(args []string, stdout, stderr io.Writer) int {
 	default:
 		fmt.Fprintf(stderr, "outboxsoak report: --plot-format %q: must be svg or png\n", *format)
 		return exitUsage
+	}
+	if sum.Checks == nil {
+		// A summary of an older build: its endurance checks, worked
+		// out from its samples.
+		sum.Checks = enduranceChecks(sum)
+		sum.judge()
 	}
 	if err := writeReport(dir, sum); err != nil {
 		fmt.Fprintf(stderr, "outboxsoak report: %v\n", err)

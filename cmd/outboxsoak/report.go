@@ -91,6 +91,7 @@ func writeMarkdown(w io.Writer, s *summary, drawn []chart) {
 	writeRunTable(w, s)
 	writeConsumerTable(w, s)
 	writeFaultTable(w, s)
+	writeChecks(w, s.Checks)
 	fmt.Fprintf(w, "Lag is from the event's write in its transaction (just before the commit) to the receiver, for first deliveries; the backlog is the store's `Stats` (pending, including records under a head start), sampled every %v.\n\n", c.SampleEvery)
 	for _, ch := range drawn {
 		fmt.Fprintf(w, "![%s](%s/%s)\n\n", ch.title, plotsDir, ch.file)

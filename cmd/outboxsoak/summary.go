@@ -31,7 +31,9 @@ type summary struct {
 	Unverified string        `json:"unverified,omitempty"`
 	Failures   []string      `json:"failures,omitempty"`
 	Faults     []faultRecord `json:"faults,omitempty"`
-	Samples    []sample      `json:"samples"`
+	// Checks are the endurance checks (endurance.go).
+	Checks  []check  `json:"checks,omitempty"`
+	Samples []sample `json:"samples"`
 }
 
 // totals are the run's figures over all consumers.
@@ -95,6 +97,7 @@ func (r *run) summarize() (*summary, error) {
 	}
 	sum.Faults = r.injector.all()
 	fillFaultFigures(sum.Faults, sum.Consumers, sum.Samples, r.cfg.SampleEvery)
+	sum.Checks = enduranceChecks(sum)
 	if secs := r.writingEnded.Sub(r.started).Seconds(); secs > 0 {
 		sum.Totals.EnqueuePerS = math.Round(float64(sum.Totals.Events)/secs*10) / 10
 	}
@@ -162,6 +165,7 @@ func backlogOf(ss []sample, consumer string) backlogFigures {
 
 // judge sets Pass and Failures.
 func (s *summary) judge() {
+	s.Failures = nil
 	if s.Unverified != "" {
 		s.Failures = append(s.Failures, s.Unverified)
 	} else if s.Totals.Events == 0 {
@@ -190,6 +194,11 @@ func (s *summary) judge() {
 		}
 		if s.Config.Tuning.Ordering && v.OrderViolations > 0 {
 			s.Failures = append(s.Failures, fmt.Sprintf("%s: %d per-key order violations", name, v.OrderViolations))
+		}
+	}
+	for _, c := range s.Checks {
+		if c.Judged && c.Held != nil && !*c.Held {
+			s.Failures = append(s.Failures, fmt.Sprintf("endurance: %s: %s (limit: %s)", c.Name, c.Figure, c.Limit))
 		}
 	}
 	s.Pass = len(s.Failures) == 0
