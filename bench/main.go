@@ -283,16 +283,7 @@ func ratio(a, b float64) string {
 	return fmt.Sprintf("%.2f", a/b)
 }
 
-func pct(a, b float64) string {
-	if b == 0 {
-		return "-"
-	}
-	return fmt.Sprintf("%.0f%%", 100*a/b)
-}
-
 func evRate(v float64) string { return fmt.Sprintf("%.0f ev/s", v) }
-
-func oneLine(s string) string { return strings.ReplaceAll(s, "\n", " ") }
 
 // parseConfigs reads the -compare flag: WORKERSxBATCHxPAYLOAD, separated
 // by commas, each number positive.

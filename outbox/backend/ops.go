@@ -61,6 +61,7 @@ type ListFilter struct {
 func (f ListFilter) Validate() error {
 	switch {
 	case f.Limit < 1 || f.Limit > MaxClaimLimit:
+		//lint:ignore ST1005 the error starts with the field it is about
 		return fmt.Errorf("Limit %d: must be 1 to %d", f.Limit, MaxClaimLimit)
 	case f.OlderThan < 0:
 		return fmt.Errorf("OlderThan %v: must not be negative", f.OlderThan)
@@ -117,6 +118,7 @@ func (o RequeueOptions) WithDefaults() (RequeueOptions, error) {
 	case o.BatchSize < 0 || o.BatchSize > MaxRequeueBatch:
 		return o, fmt.Errorf("BatchSize %d: must be 1 to %d (0 for the default)", o.BatchSize, MaxRequeueBatch)
 	case o.Limit < 0:
+		//lint:ignore ST1005 the error starts with the field it is about
 		return o, fmt.Errorf("Limit %d: must not be negative (0 for every match)", o.Limit)
 	}
 	return o, nil

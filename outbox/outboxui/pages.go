@@ -64,22 +64,21 @@ type overviewData struct {
 
 // queueCard is one queue on the overview.
 type queueCard struct {
-	ID         string  `json:"id"`
-	Label      string  `json:"label"`
-	Pending    int     `json:"pending"`
-	Leased     int     `json:"leased"`
-	Dead       int     `json:"dead"`
-	OldestMS   int64   `json:"oldest_ms"`
-	Oldest     string  `json:"oldest"`
-	Head       *head   `json:"head"`
-	Written    string  `json:"written"`
-	Done       string  `json:"done"`
-	Spark      string  `json:"spark"`
-	Err        string  `json:"error"`
-	DeadURL    string  `json:"dead_url"`
-	FailingURL string  `json:"failing_url"`
-	Level      string  `json:"level"`
-	rate       float64 // done per minute
+	ID         string `json:"id"`
+	Label      string `json:"label"`
+	Pending    int    `json:"pending"`
+	Leased     int    `json:"leased"`
+	Dead       int    `json:"dead"`
+	OldestMS   int64  `json:"oldest_ms"`
+	Oldest     string `json:"oldest"`
+	Head       *head  `json:"head"`
+	Written    string `json:"written"`
+	Done       string `json:"done"`
+	Spark      string `json:"spark"`
+	Err        string `json:"error"`
+	DeadURL    string `json:"dead_url"`
+	FailingURL string `json:"failing_url"`
+	Level      string `json:"level"`
 }
 
 // head is the oldest pending record of a queue, as the overview shows

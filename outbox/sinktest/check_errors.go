@@ -92,7 +92,7 @@ func checkContext(t *testing.T, s *suite) error {
 	// A nil error says the message was delivered: the peer must hold it.
 	ds, err := waitHeld(tg, delivered)
 	if err != nil {
-		return fmt.Errorf("Publish returned nil with a context that was done: %w", err)
+		return fmt.Errorf("the sink's Publish returned nil with a context that was done: %w", err)
 	}
 	return s.checkHeld(ds, delivered, nil)
 }

@@ -31,10 +31,6 @@ type position struct {
 	seq int64
 }
 
-func (p position) after(q position) bool {
-	return p.xid > q.xid || (p.xid == q.xid && p.seq > q.seq)
-}
-
 // logClaim claims for t's consumer, in tx: an expired range of another
 // claimer first (all of it that fits p.Limit), else the due state rows
 // and then the log past the consumer's position. more says it left
