@@ -77,7 +77,7 @@ func (c *channel) claim(ctx context.Context, p backend.ClaimParams) (backend.Bat
 					return claimed{rows: rows, more: more}, err
 				}
 			}
-			err := inTx(ctx, c.db, func(tx *sql.Tx) error {
+			err := relayTx(ctx, c.db, func(tx *sql.Tx) error {
 				var err error
 				got, err = c.claimIn(ctx, tx, t, token, p, false)
 				return err
@@ -229,7 +229,7 @@ func (c *channel) settleAndClaim(ctx context.Context, st backend.Settlement, p b
 	// time), the claim takes what is there.
 	r, err := redoing(ctx, func() (both, error) {
 		var r both
-		err := inTx(ctx, c.db, func(tx *sql.Tx) error {
+		err := relayTx(ctx, c.db, func(tx *sql.Tx) error {
 			var err error
 			if r.res, err = settleIn(ctx, tx, t, st.Token, outcomes); err != nil {
 				return err
@@ -335,6 +335,24 @@ func recordBytes(r outbox.Record) int {
 		n += len(k) + len(v) + 6
 	}
 	return n
+}
+
+// relayTx is inTx for the relay's own bookkeeping (claims and settles):
+// its commit does not wait for the WAL flush (synchronous_commit off,
+// for this transaction only), so that a claim holds its consumer's
+// registry row for less. What a server crash can lose is the last
+// moments of WAL, a suffix: the relay's tables go back to a state they
+// were in, consistent, and what was delivered since is delivered again.
+// That is a duplicate, which at-least-once allows, never a loss: no
+// message is written here, and a commit that must be durable (the
+// writer's, an operator's) flushes every earlier record with its own.
+func relayTx(ctx context.Context, db *sql.DB, fn func(tx *sql.Tx) error) error {
+	return inTx(ctx, db, func(tx *sql.Tx) error {
+		if _, err := tx.ExecContext(ctx, "SET LOCAL synchronous_commit = off"); err != nil {
+			return err
+		}
+		return fn(tx)
+	})
 }
 
 // inTx runs fn in a transaction of db, committed if fn succeeds.

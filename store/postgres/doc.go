@@ -40,7 +40,10 @@
 // a row of its own. A writer's after-commit publish (Worker.PublishNow
 // after Enqueue with a HeadStart) runs under the head start its
 // transaction took, with or without ordering, and records its outcome in
-// one update of the message. Every time that decides delivery is the
+// one update of the message. Claims and settles commit without waiting
+// for the WAL flush (synchronous_commit off, for those transactions
+// only): a server crash can forget their last moments, which costs
+// duplicates, never a message. Every time that decides delivery is the
 // server's (statement_timestamp()). store/postgres/LOG-DESIGN.md has the
 // design.
 //

@@ -38,7 +38,7 @@ func (c *channel) settle(ctx context.Context, token string, outcomes []backend.O
 			return logSettle(ctx, c.db, t, tok, outcomes) // one statement
 		}
 		var res backend.SettleResult
-		err := inTx(ctx, c.db, func(tx *sql.Tx) error {
+		err := relayTx(ctx, c.db, func(tx *sql.Tx) error {
 			var err error
 			res, err = settleIn(ctx, tx, t, token, outcomes)
 			return err

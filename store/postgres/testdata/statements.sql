@@ -430,7 +430,10 @@ FROM due, "orders_outbox" o WHERE s.consumer_id = $1 AND s.seq = due.seq AND o.s
 RETURNING o.seq, o.event_id, o.event_key, o.event_type, o.payload, o.headers, o.occurred_at, o.created_at, s.status, s.retry_count, s.last_error, s.next_attempt_at, s.finished_at;
 
 -- fastRun
-WITH c AS (
+WITH relax AS (
+	-- the relay's bookkeeping commits without waiting for the WAL flush (relayTx)
+	SELECT set_config('synchronous_commit', 'off', true) AS v
+), c AS (
 	SELECT walked_xid, walked_seq, start_seq, cardinality(held) = 0 AS no_held FROM "orders_outbox_consumers"
 	WHERE id = 0 AND NOT removing FOR UPDATE
 ), busy AS (
@@ -463,7 +466,8 @@ WITH c AS (
 ), take AS (
 	SELECT * FROM w WHERE n <= 100 AND before < $4
 ), flags AS (
-	SELECT NOT (SELECT b FROM busy) AND NOT EXISTS (SELECT 1 FROM take WHERE held) AND EXISTS (SELECT 1 FROM c) AS ok,
+	SELECT NOT (SELECT b FROM busy) AND NOT EXISTS (SELECT 1 FROM take WHERE held) AND EXISTS (SELECT 1 FROM c)
+			AND (SELECT v FROM relax) = 'off' AS ok,
 		EXISTS (SELECT 1 FROM w WHERE n > (SELECT count(*) FROM take)) AS more
 ), last AS (
 	SELECT xid, seq FROM take ORDER BY xid DESC, seq DESC LIMIT 1
@@ -484,7 +488,10 @@ SELECT 0, '', '\x'::bytea, '\x'::bytea, '\x'::bytea, NULL::jsonb, NULL::timestam
 FROM flags;
 
 -- fastRun
-WITH c AS (
+WITH relax AS (
+	-- the relay's bookkeeping commits without waiting for the WAL flush (relayTx)
+	SELECT set_config('synchronous_commit', 'off', true) AS v
+), c AS (
 	SELECT walked_xid, walked_seq, start_seq, cardinality(held) = 0 AS no_held FROM "orders_outbox_consumers"
 	WHERE id = 1 AND NOT removing FOR UPDATE
 ), busy AS (
@@ -517,7 +524,8 @@ WITH c AS (
 ), take AS (
 	SELECT * FROM w WHERE n <= 100 AND before < $4
 ), flags AS (
-	SELECT NOT (SELECT b FROM busy) AND NOT EXISTS (SELECT 1 FROM take WHERE held) AND EXISTS (SELECT 1 FROM c) AS ok,
+	SELECT NOT (SELECT b FROM busy) AND NOT EXISTS (SELECT 1 FROM take WHERE held) AND EXISTS (SELECT 1 FROM c)
+			AND (SELECT v FROM relax) = 'off' AS ok,
 		EXISTS (SELECT 1 FROM w WHERE n > (SELECT count(*) FROM take)) AS more
 ), last AS (
 	SELECT xid, seq FROM take ORDER BY xid DESC, seq DESC LIMIT 1
@@ -540,6 +548,9 @@ FROM flags;
 -- fastRun
 WITH settled AS (
 	DELETE FROM "orders_outbox_ranges" WHERE consumer_id = 0 AND token = $5 AND n = $6 RETURNING 1
+), relax AS (
+	-- the relay's bookkeeping commits without waiting for the WAL flush (relayTx)
+	SELECT set_config('synchronous_commit', 'off', true) AS v
 ), c AS (
 	SELECT walked_xid, walked_seq, start_seq, cardinality(held) = 0 AS no_held FROM "orders_outbox_consumers"
 	WHERE id = 0 AND NOT removing FOR UPDATE
@@ -573,7 +584,8 @@ WITH settled AS (
 ), take AS (
 	SELECT * FROM w WHERE n <= 100 AND before < $4
 ), flags AS (
-	SELECT NOT (SELECT b FROM busy) AND NOT EXISTS (SELECT 1 FROM take WHERE held) AND EXISTS (SELECT 1 FROM c) AS ok,
+	SELECT NOT (SELECT b FROM busy) AND NOT EXISTS (SELECT 1 FROM take WHERE held) AND EXISTS (SELECT 1 FROM c)
+			AND (SELECT v FROM relax) = 'off' AS ok,
 		EXISTS (SELECT 1 FROM w WHERE n > (SELECT count(*) FROM take)) AS more
 ), last AS (
 	SELECT xid, seq FROM take ORDER BY xid DESC, seq DESC LIMIT 1
@@ -596,6 +608,9 @@ FROM flags;
 -- fastRun
 WITH settled AS (
 	DELETE FROM "orders_outbox_ranges" WHERE consumer_id = 1 AND token = $5 AND n = $6 RETURNING 1
+), relax AS (
+	-- the relay's bookkeeping commits without waiting for the WAL flush (relayTx)
+	SELECT set_config('synchronous_commit', 'off', true) AS v
 ), c AS (
 	SELECT walked_xid, walked_seq, start_seq, cardinality(held) = 0 AS no_held FROM "orders_outbox_consumers"
 	WHERE id = 1 AND NOT removing FOR UPDATE
@@ -629,7 +644,8 @@ WITH settled AS (
 ), take AS (
 	SELECT * FROM w WHERE n <= 100 AND before < $4
 ), flags AS (
-	SELECT NOT (SELECT b FROM busy) AND NOT EXISTS (SELECT 1 FROM take WHERE held) AND EXISTS (SELECT 1 FROM c) AS ok,
+	SELECT NOT (SELECT b FROM busy) AND NOT EXISTS (SELECT 1 FROM take WHERE held) AND EXISTS (SELECT 1 FROM c)
+			AND (SELECT v FROM relax) = 'off' AS ok,
 		EXISTS (SELECT 1 FROM w WHERE n > (SELECT count(*) FROM take)) AS more
 ), last AS (
 	SELECT xid, seq FROM take ORDER BY xid DESC, seq DESC LIMIT 1
