@@ -110,6 +110,19 @@ func (h *logHarness) settle(t *testing.T, consumer int64, b backend.Batch, kind 
 	return res
 }
 
+// delivered writes n messages and moves the default consumer's position
+// past them: a log of n delivered messages.
+func (h *logHarness) delivered(t *testing.T, n int) {
+	t.Helper()
+	ctx := context.Background()
+	_, err := h.db.ExecContext(ctx, `INSERT INTO log_outbox (event_id, event_key, event_type, payload, occurred_at, created_at)
+SELECT 'delivered-' || g, '', 'T', 'p', now(), now() FROM generate_series(1, $1::int) g`, n)
+	require.NoError(t, err)
+	_, err = h.db.ExecContext(ctx, `UPDATE log_outbox_consumers SET walked_xid = (SELECT max(xid) FROM log_outbox),
+	walked_seq = (SELECT max(seq) FROM log_outbox) WHERE id = 0`)
+	require.NoError(t, err)
+}
+
 func (h *logHarness) count(t *testing.T, table string) int {
 	t.Helper()
 	var n int
@@ -591,14 +604,9 @@ func TestStatsReadsTheBacklogOnly(t *testing.T) {
 	t.Parallel()
 	h := newLogHarness(t)
 	ctx := context.Background()
-	_, err := h.db.ExecContext(ctx, `INSERT INTO log_outbox (event_id, event_key, event_type, payload, occurred_at, created_at)
-SELECT 'delivered-' || g, '', 'T', 'p', now(), now() FROM generate_series(1, 20000) g`)
-	require.NoError(t, err)
-	_, err = h.db.ExecContext(ctx, `UPDATE log_outbox_consumers SET walked_xid = (SELECT max(xid) FROM log_outbox),
-	walked_seq = (SELECT max(seq) FROM log_outbox) WHERE id = 0`)
-	require.NoError(t, err)
+	h.delivered(t, 20000)
 	h.enqueue(t, h.db, "", "p1", "p2", "p3")
-	_, err = h.db.ExecContext(ctx, "ANALYZE log_outbox")
+	_, err := h.db.ExecContext(ctx, "ANALYZE log_outbox")
 	require.NoError(t, err)
 	st, err := h.s.Stats(ctx)
 	require.NoError(t, err)
@@ -647,13 +655,8 @@ func TestUnreadCheckReadsPastThePositionOnly(t *testing.T) {
 	t.Parallel()
 	h := newLogHarness(t)
 	ctx := context.Background()
-	_, err := h.db.ExecContext(ctx, `INSERT INTO log_outbox (event_id, event_key, event_type, payload, occurred_at, created_at)
-SELECT 'delivered-' || g, '', 'T', 'p', now(), now() FROM generate_series(1, 20000) g`)
-	require.NoError(t, err)
-	_, err = h.db.ExecContext(ctx, `UPDATE log_outbox_consumers SET walked_xid = (SELECT max(xid) FROM log_outbox),
-	walked_seq = (SELECT max(seq) FROM log_outbox) WHERE id = 0`)
-	require.NoError(t, err)
-	_, err = h.db.ExecContext(ctx, "ANALYZE log_outbox")
+	h.delivered(t, 20000)
+	_, err := h.db.ExecContext(ctx, "ANALYZE log_outbox")
 	require.NoError(t, err)
 	for _, unread := range []bool{false, true} {
 		if unread {
