@@ -14,7 +14,7 @@ require (
 // module needs, so they (and most of the indirect block below) appear in
 // a user's `go list -m all`, though never in a user's build.
 //   - testify: require, in every test and in the conformance suites
-//     (outbox/backend/backendtest) that a store's tests run.
+//     (store/backendtest) that a store's tests run.
 //   - goleak: backendtest checks that a worker leaves no goroutine.
 // (testcontainers-go, which starts a test database where none is given,
 // is required by the module internal/testcontainer alone, which

@@ -45,6 +45,5 @@
 // store/mysql is the store for MySQL and MariaDB; sink/tencentim and
 // sink/natsjs are sinks. outbox/outboxtest has an in-memory store and
 // test sinks for unit tests. A new store implements the contract in
-// outbox/backend and runs the conformance suites of
-// outbox/backend/backendtest.
+// outbox/backend and runs the conformance suites of store/backendtest.
 package outbox

@@ -12,8 +12,8 @@ import (
 	"github.com/outboxrelay/outboxrelay/outbox"
 
 	"github.com/outboxrelay/outboxrelay/outbox/backend"
-	"github.com/outboxrelay/outboxrelay/outbox/backend/backendtest"
 	"github.com/outboxrelay/outboxrelay/outbox/outboxtest"
+	"github.com/outboxrelay/outboxrelay/store/backendtest"
 )
 
 // TestWorker runs the worker's conformance suite on the in-memory store:

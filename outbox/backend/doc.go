@@ -14,7 +14,8 @@
 // The data a store keeps is Message and Record, which package outbox
 // names for writers and sinks (outbox.Message is backend.Message).
 //
-// backendtest holds the conformance suites every store runs against a
-// real database; outbox/outboxtest.NewStore is a complete store in memory
-// that passes them, and store/mysql is the one for MySQL and MariaDB.
+// store/backendtest holds the conformance suites every store runs
+// against a real database; outbox/outboxtest.NewStore is a complete
+// store in memory that passes them, and store/mysql and store/postgres
+// are the ones for MySQL and MariaDB and for PostgreSQL.
 package backend

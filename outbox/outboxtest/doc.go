@@ -2,7 +2,7 @@
 // database or a real sink:
 //
 //   - NewStore is a complete store in memory (it passes the conformance
-//     suites of outbox/backend/backendtest), for unit tests of code that
+//     suites of store/backendtest), for unit tests of code that
 //     enqueues messages or runs a worker;
 //   - Recorder is a sink that remembers what it was handed, and FlakySink
 //     one that fails, hangs or panics as a test tells it to;

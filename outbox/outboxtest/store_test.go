@@ -5,8 +5,8 @@ import (
 	"testing"
 
 	"github.com/outboxrelay/outboxrelay/outbox/backend"
-	"github.com/outboxrelay/outboxrelay/outbox/backend/backendtest"
 	"github.com/outboxrelay/outboxrelay/outbox/outboxtest"
+	"github.com/outboxrelay/outboxrelay/store/backendtest"
 )
 
 // memHarness is the in-memory store as the conformance suites see it: one

@@ -14,7 +14,7 @@ import (
 
 	"github.com/outboxrelay/outboxrelay/outbox"
 	"github.com/outboxrelay/outboxrelay/outbox/backend"
-	"github.com/outboxrelay/outboxrelay/outbox/backend/backendtest"
+	"github.com/outboxrelay/outboxrelay/store/backendtest"
 )
 
 // TestHostileValuesAreText: markup, attribute breakers, control and

@@ -9,8 +9,8 @@ import (
 
 	"github.com/outboxrelay/outboxrelay/outbox"
 	"github.com/outboxrelay/outboxrelay/outbox/outboxtest"
-	"github.com/outboxrelay/outboxrelay/outbox/sinktest"
 	"github.com/outboxrelay/outboxrelay/sink/kafka"
+	"github.com/outboxrelay/outboxrelay/sink/sinktest"
 )
 
 // BenchmarkRecord is the sink's own work per event, without the client:

@@ -14,8 +14,8 @@ import (
 	"github.com/twmb/franz-go/pkg/sasl/plain"
 
 	"github.com/outboxrelay/outboxrelay/outbox"
-	"github.com/outboxrelay/outboxrelay/outbox/sinktest"
 	"github.com/outboxrelay/outboxrelay/sink/kafka"
+	"github.com/outboxrelay/outboxrelay/sink/sinktest"
 )
 
 // suitePassword is the SASL password of the suite's cluster: the suite

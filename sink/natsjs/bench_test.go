@@ -13,9 +13,9 @@ import (
 
 	"github.com/outboxrelay/outboxrelay/outbox"
 	"github.com/outboxrelay/outboxrelay/outbox/outboxtest"
-	"github.com/outboxrelay/outboxrelay/outbox/sinktest"
 	"github.com/outboxrelay/outboxrelay/sink/natsjs"
 	"github.com/outboxrelay/outboxrelay/sink/natsjs/internal/natstest"
+	"github.com/outboxrelay/outboxrelay/sink/sinktest"
 )
 
 // BenchmarkMsg is the sink's own work per event, without the server:

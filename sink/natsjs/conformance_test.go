@@ -15,9 +15,9 @@ import (
 
 	"github.com/outboxrelay/outboxrelay/outbox"
 	"github.com/outboxrelay/outboxrelay/outbox/outboxtest"
-	"github.com/outboxrelay/outboxrelay/outbox/sinktest"
 	"github.com/outboxrelay/outboxrelay/sink/natsjs"
 	"github.com/outboxrelay/outboxrelay/sink/natsjs/internal/natstest"
+	"github.com/outboxrelay/outboxrelay/sink/sinktest"
 )
 
 // conformancePassword is the password of the server's only user: it is

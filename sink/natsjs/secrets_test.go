@@ -13,9 +13,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/outboxrelay/outboxrelay/outbox"
-	"github.com/outboxrelay/outboxrelay/outbox/sinktest"
 	"github.com/outboxrelay/outboxrelay/sink/natsjs"
 	"github.com/outboxrelay/outboxrelay/sink/natsjs/internal/natstest"
+	"github.com/outboxrelay/outboxrelay/sink/sinktest"
 )
 
 // requireNoSecret checks err and everything it wraps.

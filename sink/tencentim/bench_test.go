@@ -9,7 +9,7 @@ import (
 
 	"github.com/outboxrelay/outboxrelay/outbox"
 	"github.com/outboxrelay/outboxrelay/outbox/outboxtest"
-	"github.com/outboxrelay/outboxrelay/outbox/sinktest"
+	"github.com/outboxrelay/outboxrelay/sink/sinktest"
 	"github.com/outboxrelay/outboxrelay/sink/tencentim"
 	"github.com/outboxrelay/outboxrelay/sink/tencentim/tencentimtest"
 )

@@ -10,7 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/outboxrelay/outboxrelay/outbox"
-	"github.com/outboxrelay/outboxrelay/outbox/sinktest"
+	"github.com/outboxrelay/outboxrelay/sink/sinktest"
 	"github.com/outboxrelay/outboxrelay/sink/tencentim"
 	"github.com/outboxrelay/outboxrelay/sink/tencentim/tencentimtest"
 )

@@ -12,7 +12,7 @@ import (
 
 	"github.com/outboxrelay/outboxrelay/outbox"
 	"github.com/outboxrelay/outboxrelay/outbox/outboxtest"
-	"github.com/outboxrelay/outboxrelay/outbox/sinktest"
+	"github.com/outboxrelay/outboxrelay/sink/sinktest"
 	wmsink "github.com/outboxrelay/outboxrelay/sink/watermill"
 )
 

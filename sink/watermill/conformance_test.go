@@ -8,7 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/outboxrelay/outboxrelay/outbox"
-	"github.com/outboxrelay/outboxrelay/outbox/sinktest"
+	"github.com/outboxrelay/outboxrelay/sink/sinktest"
 	wmsink "github.com/outboxrelay/outboxrelay/sink/watermill"
 )
 

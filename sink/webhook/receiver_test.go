@@ -13,7 +13,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/outboxrelay/outboxrelay/outbox/sinktest"
+	"github.com/outboxrelay/outboxrelay/sink/sinktest"
 	"github.com/outboxrelay/outboxrelay/sink/webhook"
 )
 

@@ -9,7 +9,7 @@ import (
 
 	"github.com/outboxrelay/outboxrelay/internal/testutil"
 	"github.com/outboxrelay/outboxrelay/outbox/backend"
-	"github.com/outboxrelay/outboxrelay/outbox/backend/backendtest"
+	"github.com/outboxrelay/outboxrelay/store/backendtest"
 	"github.com/outboxrelay/outboxrelay/store/mysql"
 )
 
