@@ -24,7 +24,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -62,7 +61,6 @@ type rig struct {
 	db     *database
 	dir    string
 	rng    *rand.Rand
-	mu     sync.Mutex
 	procs  [workers]*proc
 	spawns int
 	// kills maps a killed worker's pid to when it was killed.
