@@ -73,6 +73,22 @@ func TestMessageMapping(t *testing.T) {
 	require.NotContains(t, s.Message(m).Metadata, wmsink.MetadataEventKey)
 }
 
+// TestReservedPrefixesIsACopy: what ReservedPrefixes returns names the
+// prefixes Message leaves out, and changing it changes nothing in the
+// sink (it was a package variable that any importer could overwrite).
+func TestReservedPrefixesIsACopy(t *testing.T) {
+	prefixes := wmsink.ReservedPrefixes()
+	require.Equal(t, []string{"outbox-event-", "_watermill_"}, prefixes)
+	for i := range prefixes {
+		prefixes[i] = "x-"
+	}
+	require.Equal(t, []string{"outbox-event-", "_watermill_"}, wmsink.ReservedPrefixes())
+	s := newSink(t, wmsink.Config{Publisher: nopPublisher, Topic: "t"})
+	wm := s.Message(outbox.Message{ID: "e-1", Headers: map[string]string{"x-a": "1", "_watermill_x": "forged"}})
+	require.Equal(t, "1", wm.Metadata["x-a"])
+	require.NotContains(t, wm.Metadata, "_watermill_x")
+}
+
 // TestPublisherThatHangs: a publisher that ignores the context is left
 // to finish; Publish returns by its deadline with a retryable error,
 // MaxInFlight bounds the calls left, and Close waits for them.

@@ -31,13 +31,18 @@ const (
 	MetadataEventKey = "outbox-event-key"
 )
 
-// ReservedPrefixes start the names of stored headers that the sink does
-// not forward (in any case): its own metadata, which a stored header
-// must not override, and Watermill's, which marshalers write themselves
-// (watermill-redisstream refuses a message that has
-// "_watermill_message_uuid") and components act on (a delay, a retry
-// count).
-var ReservedPrefixes = []string{"outbox-event-", "_watermill_"}
+// reservedPrefixes is what ReservedPrefixes returns a copy of: an array,
+// so that no caller can change what every Publish reads.
+var reservedPrefixes = [...]string{"outbox-event-", "_watermill_"}
+
+// ReservedPrefixes returns the prefixes that start the names of stored
+// headers that the sink does not forward (in any case): its own
+// metadata, which a stored header must not override, and Watermill's,
+// which marshalers write themselves (watermill-redisstream refuses a
+// message that has "_watermill_message_uuid") and components act on (a
+// delay, a retry count). The slice is a new copy at each call: changing
+// it changes nothing in the sink.
+func ReservedPrefixes() []string { return append([]string(nil), reservedPrefixes[:]...) }
 
 // Sink publishes outbox messages through a Watermill publisher. It is
 // safe for concurrent use. Make it with New; Close it when done.
@@ -114,7 +119,7 @@ func (s *Sink) Message(msg outbox.Message) *message.Message {
 }
 
 func reserved(name string) bool {
-	for _, p := range ReservedPrefixes {
+	for _, p := range reservedPrefixes {
 		if headernames.HasPrefixFold(name, p) {
 			return true
 		}
