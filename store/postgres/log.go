@@ -396,7 +396,7 @@ func gateWalk(ctx context.Context, tx *sql.Tx, t *target, ws, heldNow []walked, 
 		x.key = string(k)
 		all = append(all, x)
 	}
-	if err := q.Close(); err != nil {
+	if err := errors.Join(q.Err(), q.Close()); err != nil {
 		return nil, err
 	}
 	// The messages this walk passed while their writer holds them keep

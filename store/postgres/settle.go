@@ -3,6 +3,7 @@ package postgres
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -124,7 +125,7 @@ RETURNING o.event_id`), ids, tok)
 		}
 		held[id] = true
 	}
-	if err := q.Close(); err != nil {
+	if err := errors.Join(q.Err(), q.Close()); err != nil {
 		return backend.SettleResult{}, err
 	}
 	if len(held) == 0 {
