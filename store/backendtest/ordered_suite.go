@@ -23,6 +23,7 @@ var orderedStoreTests = []struct {
 	{"OrderedClaimByIDsNeedsTheKeyHead", testOrderedIDs},
 	{"OrderedClaimsVisitEveryKey", testOrderedFairness},
 	{"OrderedClaimNeverReturnsARecordTwice", testOrderedNoRepeats},
+	{"OrderedRequeuedDeadLetterWaitsForItsKeyInFlight", testOrderedRequeueWaits},
 }
 
 func keyed(id, key string) outbox.Message {
@@ -202,4 +203,39 @@ func testOrderedNoRepeats(t *testing.T, h Harness) {
 	// 20 due heads remain, after the cursor; the walk wraps to keys whose
 	// heads are all in flight, and past them to its own rows.
 	require.Len(t, orderedClaim(t, h.Store, 50, time.Minute).Records, 20)
+}
+
+// testOrderedRequeueWaits: a dead letter requeued while a later record
+// of its key is in flight is its key's oldest pending record again, and
+// an ordered claim still must not put it in flight beside the later one:
+// not while that one is in flight from the log, nor after it failed once
+// and is in flight again (a store that keeps failed records apart, and
+// only looks there for older ones, misses the second).
+func testOrderedRequeueWaits(t *testing.T, h Harness) {
+	rq, ok := h.Store.(backend.Requeuer)
+	if !ok {
+		t.Skip("the store has no Requeue")
+	}
+	ctx := context.Background()
+	enqueue(t, h, outbox.EnqueueOptions{}, keyed("k1", "K"), keyed("k2", "K"))
+	b := orderedClaim(t, h.Store, 1, time.Hour)
+	require.Equal(t, []string{"k1"}, ids(b.Records))
+	settle(t, h.Store, b.Token, backend.Outcome{ID: "k1", Seq: b.Records[0].Seq, Kind: backend.OutcomeDead, Error: "x"})
+	b = orderedClaim(t, h.Store, 10, time.Hour)
+	require.Equal(t, []string{"k2"}, ids(b.Records))
+	require.NoError(t, rq.Requeue(ctx, "k1"))
+	require.Zero(t, orderedClaim(t, h.Store, 10, time.Hour).Len(), "k2 is in flight from the log: k1 must wait")
+	settle(t, h.Store, b.Token, backend.Outcome{ID: "k2", Seq: b.Records[0].Seq, Kind: backend.OutcomeRetry, Error: "once"})
+
+	// k1 is K's head again; dead again, then k2 retried, in flight, and
+	// k1 requeued behind it.
+	b = orderedClaim(t, h.Store, 1, time.Hour)
+	require.Equal(t, []string{"k1"}, ids(b.Records))
+	settle(t, h.Store, b.Token, backend.Outcome{ID: "k1", Seq: b.Records[0].Seq, Kind: backend.OutcomeDead, Error: "x"})
+	inFlight := orderedClaim(t, h.Store, 10, time.Hour)
+	require.Equal(t, []string{"k2"}, ids(inFlight.Records), "k2 again, after its failure")
+	require.NoError(t, rq.Requeue(ctx, "k1"))
+	require.Zero(t, orderedClaim(t, h.Store, 10, time.Hour).Len(), "k2 is in flight after a failure: k1 must wait")
+	settle(t, h.Store, inFlight.Token, backend.Outcome{ID: "k2", Seq: inFlight.Records[0].Seq, Kind: backend.OutcomePublished})
+	require.Equal(t, []string{"k1"}, ids(orderedClaim(t, h.Store, 10, time.Hour).Records), "k2 delivered: k1 is claimed at once")
 }

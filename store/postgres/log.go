@@ -213,7 +213,8 @@ RETURNING {statecols}`), args...)
 
 // keyGate is true when a message of key k with seq seq must wait: a
 // pending state row of its key has a smaller seq (failed, held back, or
-// in flight), or a live range of the consumer handed out a message of
+// in flight), or one of its key is in flight (leased: a later one, when
+// seq is a requeued dead letter), or a live range of the consumer handed out a message of
 // its key (not one its writer delivered or with a state row), or a message of its key with a smaller seq is still to be walked
 // (after end: a writer with a smaller xid wrote after one with a larger,
 // as docs/ordering.md's row lock allows) and is not done with (its
@@ -224,6 +225,8 @@ RETURNING {statecols}`), args...)
 func keyGate(k, seq, end, except string) string {
 	ex := func(col string) string { return strings.ReplaceAll(except, "{x}", col) }
 	return `EXISTS (SELECT 1 FROM {state} g WHERE g.consumer_id = $1 AND g.status = 'pending' AND g.event_key = ` + k + ` AND g.seq < ` + seq + ex("g.seq") + `)
+	OR EXISTS (SELECT 1 FROM {state} f WHERE f.consumer_id = $1 AND f.status = 'pending' AND f.event_key = ` + k + `
+		AND f.lease_token <> 0 AND f.next_attempt_at > statement_timestamp()` + ex("f.seq") + `)
 	OR EXISTS (SELECT 1 FROM {ranges} r, {outbox} go WHERE r.consumer_id = $1 AND go.event_key = ` + k + `
 		AND (go.xid, go.seq) > (r.from_xid, r.from_seq) AND (go.xid, go.seq) <= (r.to_xid, r.to_seq)
 		AND NOT ($1 = 0 AND go.writer_token <> 0 AND go.writer_until IS NULL)

@@ -101,6 +101,8 @@ FROM mine m JOIN "orders_outbox" o ON o.seq = m.seq
 WHERE m.held AND (m.event_key = '\x' OR NOT (
 	EXISTS (SELECT 1 FROM mine e WHERE e.event_key = m.event_key AND e.seq < m.seq AND NOT e.held)
 	OR EXISTS (SELECT 1 FROM "orders_outbox_state" g WHERE g.consumer_id = $1 AND g.status = 'pending' AND g.event_key = m.event_key AND g.seq < m.seq AND g.seq NOT IN (SELECT seq FROM mine))
+	OR EXISTS (SELECT 1 FROM "orders_outbox_state" f WHERE f.consumer_id = $1 AND f.status = 'pending' AND f.event_key = m.event_key
+		AND f.lease_token <> 0 AND f.next_attempt_at > statement_timestamp() AND f.seq NOT IN (SELECT seq FROM mine))
 	OR EXISTS (SELECT 1 FROM "orders_outbox_ranges" r, "orders_outbox" go WHERE r.consumer_id = $1 AND go.event_key = m.event_key
 		AND (go.xid, go.seq) > (r.from_xid, r.from_seq) AND (go.xid, go.seq) <= (r.to_xid, r.to_seq)
 		AND NOT ($1 = 0 AND go.writer_token <> 0 AND go.writer_until IS NULL)
@@ -381,6 +383,8 @@ WITH cand AS (
 ), a AS (
 	SELECT a.* FROM cand a WHERE TRUE
 	AND NOT EXISTS (SELECT 1 FROM cand b WHERE b.event_key = a.event_key AND b.event_key <> '\x' AND (EXISTS (SELECT 1 FROM "orders_outbox_state" g WHERE g.consumer_id = $1 AND g.status = 'pending' AND g.event_key = b.event_key AND g.seq < b.seq AND g.seq NOT IN (SELECT seq FROM cand))
+	OR EXISTS (SELECT 1 FROM "orders_outbox_state" f WHERE f.consumer_id = $1 AND f.status = 'pending' AND f.event_key = b.event_key
+		AND f.lease_token <> 0 AND f.next_attempt_at > statement_timestamp() AND f.seq NOT IN (SELECT seq FROM cand))
 	OR EXISTS (SELECT 1 FROM "orders_outbox_ranges" r, "orders_outbox" go WHERE r.consumer_id = $1 AND go.event_key = b.event_key
 		AND (go.xid, go.seq) > (r.from_xid, r.from_seq) AND (go.xid, go.seq) <= (r.to_xid, r.to_seq)
 		AND NOT ($1 = 0 AND go.writer_token <> 0 AND go.writer_until IS NULL)
@@ -414,6 +418,8 @@ RETURNING o.seq, o.event_id, o.event_key, o.event_type, o.payload, o.headers, o.
 WITH due AS (
 	SELECT d.seq FROM "orders_outbox_state" d
 	WHERE d.consumer_id = $1 AND d.status = 'pending' AND d.next_attempt_at <= statement_timestamp() AND (d.event_key = '\x' OR NOT (EXISTS (SELECT 1 FROM "orders_outbox_state" g WHERE g.consumer_id = $1 AND g.status = 'pending' AND g.event_key = d.event_key AND g.seq < d.seq)
+	OR EXISTS (SELECT 1 FROM "orders_outbox_state" f WHERE f.consumer_id = $1 AND f.status = 'pending' AND f.event_key = d.event_key
+		AND f.lease_token <> 0 AND f.next_attempt_at > statement_timestamp())
 	OR EXISTS (SELECT 1 FROM "orders_outbox_ranges" r, "orders_outbox" go WHERE r.consumer_id = $1 AND go.event_key = d.event_key
 		AND (go.xid, go.seq) > (r.from_xid, r.from_seq) AND (go.xid, go.seq) <= (r.to_xid, r.to_seq)
 		AND NOT ($1 = 0 AND go.writer_token <> 0 AND go.writer_until IS NULL)
@@ -667,6 +673,8 @@ FROM flags;
 
 -- gateWalk
 SELECT w.k, w.seq, (EXISTS (SELECT 1 FROM "orders_outbox_state" g WHERE g.consumer_id = $1 AND g.status = 'pending' AND g.event_key = w.k AND g.seq < w.seq)
+	OR EXISTS (SELECT 1 FROM "orders_outbox_state" f WHERE f.consumer_id = $1 AND f.status = 'pending' AND f.event_key = w.k
+		AND f.lease_token <> 0 AND f.next_attempt_at > statement_timestamp())
 	OR EXISTS (SELECT 1 FROM "orders_outbox_ranges" r, "orders_outbox" go WHERE r.consumer_id = $1 AND go.event_key = w.k
 		AND (go.xid, go.seq) > (r.from_xid, r.from_seq) AND (go.xid, go.seq) <= (r.to_xid, r.to_seq)
 		AND NOT ($1 = 0 AND go.writer_token <> 0 AND go.writer_until IS NULL)
