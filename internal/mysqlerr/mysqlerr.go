@@ -57,6 +57,7 @@ const (
 	erDupKeyName        = 1061
 	erDupFieldName      = 1060
 	erLockWaitTimeout   = 1205
+	erLockNowait        = 3572 // MySQL's NOWAIT refused (MariaDB answers 1205)
 	erLockDeadlock      = 1213
 	erCheckRead         = 1020 // MariaDB 11.6.2+: "Record has changed since last read"
 	erNoSuchTable       = 1146
@@ -112,7 +113,7 @@ func Classify(err error) Class {
 			return Duplicate
 		case erLockDeadlock, erCheckRead:
 			return Deadlock
-		case erLockWaitTimeout:
+		case erLockWaitTimeout, erLockNowait:
 			return LockWait
 		case erNoSuchTable:
 			return NoTable

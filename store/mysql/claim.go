@@ -18,19 +18,12 @@ import (
 	"github.com/outboxrelay/outboxrelay/outbox/backend"
 )
 
-// Claim leases up to p.Limit due pending records (or the pending records
-// named by p.IDs) for p.LeaseFor, skipping records other claims hold.
-//
-// It runs one short READ COMMITTED transaction: locking selects (SELECT …
-// FOR UPDATE SKIP LOCKED) of the claimable rows, then an UPDATE that stamps
-// the lease (a fresh random token, and the lease's end), then COMMIT, before the caller publishes anything.
-// READ COMMITTED takes no gap locks, so a claim never blocks a writer's
-// Enqueue. Records are returned in due order (p.IDs: in insert order).
-// A claim of due records resumes the scan where the last claim stopped
-// (see lockDue), so that it does not step again over what that claim has
-// just taken.
-// With p.Ordered, only key heads are claimed, as backend.ClaimParams
-// describes; a quarter of the batch is kept for records without a key.
+// Claim takes up to p.Limit records for the consumer (see
+// backend.Store): a range of the log past the consumer's position (one
+// row written for the whole batch, whatever its size), after the due
+// records that have a state row (failed, released, held back). See
+// LOG-DESIGN.md. The claim is committed when Claim returns; no
+// transaction stays open while the caller publishes.
 func (s *channel) Claim(ctx context.Context, p backend.ClaimParams) (backend.Batch, error) {
 	_, batch, err := s.claim(ctx, nil, p)
 	return batch, err
@@ -44,184 +37,339 @@ func (s *channel) SettleAndClaim(ctx context.Context, st backend.Settlement, p b
 	return s.claim(ctx, &st, p)
 }
 
-// claim runs a claim's transaction, recording st first when it is given.
-// A transaction the server rolled back as a deadlock victim is run again:
-// a purge or another claimer can deadlock with it (seen on MariaDB 11.8),
-// and nothing of it was applied.
+// gapWait bounds how long a claim that found nothing but a hole an open
+// transaction holds (see gap.go) polls for it before it returns with
+// RetryAfter.
+const gapWait = 500 * time.Millisecond
+
+// claim runs a claim's transaction, recording st first when it is given,
+// and then, when the walk stopped at a hole before it took anything, the
+// hole's step (gap.go): it looks again at once when the hole is filled or
+// passed, polls for up to gapWait while a transaction holds it, and says
+// when to come back (RetryAfter) otherwise.
 func (s *channel) claim(ctx context.Context, st *backend.Settlement, p backend.ClaimParams) (backend.SettleResult, backend.Batch, error) {
 	if err := validateClaim(p); err != nil {
 		return backend.SettleResult{}, backend.Batch{}, err
 	}
-	var (
-		settled backend.SettleResult
-		batch   backend.Batch
-	)
-	err := retryRolledBack(ctx, func() error {
+	if st != nil {
 		var err error
-		settled, batch, err = s.claimTx(ctx, st, p)
-		return err
-	})
-	return settled, batch, err
-}
-
-// claimTx is one try of claim.
-func (s *channel) claimTx(ctx context.Context, st *backend.Settlement, p backend.ClaimParams) (backend.SettleResult, backend.Batch, error) {
-	var settled backend.SettleResult
+		if st.Outcomes, err = checkOutcomes(s.what, st.Outcomes); err != nil {
+			return backend.SettleResult{}, backend.Batch{}, err
+		}
+	}
+	t, err := s.resolve(ctx)
+	if err != nil {
+		return backend.SettleResult{}, backend.Batch{}, err
+	}
 	token, lease, err := newLeaseToken()
 	if err != nil {
-		return settled, backend.Batch{}, fmt.Errorf("mysql store: claim: lease token: %w", err)
+		return backend.SettleResult{}, backend.Batch{}, fmt.Errorf("%s: claim: lease token: %w", s.what, err)
 	}
-	tx, err := s.db.BeginTx(ctx, readCommitted)
-	if err != nil {
-		return settled, backend.Batch{}, s.wrap("claim", err)
+	if err := s.lookForLateArrivals(ctx, t); err != nil {
+		return backend.SettleResult{}, backend.Batch{}, s.wrap("claim: late arrivals", err)
 	}
-	defer func() { _ = tx.Rollback() }()
-	if st != nil {
-		exec := func(st statement) (int64, error) { return st.exec(ctx, tx) }
-		if settled, err = s.applySettle(st.Token, st.Outcomes, exec); err != nil {
-			return backend.SettleResult{}, backend.Batch{}, s.wrap("claim: settle", err)
+	var settled backend.SettleResult
+	deadline := time.Now().Add(gapWait)
+	pause := 2 * time.Millisecond
+	for range maxGapSteps {
+		var (
+			rows []scannedRecord
+			more bool
+			h    *hole
+		)
+		err := retryRolledBack(ctx, func() error {
+			return inTx(ctx, s.db, func(tx *sql.Tx) error {
+				var err error
+				if st != nil {
+					// The consumer's row first, as the claim takes it: a
+					// settle that locked its rows and then waited for it
+					// would deadlock with a claim that holds it and waits
+					// for one of them.
+					if _, err := lockConsumer(ctx, tx, t, len(p.IDs) > 0); err != nil {
+						return err
+					}
+					if settled, err = settleIn(ctx, tx, t, st.Token, st.Outcomes); err != nil {
+						return fmt.Errorf("settle: %w", err)
+					}
+				}
+				if len(p.IDs) > 0 {
+					rows, err = claimIDs(ctx, tx, t, lease, p, s.maxClaimBytes)
+					return err
+				}
+				rows, more, h, err = logClaim(ctx, tx, t, lease, p, s.maxClaimBytes)
+				return err
+			})
+		})
+		if err != nil {
+			return backend.SettleResult{}, backend.Batch{}, s.claimErr(err)
 		}
-	}
-	rows, changed, more, err := s.lockClaimable(ctx, tx, p)
-	if err != nil {
-		return backend.SettleResult{}, backend.Batch{}, s.wrap("claim", err)
-	}
-	if len(rows) == 0 && st == nil && !changed {
-		return settled, backend.Batch{}, nil
-	}
-	if len(rows) > 0 {
-		if _, err := leaseSQL(s.t, lease, p.LeaseFor, rows).exec(ctx, tx); err != nil {
-			return backend.SettleResult{}, backend.Batch{}, s.wrap("claim", err)
+		st = nil // recorded: a second round only claims
+		if len(rows) > 0 || len(p.IDs) > 0 || h == nil {
+			b := toBatch(token, rows)
+			b.More = len(p.IDs) == 0 && len(rows) > 0 && (more || len(rows) >= p.Limit)
+			return settled, b, nil
 		}
+		verdict, wait, err := stepGap(ctx, s.db, t, *h, s.gapTimeout)
+		if err != nil {
+			return backend.SettleResult{}, backend.Batch{}, s.wrap("claim: the log's gap", err)
+		}
+		switch verdict {
+		case gapFilled, gapPassed:
+			continue
+		case gapAging:
+			return settled, backend.Batch{RetryAfter: max(wait, time.Millisecond)}, nil
+		}
+		// Held by a transaction still open: poll for a while.
+		if time.Now().Add(pause).After(deadline) {
+			return settled, backend.Batch{RetryAfter: 50 * time.Millisecond}, nil
+		}
+		timer := time.NewTimer(pause)
+		select {
+		case <-ctx.Done():
+			timer.Stop()
+			return settled, backend.Batch{}, s.claimErr(ctx.Err())
+		case <-timer.C:
+		}
+		pause = min(2*pause, 50*time.Millisecond)
 	}
-	if err := tx.Commit(); err != nil {
-		return backend.SettleResult{}, backend.Batch{}, s.wrap("claim", err)
-	}
-	batch := toBatch(token, rows)
-	batch.More = more && len(rows) > 0
-	return settled, batch, nil
+	return settled, backend.Batch{RetryAfter: 50 * time.Millisecond}, nil
 }
 
-// lockClaimable locks the records p asks for, reads their payloads within
-// the claim's byte budget, and drops the records of messages purged since
-// they were handed over to a named consumer. changed reports that it
-// wrote something (dropped such records), so that the transaction is
-// committed even with no record claimed. more reports due records left
-// behind (backend.Batch.More): the limit or the budget stopped the claim,
-// or, ordered, pending records of the keys whose heads it took remain.
-func (s *channel) lockClaimable(ctx context.Context, tx *sql.Tx, p backend.ClaimParams) (rows []scannedRecord, changed, more bool, err error) {
-	budget := newBudget(s.maxClaimBytes)
-	switch {
-	case p.Ordered && len(p.IDs) > 0:
-		rows, err = s.lockOrderedIDs(ctx, tx, budget, p)
-	case p.Ordered:
-		rows, err = s.lockOrdered(ctx, tx, budget, p.Limit)
-	case len(p.IDs) > 0:
-		rows, err = readRowsWithin(ctx, tx, budget, claimIDsSQL(s.t, p.IDs, p.Limit))
-		rows = exactly(rows, p.IDs)
-	default:
-		rows, err = s.lockDue(ctx, tx, budget, p.Limit)
+// maxGapSteps bounds the rounds of one claim through holes of the log.
+const maxGapSteps = 64
+
+func (s *channel) claimErr(err error) error {
+	if errors.Is(err, ErrUnknownConsumer) {
+		return fmt.Errorf("%s: %w", s.what, ErrUnknownConsumer)
 	}
+	return s.wrap("claim", err)
+}
+
+// inTx runs fn in a READ COMMITTED transaction of db, committed if fn
+// succeeds.
+func inTx(ctx context.Context, db *sql.DB, fn func(tx *sql.Tx) error) error {
+	tx, err := db.BeginTx(ctx, readCommitted)
 	if err != nil {
-		return nil, false, false, err
+		return err
 	}
-	more = len(p.IDs) == 0 && len(rows) >= p.Limit
-	rows, orphans, err := s.fill(ctx, tx, budget, rows)
+	if err := fn(tx); err != nil {
+		_ = tx.Rollback()
+		return err
+	}
+	return tx.Commit()
+}
+
+// claimIDs leases those of p.IDs that are pending for the consumer and
+// held by no one: not yet read from the log, or passed by the walk while
+// their writer held them (the held list), which then get a state row
+// that the log's readers pass over; or with a due or expired state row.
+// Ordered, a key's records only when they are the key's oldest pending
+// ones (the others of the IDs aside), and then all of them. The registry
+// row is taken in share mode: claims by ID (writers' publishes, each of
+// its own messages) run beside each other, and a walk, which locks the
+// row to move the position and the held list, waits for them as they
+// wait for it.
+func claimIDs(ctx context.Context, tx *sql.Tx, t *target, lease int64, p backend.ClaimParams, maxBytes int) ([]scannedRecord, error) {
+	c, err := lockConsumer(ctx, tx, t, true)
 	if err != nil {
-		return nil, false, false, err
+		return nil, err
 	}
-	if len(p.IDs) == 0 && !more {
-		more = budget.full
-		if p.Ordered && !more {
-			if more, err = behindHeads(ctx, tx, s.t, rows); err != nil {
-				return nil, false, false, err
+	type cand struct {
+		heldMessage
+		hasState bool
+	}
+	args := append(append([]any{headStartID}, anyArgs(p.IDs)...), c.startSeq)
+	q, err := t.renderList(`SELECT o.id, o.event_id, o.event_key, s.id IS NOT NULL,
+	IF(s.id IS NOT NULL, s.status = 'pending' AND (s.lease_token = 0 OR s.next_attempt_at <= UTC_TIMESTAMP(6)),
+		NOT ({c} = 0 AND `+byWriter+`) AND NOT ({c} = 0 AND o.writer_token NOT IN (0, ?) AND `+heldByWriter+`))
+FROM {outbox} o LEFT JOIN {state} s ON s.consumer_id = {c} AND s.id = o.id
+WHERE o.event_id IN ({list}) AND o.id > ? ORDER BY o.id`, len(p.IDs), args...).query(ctx, tx)
+	if err != nil {
+		return nil, err
+	}
+	var cands []cand
+	for q.Next() {
+		var (
+			x   cand
+			id  string
+			key []byte
+			ok  bool
+		)
+		if err := q.Scan(&x.id, &id, &key, &x.hasState, &ok); err != nil {
+			q.Close()
+			return nil, err
+		}
+		x.key = string(key)
+		if !ok || !slices.Contains(p.IDs, id) {
+			continue
+		}
+		// Without a state row: only past the position, or on the held list.
+		if !x.hasState && x.id <= c.walked && !slices.Contains(c.held, x.id) {
+			continue
+		}
+		cands = append(cands, x)
+	}
+	// A row's error (a deadlock victim's, say: the server has rolled
+	// the transaction back, and what runs after it would run outside
+	// one) is in Err, not Close.
+	if err := errors.Join(q.Err(), q.Close()); err != nil {
+		return nil, err
+	}
+	if p.Ordered && len(cands) > 0 {
+		g, err := readGate(ctx, tx, t, nil)
+		if err != nil {
+			return nil, err
+		}
+		mine := map[uint64]string{}
+		var keys []string
+		for _, x := range cands {
+			mine[x.id] = x.key
+			if x.key != "" && !slices.Contains(keys, x.key) {
+				keys = append(keys, x.key)
 			}
 		}
+		still, err := heldUndelivered(ctx, tx, t, c.held)
+		if err != nil {
+			return nil, err
+		}
+		for _, m := range still {
+			if _, isMine := mine[m.id]; !isMine {
+				g.holdBack(m)
+			}
+		}
+		blocked, err := keysWaiting(ctx, tx, t, g, c.walked, keys, mine)
+		if err != nil {
+			return nil, err
+		}
+		cands = slices.DeleteFunc(cands, func(x cand) bool { return x.key != "" && blocked[x.key] })
 	}
-	if len(orphans) == 0 {
-		return rows, false, more, nil
+	if len(cands) == 0 {
+		return nil, nil
 	}
-	if _, err := dropOrphansSQL(s.t, orphans).exec(ctx, tx); err != nil {
-		return nil, false, false, fmt.Errorf("drop records of purged messages: %w", err)
+	var fresh, leased []uint64
+	var freshRows []heldMessage
+	for _, x := range cands {
+		if x.hasState {
+			leased = append(leased, x.id)
+		} else {
+			fresh = append(fresh, x.id)
+			freshRows = append(freshRows, x.heldMessage)
+		}
 	}
-	return rows, true, more, nil
-}
-
-// claimDueSQL locks up to limit due pending records in due order,
-// skipping those other claims hold. TestClaimPlan keeps its plan: a range
-// scan of idx_due that stops after limit rows, whatever the backlog.
-func claimDueSQL(t *target, limit int) statement {
-	return claimDueWhere(t, "", limit)
-}
-
-// claimDueAfterSQL is claimDueSQL for the records after the position at
-// in idx_due. The two ranges start at at, so that the scan skips every
-// entry before it, those of at's due time included.
-func claimDueAfterSQL(t *target, at duePos, limit int) statement {
-	next := at.next.Format(dbTimeLayout)
-	return claimDueWhere(t, "((next_attempt_at = ? AND {seq} > ?) OR next_attempt_at > ?) AND ", limit, next, at.seq, next)
-}
-
-// claimDueBeforeSQL is claimDueSQL for the records up to the position at
-// in idx_due, at included.
-func claimDueBeforeSQL(t *target, at duePos, limit int) statement {
-	next := at.next.Format(dbTimeLayout)
-	return claimDueWhere(t, "(next_attempt_at < ? OR (next_attempt_at = ? AND {seq} <= ?)) AND ", limit, next, next, at.seq)
-}
-
-// claimDueWhere is the claim of due records within the range of idx_due
-// that where (with its args) adds. After the record's columns it selects
-// next_attempt_at itself, the record's place in idx_due (see lockDue).
-func claimDueWhere(t *target, where string, limit int, args ...any) statement {
-	return t.render("SELECT {cols}, next_attempt_at FROM {table} WHERE {scope}status = 'pending' AND "+where+"next_attempt_at <= UTC_TIMESTAMP(6) AND "+unclaimed+" ORDER BY next_attempt_at, {seq} LIMIT ? FOR UPDATE SKIP LOCKED", append(args, limit)...)
-}
-
-// unclaimed is the condition of a record no claim holds: not leased by
-// a worker, or its lease is over. A claim's lease moves the record's
-// next_attempt_at to the lease's end (see leaseSQL), so a claim of due
-// records does not even read the records other claims hold; the check
-// stays for leases that older builds wrote, which did not. A
-// writer's head start is not a claim: it keeps its record from being
-// due. Nor is a requeued record's wait for its key (see
-// orderedUnclaimed): without ordering it is due at once.
-const unclaimed = "(lease_id <= 0 OR lease_until <= UTC_TIMESTAMP(6))"
-
-// orderedUnclaimed is unclaimed for an ordered claim of key heads (whose
-// table is h): a requeued dead letter that waits for the record of its
-// key in flight (lease_id requeueWaitID, see Requeue) is claimed once no
-// record of its key is leased any more, or when that lease would have
-// ended. Only such records run the check, which reads the key's pending
-// records.
-const orderedUnclaimed = "(lease_id = 0 OR lease_until <= UTC_TIMESTAMP(6) OR (lease_id = " + requeueWaitSQL + " AND NOT EXISTS (SELECT 1 FROM {table} y WHERE {scope}y.status = 'pending' AND y.event_key = h.event_key AND y." + workerLeased + " AND y.lease_until > UTC_TIMESTAMP(6))))"
-
-// requeueWaitID is the lease_id of a requeued dead letter whose key had a
-// record in flight when it was requeued: not a lease anyone holds or
-// settles (no token maps to it: a head start's lease_id is at least
-// -2^60), but a mark that ordered claims check (orderedUnclaimed).
-const (
-	requeueWaitID  = math.MinInt64
-	requeueWaitSQL = "-9223372036854775808"
-)
-
-// exactly keeps the rows whose IDs are among ids, byte for byte: a list
-// of IDs matches event_id with PAD SPACE, where "x" = "x " (see exactID).
-func exactly(rows []scannedRecord, ids []string) []scannedRecord {
-	want := make(map[string]bool, len(ids))
-	for _, id := range ids {
-		want[id] = true
+	if len(leased) > 0 {
+		args := append([]any{lease, p.LeaseFor.Microseconds()}, anyArgs(leased)...)
+		if _, err := t.renderList(`UPDATE {state} SET lease_token = ?, next_attempt_at = UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND
+WHERE consumer_id = {c} AND id IN ({list}) AND status = 'pending' AND (lease_token = 0 OR next_attempt_at <= UTC_TIMESTAMP(6))`, len(leased), args...).exec(ctx, tx); err != nil {
+			return nil, err
+		}
 	}
-	return slices.DeleteFunc(rows, func(r scannedRecord) bool { return !want[r.rec.ID] })
+	if len(fresh) > 0 {
+		args := make([]any, 0, 4*len(freshRows))
+		for _, m := range freshRows {
+			args = append(args, m.id, m.key, lease, p.LeaseFor.Microseconds())
+		}
+		if _, err := t.renderRows(`INSERT IGNORE INTO {state} (consumer_id, id, event_key, lease_token, next_attempt_at)
+VALUES ({c}, ?, ?, ?, UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND)`, len(freshRows), args...).exec(ctx, tx); err != nil {
+			return nil, err
+		}
+	}
+	// What this claim holds now (a concurrent claim of an ID may have
+	// taken it first).
+	ids := anyArgs(append(leased, fresh...))
+	rows, err := readRowsWithin(ctx, tx, newBudget(maxBytes), t.renderList(`SELECT `+stateCols+` FROM {state} s JOIN {outbox} o ON o.id = s.id
+WHERE s.consumer_id = {c} AND s.id IN ({list}) AND s.lease_token = ? ORDER BY s.id`, len(ids), append(ids, lease)...))
+	return rows, err
 }
 
-// claimIDsSQL locks the named pending records that no other process
-// holds (not leased, leased by this process's head start, or whose lease
-// has run out), whatever their due time.
-func claimIDsSQL(t *target, ids []string, limit int) statement {
-	args := make([]any, 0, len(ids)+2)
-	for _, id := range ids {
-		args = append(args, id)
+// keysWaiting returns those of keys whose messages among the IDs of a
+// claim by ID (mine) must wait: a message of the key is in flight or
+// held by its writer (g), a pending state row of the key is older than
+// the IDs' first of it, or an older message of the key that is not among
+// them is still to be walked (a PK range scan from the position to the
+// last of mine: the log's unread tail).
+func keysWaiting(ctx context.Context, tx *sql.Tx, t *target, g *gate, walked uint64, keys []string, mine map[uint64]string) (map[string]bool, error) {
+	out := map[string]bool{}
+	if len(keys) == 0 {
+		return out, nil
 	}
-	return t.renderList("SELECT {cols} FROM {table} WHERE {scope}event_id IN ({list}) AND status = 'pending' AND (lease_id = 0 OR lease_id = ? OR (lease_until <= UTC_TIMESTAMP(6) AND next_attempt_at <= UTC_TIMESTAMP(6))) ORDER BY {seq} LIMIT ? FOR UPDATE SKIP LOCKED", len(ids), append(args, headStartID, limit)...)
+	first := map[string]uint64{}
+	var last uint64
+	for id, k := range mine {
+		if f, ok := first[k]; !ok || id < f {
+			first[k] = id
+		}
+		last = max(last, id)
+	}
+	pending, err := olderPendingExcept(ctx, tx, t, keys, mine)
+	if err != nil {
+		return nil, err
+	}
+	unwalked, err := column2(ctx, tx, t.renderList(`SELECT o.id, o.event_key FROM {outbox} o LEFT JOIN {state} s ON s.consumer_id = {c} AND s.id = o.id
+WHERE o.id > ? AND o.id < ? AND o.event_key IN ({list}) AND s.id IS NULL AND NOT ({c} = 0 AND `+byWriter+`)`,
+		len(keys), append([]any{walked, last}, anyArgs(keys)...)...))
+	if err != nil {
+		return nil, err
+	}
+	for _, k := range keys {
+		f, ok := first[k]
+		if !ok {
+			continue
+		}
+		if g.waits(k, f) {
+			out[k] = true
+		}
+		if p, ok := pending[k]; ok && p < f {
+			out[k] = true
+		}
+	}
+	for _, m := range unwalked {
+		if _, isMine := mine[m.id]; isMine {
+			continue
+		}
+		if f, ok := first[m.key]; ok && m.id < f {
+			out[m.key] = true
+		}
+	}
+	return out, nil
+}
+
+// olderPendingExcept is olderPending leaving the messages of mine out.
+func olderPendingExcept(ctx context.Context, tx *sql.Tx, t *target, keys []string, mine map[uint64]string) (map[string]uint64, error) {
+	rows, err := column2(ctx, tx, t.renderList(`SELECT id, event_key FROM {state}
+WHERE consumer_id = {c} AND status = 'pending' AND event_key IN ({list})`, len(keys), anyArgs(keys)...))
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]uint64{}
+	for _, m := range rows {
+		if _, isMine := mine[m.id]; isMine {
+			continue
+		}
+		if old, ok := out[m.key]; !ok || m.id < old {
+			out[m.key] = m.id
+		}
+	}
+	return out, nil
+}
+
+// column2 runs a query of (id, key) rows.
+func column2(ctx context.Context, q querier, st statement) ([]heldMessage, error) {
+	rows, err := st.query(ctx, q)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []heldMessage
+	for rows.Next() {
+		var m heldMessage
+		var k []byte
+		if err := rows.Scan(&m.id, &k); err != nil {
+			return nil, err
+		}
+		m.key = string(k)
+		out = append(out, m)
+	}
+	return out, rows.Err()
 }
 
 // headStartToken is the lease token of the records this process enqueues
@@ -243,39 +391,6 @@ var headStartToken, headStartID = func() (string, int64) {
 	}
 	return "h" + t[1:], id
 }()
-
-// workerLeased is the condition of a pending record a claim holds (its
-// lease may have run out): leased, and not by a writer's head start.
-const workerLeased = "lease_id > 0"
-
-// leaseSQL leases the locked rows: a fresh token, and when the lease
-// ends, in lease_until and in next_attempt_at, so that a record whose
-// worker dies becomes due again by itself. next_attempt_at is when a
-// pending record is next due, and a leased record is next due when its
-// lease ends: moving it there takes the record out of the range of
-// idx_due that claims of due records scan, so that a claim never steps
-// over the records other instances hold (issue 30: at 4 workers a claim
-// read 3.6 rows per row it took, and more with every instance added).
-// It costs the lease a move of one idx_due entry. lease_until is written
-// too, for the conditions that tell a live lease from one that ran out
-// (unclaimed, orderedUnclaimed) and for an older build in a rolling deploy
-// (schema version 8 too), whose claims of due records skip a lease by it. (The
-// owner is not written: a column of up to 255 characters, set on each
-// claim, would grow or rewrite every row; the worker logs its node ID.)
-func leaseSQL(t *target, lease int64, leaseFor time.Duration, rows []scannedRecord) statement {
-	args := make([]any, 0, len(rows)+3)
-	args = append(args, lease, leaseFor.Microseconds(), leaseFor.Microseconds())
-	for _, r := range rows {
-		args = append(args, r.seq)
-	}
-	return t.renderList("UPDATE {table} SET lease_id = ?, lease_until = UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND, next_attempt_at = UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND WHERE {scope}{seq} IN ({list})", len(rows), args...)
-}
-
-// dropOrphansSQL deletes a named consumer's records of messages that
-// retention purged after they were handed over.
-func dropOrphansSQL(t *target, seqs []uint64) statement {
-	return t.renderList("DELETE FROM {table} WHERE {scope}{seq} IN ({list})", len(seqs), anyArgs(seqs)...)
-}
 
 // toBatch is the claimed rows as a batch under token: the undecodable
 // apart.

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"strconv"
 
 	"github.com/outboxrelay/outboxrelay/outbox/backend"
 )
@@ -71,42 +72,38 @@ func (s *Store) AddConsumer(ctx context.Context, name string, from StartFrom) er
 	return nil
 }
 
-// register is AddConsumer's transaction; token names the call.
+// register is AddConsumer's transaction; token names the call. The
+// registry is locked whole (it holds few rows): the new consumer's id is
+// the next free one, and its position the last message written (from
+// now) or 0 (from the beginning), read under the lock. A message whose
+// transaction is still open at that moment, below the position, is not
+// the new consumer's (StartNow says so).
 func (s *Store) register(ctx context.Context, name string, from StartFrom, token string) error {
-	tx, err := s.db.BeginTx(ctx, readCommitted)
-	if err != nil {
-		return err
-	}
-	defer func() { _ = tx.Rollback() }()
-	// Exclusive locks on the registry wait for every hand-over in
-	// progress (they hold it in share mode) and keep new ones out until
-	// this commits, so none hands over a message above start without this
-	// consumer.
-	if done, err := s.lockRegistry(ctx, tx, name, token); done || err != nil {
-		return err
-	}
-	var last uint64
-	if err := lastIDSQL(s.t).queryRow(ctx, tx).Scan(&last); err != nil {
-		return err
-	}
-	start, cursor := last+1, sql.NullInt64{}
-	if from == StartBeginning {
-		start, cursor = 1, sql.NullInt64{Int64: 0, Valid: true}
-	}
-	if _, err := registerSQL(s.t, name, start, cursor, token).exec(ctx, tx); err != nil {
+	return inTx(ctx, s.db, func(tx *sql.Tx) error {
+		if done, err := s.lockRegistry(ctx, tx, name, token); done || err != nil {
+			return err
+		}
+		var last uint64
+		if err := tx.QueryRowContext(ctx, s.t.sql("SELECT COALESCE(MAX(id), 0) FROM {outbox}")).Scan(&last); err != nil {
+			return err
+		}
+		if from == StartBeginning {
+			last = 0
+		}
+		_, err := tx.ExecContext(ctx, s.t.sql(`INSERT INTO {consumers} (id, name, walked, start_seq, created_at, add_token)
+SELECT COALESCE(MAX(id), 0) + 1, ?, ?, ?, UTC_TIMESTAMP(6), ? FROM {consumers}`), name, last, last, token)
 		if classify(err) == classDuplicate {
 			return fmt.Errorf("mysql store: add consumer %q: %w", name, ErrConsumerExists)
 		}
 		return err
-	}
-	return tx.Commit()
+	})
 }
 
 // lockRegistry locks the registry for AddConsumer and looks name up in
 // it: done when this call (token) registered it already, on an earlier
 // try whose commit reply was lost; ErrConsumerExists when anyone else did.
 func (s *Store) lockRegistry(ctx context.Context, tx *sql.Tx, name, token string) (done bool, err error) {
-	rows, err := lockRegistrySQL(s.t).query(ctx, tx)
+	rows, err := tx.QueryContext(ctx, s.t.sql("SELECT name, removing, COALESCE(add_token, '') FROM {consumers} ORDER BY id FOR UPDATE"))
 	if err != nil {
 		return false, err
 	}
@@ -133,79 +130,61 @@ func (s *Store) lockRegistry(ctx context.Context, tx *sql.Tx, name, token string
 }
 
 // RemoveConsumer unregisters a named consumer and deletes its delivery
-// state, in batches, returning how many records it deleted. From its
+// state, in batches, returning how many state rows it deleted. From its
 // first step the consumer is out: a worker still running for it fails
-// its next claim with ErrUnknownConsumer, no message is handed over to
-// it, retention no longer waits for it, and AddConsumer of the name is
-// refused until the removal has finished. If it fails half way, running
-// it again finishes the clean-up. It is safe to retry. It returns an
-// error wrapping ErrUnknownConsumer if there was neither such a consumer
-// nor any state of one.
+// its next claim with ErrUnknownConsumer, retention no longer waits for
+// it, and AddConsumer of the name is refused until the removal has
+// finished. If it fails half way, running it again finishes the
+// clean-up. It is safe to retry. It returns an error wrapping
+// ErrUnknownConsumer if there is no such consumer.
 func (s *Store) RemoveConsumer(ctx context.Context, name string) (int, error) {
 	if err := validConsumerName(name); err != nil {
 		return 0, err
 	}
-	registered, err := s.markRemoving(ctx, name)
+	var id uint32
+	err := retryTransient(ctx, func() error {
+		if _, err := s.db.ExecContext(ctx, s.t.sql("UPDATE {consumers} SET removing = 1 WHERE name = ?"), name); err != nil {
+			return err
+		}
+		return s.db.QueryRowContext(ctx, s.t.sql("SELECT id FROM {consumers} WHERE name = ?"), name).Scan(&id)
+	})
+	if errors.Is(err, sql.ErrNoRows) {
+		return 0, fmt.Errorf("mysql store: remove consumer %q: %w", name, ErrUnknownConsumer)
+	}
 	if err != nil {
 		return 0, s.wrap("remove consumer "+name, err)
 	}
-	deleted, err := s.dropState(ctx, name)
-	if err != nil {
-		return deleted, s.wrap("remove consumer "+name, err)
+	deleted := 0
+	for _, table := range []string{"{state}", "{ranges}", "{gaps}"} {
+		for {
+			n, err := execRetrying(ctx, s.db, s.t.render("DELETE FROM "+table+" WHERE consumer_id = ? LIMIT "+strconv.Itoa(removeBatch), id))
+			if err != nil {
+				return deleted, s.wrap("remove consumer "+name, err)
+			}
+			if table == "{state}" {
+				deleted += int(n)
+			}
+			if n < removeBatch {
+				break
+			}
+		}
 	}
-	if _, err := execRetrying(ctx, s.db, unregisterSQL(s.t, name)); err != nil {
+	if _, err := execRetrying(ctx, s.db, s.t.render("DELETE FROM {consumers} WHERE id = ? AND removing = 1", id)); err != nil {
 		return deleted, s.wrap("remove consumer "+name, err)
-	}
-	if !registered && deleted == 0 {
-		return 0, fmt.Errorf("mysql store: remove consumer %q: %w", name, ErrUnknownConsumer)
 	}
 	return deleted, nil
 }
 
-// markRemoving marks consumer name as being removed and reports whether
-// it is registered (marked now, or by an earlier call or try).
-func (s *Store) markRemoving(ctx context.Context, name string) (registered bool, err error) {
-	err = retryTransient(ctx, func() error {
-		if _, err := markRemovingSQL(s.t, name).exec(ctx, s.db); err != nil {
-			return err
-		}
-		var removing bool
-		switch err := removingSQL(s.t, name).queryRow(ctx, s.db).Scan(&removing); {
-		case errors.Is(err, sql.ErrNoRows):
-			registered = false
-		case err != nil:
-			return err
-		default:
-			registered = true
-		}
-		return nil
-	})
-	return registered, err
-}
-
-// dropState deletes consumer name's delivery state in batches and returns
-// how many rows it deleted.
-func (s *Store) dropState(ctx context.Context, name string) (int, error) {
-	deleted := 0
-	for {
-		n, err := execRetrying(ctx, s.db, dropStateSQL(s.t, name, removeBatch))
-		if err != nil {
-			return deleted, err
-		}
-		deleted += int(n)
-		if n < removeBatch {
-			return deleted, nil
-		}
-	}
-}
-
-// removeBatch is how many state rows one statement of RemoveConsumer
-// deletes.
+// removeBatch is how many rows one statement of RemoveConsumer deletes.
 const removeBatch = 1000
 
-// Consumers lists the registered named consumers by name.
+// Consumers lists the registered named consumers by name. A consumer
+// started from the beginning is backfilling while its walk has not yet
+// passed the messages written before it was added.
 func (s *Store) Consumers(ctx context.Context) ([]ConsumerInfo, error) {
-	rows, err := consumersSQL(s.t).query(ctx, s.db)
+	rows, err := s.db.QueryContext(ctx, s.t.sql(`SELECT c.name, c.start_seq, c.walked, c.created_at, c.removing,
+	c.start_seq = 0 AND EXISTS (SELECT 1 FROM {outbox} o WHERE o.id > c.walked AND o.created_at <= c.created_at)
+FROM {consumers} c WHERE c.id <> 0 ORDER BY c.name`))
 	if err != nil {
 		return nil, s.wrap("consumers", err)
 	}
@@ -213,14 +192,17 @@ func (s *Store) Consumers(ctx context.Context) ([]ConsumerInfo, error) {
 	var out []ConsumerInfo
 	for rows.Next() {
 		var (
-			c       ConsumerInfo
-			cursor  sql.NullInt64
-			created dbTime
+			c               ConsumerInfo
+			startSeq, atSeq int64
+			created         dbTime
 		)
-		if err := rows.Scan(&c.Name, &c.StartSeq, &cursor, &created, &c.Removing); err != nil {
+		if err := rows.Scan(&c.Name, &startSeq, &atSeq, &created, &c.Removing, &c.Backfilling); err != nil {
 			return nil, s.wrap("consumers", err)
 		}
-		c.Backfilling, c.BackfillAt, c.CreatedAt = cursor.Valid, cursor.Int64, created.t
+		c.StartSeq, c.CreatedAt = startSeq+1, created.t
+		if c.Backfilling {
+			c.BackfillAt = atSeq
+		}
 		out = append(out, c)
 	}
 	if err := rows.Err(); err != nil {
@@ -229,50 +211,29 @@ func (s *Store) Consumers(ctx context.Context) ([]ConsumerInfo, error) {
 	return out, nil
 }
 
-// lockRegistrySQL locks the whole registry, waiting for the hand-overs
-// that hold it in share mode.
-func lockRegistrySQL(t *target) statement {
-	return t.render("SELECT name, removing, COALESCE(add_token, '') FROM {consumers} ORDER BY name FOR UPDATE")
-}
-
-// lastIDSQL reads the last message written (0: none).
-func lastIDSQL(t *target) statement {
-	return t.render("SELECT COALESCE(MAX(id), 0) FROM {outbox}")
-}
-
-// registerSQL registers consumer name, added by the call token: it gets
-// the messages from start on, and, with a cursor, is handed the older
-// ones over by backfill.
-func registerSQL(t *target, name string, start uint64, cursor sql.NullInt64, token string) statement {
-	return t.render("INSERT INTO {consumers} (name, start_seq, backfill_cursor, created_at, add_token) VALUES (?, ?, ?, UTC_TIMESTAMP(6), ?)", name, start, cursor, token)
-}
-
-// A removal marks the consumer, deletes its state in batches, then
-// unregisters it. A consumer marked removing is out of every hand-over,
-// claim and retention decision from the moment the mark commits.
-
-// markRemovingSQL marks consumer name as being removed.
-func markRemovingSQL(t *target, name string) statement {
-	return t.render("UPDATE {consumers} SET removing = 1 WHERE name = ?", name)
-}
-
-// removingSQL reads whether consumer name is being removed (no row: not
-// registered).
-func removingSQL(t *target, name string) statement {
-	return t.render("SELECT removing FROM {consumers} WHERE name = ?", name)
-}
-
-// dropStateSQL deletes up to limit rows of consumer name's state.
-func dropStateSQL(t *target, name string, limit int) statement {
-	return t.render("DELETE FROM {consumption} WHERE consumer = ? LIMIT ?", name, limit)
-}
-
-// unregisterSQL removes consumer name, once marked, from the registry.
-func unregisterSQL(t *target, name string) statement {
-	return t.render("DELETE FROM {consumers} WHERE name = ? AND removing = 1", name)
-}
-
-// consumersSQL lists the registry.
-func consumersSQL(t *target) statement {
-	return t.render("SELECT name, start_seq, backfill_cursor, created_at, removing FROM {consumers} ORDER BY name")
+// resolve returns the channel's target: for a named consumer, with its
+// id from the registry (ErrUnknownConsumer if it has none).
+func (s *channel) resolve(ctx context.Context) (*target, error) {
+	if s.consumer == "" {
+		return s.t, nil
+	}
+	var (
+		id       uint32
+		removing bool
+	)
+	err := retryTransient(ctx, func() error {
+		return s.db.QueryRowContext(ctx, s.t.sql("SELECT id, removing FROM {consumers} WHERE name = ?"), s.consumer).Scan(&id, &removing)
+	})
+	switch {
+	case errors.Is(err, sql.ErrNoRows) || (err == nil && removing):
+		return nil, fmt.Errorf("%s: %w", s.what, ErrUnknownConsumer)
+	case err != nil:
+		return nil, s.wrap("read the consumer registry", err)
+	}
+	s.targetsMu.Lock()
+	defer s.targetsMu.Unlock()
+	if s.named == nil || s.named.consumerID != id {
+		s.named = newTarget(s.table, id, s.purgeDead)
+	}
+	return s.named, nil
 }

@@ -291,13 +291,13 @@ func TestRetentionWaitsForTheSlowestConsumer(t *testing.T) {
 		Breaker: outbox.SinkBreaker{MaxProbeInterval: 10 * time.Millisecond}})
 	outboxtest.Eventually(t, "slow has tried everything once", func() bool {
 		st := statsOf(t, consumer(t, s, "slow"))
-		return st.Dead == 1 && st.Leased == 0 && count("SELECT COUNT(*) FROM room_outbox_consumption WHERE consumer = 'slow' AND retry_count > 0") == n/2+1
+		return st.Dead == 1 && st.Leased == 0 && count("SELECT COUNT(*) FROM room_outbox_state s JOIN room_outbox_consumers c ON c.id = s.consumer_id WHERE c.name = 'slow' AND s.retry_count > 0") == n/2+1
 	})
 	stopSlow()
 
 	require.Equal(t, n/2-1, purge(s), "room-0 and room-1 but the dead letter")
 	require.Equal(t, n/2+1, count("SELECT COUNT(*) FROM room_outbox"))
-	require.Zero(t, count("SELECT COUNT(*) FROM room_outbox_consumption c LEFT JOIN room_outbox o ON o.id = c.msg_id WHERE o.id IS NULL"),
+	require.Zero(t, count("SELECT COUNT(*) FROM room_outbox_state s LEFT JOIN room_outbox o ON o.id = s.id WHERE o.id IS NULL"),
 		"the consumers' state went with the messages")
 	_, err := s.Get(ctx, "m-0004")
 	require.ErrorIs(t, err, outbox.ErrNotFound)
@@ -315,9 +315,9 @@ func TestRetentionWaitsForTheSlowestConsumer(t *testing.T) {
 	deleted, err := s.RemoveConsumer(ctx, "slow")
 	require.NoError(t, err)
 	require.Equal(t, n/2, deleted)
-	require.Equal(t, n/2, purge(s))
-	require.Zero(t, count("SELECT COUNT(*) FROM room_outbox"))
-	require.Zero(t, count("SELECT COUNT(*) FROM room_outbox_consumption"))
+	require.Equal(t, n/2-1, purge(s), "all but the last message written, which retention keeps (LOG-DESIGN.md, the AUTO_INCREMENT counter)")
+	require.Equal(t, 1, count("SELECT COUNT(*) FROM room_outbox"))
+	require.Zero(t, count("SELECT COUNT(*) FROM room_outbox_state"))
 	_, err = s.RemoveConsumer(ctx, "slow")
 	require.ErrorIs(t, err, mysql.ErrUnknownConsumer)
 	_, err = consumer(t, s, "slow").Claim(ctx, backend.ClaimParams{Owner: "w", Limit: 1, LeaseFor: time.Second})
@@ -344,7 +344,7 @@ func TestRetentionWaitsForABackfill(t *testing.T) {
 	outboxtest.Eventually(t, "late is done", func() bool { return late.Distinct() == 30 && statsOf(t, consumer(t, s, "late")).Pending == 0 })
 	deleted, err = s.PurgePublished(ctx, time.Microsecond, 100)
 	require.NoError(t, err)
-	require.Equal(t, 30, deleted)
+	require.Equal(t, 29, deleted, "all but the last message written")
 }
 
 func TestConsumerNamesAndStartAreValidated(t *testing.T) {

@@ -3,7 +3,6 @@ package mysql
 import (
 	"context"
 	"database/sql"
-	"errors"
 	"fmt"
 	"time"
 
@@ -21,8 +20,8 @@ func (s *Store) Consumer(name string) (*ConsumerStore, error) {
 	}
 	return &ConsumerStore{
 		channel: channel{
-			db: s.db, table: s.table, what: fmt.Sprintf("mysql store: consumer %q", name), t: newTarget(s.table, name, s.purgeDead),
-			maxClaimBytes: s.maxClaimBytes,
+			db: s.db, table: s.table, what: fmt.Sprintf("mysql store: consumer %q", name), t: s.t,
+			consumer: name, purgeDead: s.purgeDead, maxClaimBytes: s.maxClaimBytes, gapTimeout: s.gapTimeout,
 		},
 		parent: s,
 		name:   name,
@@ -91,8 +90,10 @@ func (c *ConsumerStore) Enqueue(ctx context.Context, tx backend.Execer, opts *ba
 	return nil
 }
 
-// enqueueWithHeadStart writes msgs to the outbox, due at once, and this
-// consumer's records of them, due after headStart, through tx.
+// enqueueWithHeadStart writes msgs to the outbox, and this consumer's
+// state rows of them, due after headStart, through tx: its walk passes
+// them over, and its claims take them when they are due. Only messages
+// past the consumer's start get one.
 func (c *ConsumerStore) enqueueWithHeadStart(ctx context.Context, tx backend.Execer, headStart time.Duration, msgs []backend.Message) error {
 	if err := c.parent.Enqueue(ctx, tx, nil, msgs...); err != nil {
 		return err
@@ -103,7 +104,11 @@ func (c *ConsumerStore) enqueueWithHeadStart(ctx context.Context, tx backend.Exe
 	}
 	for len(ids) > 0 {
 		n := min(len(ids), headStartRowsBatch)
-		if _, err := headStartRowsSQL(c.t, c.name, headStart, ids[:n]).exec(ctx, tx); err != nil {
+		args := append([]any{headStart.Microseconds(), c.name}, anyArgs(ids[:n])...)
+		if _, err := c.t.renderList(`INSERT IGNORE INTO {state} (consumer_id, id, event_key, next_attempt_at)
+SELECT k.id, o.id, o.event_key, UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND
+FROM {outbox} o JOIN {consumers} k ON k.name = ? AND k.removing = 0 AND o.id > k.start_seq
+WHERE o.event_id IN ({list})`, n, args...).exec(ctx, tx); err != nil {
 			return c.wrap("enqueue: the head start", err)
 		}
 		ids = ids[n:]
@@ -111,102 +116,37 @@ func (c *ConsumerStore) enqueueWithHeadStart(ctx context.Context, tx backend.Exe
 	return nil
 }
 
-// headStartRowsBatch is how many messages one headStartRowsSQL names.
+// headStartRowsBatch is how many messages one statement of the head
+// start names.
 const headStartRowsBatch = 1000
 
-// headStartRowsSQL writes consumer name's rows of the messages ids, due
-// headStart from now: those past its start and not below a backfill in
-// progress, as handOverSQL would hand them over. The hand-over finds
-// them there and leaves them as they are.
-func headStartRowsSQL(t *target, name string, headStart time.Duration, ids []string) statement {
-	args := []any{headStart.Microseconds(), name}
-	for _, id := range ids {
-		args = append(args, id)
-	}
-	return t.renderList("INSERT INTO {consumption} (consumer, msg_id, event_id, event_key, event_type, created_at, next_attempt_at) SELECT k.name, o.id, o.event_id, o.event_key, o.event_type, o.created_at, UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND FROM {outbox} o JOIN {consumers} k ON k.name = ? AND k.removing = 0 AND k.start_seq <= o.id AND (k.backfill_cursor IS NULL OR o.id <= k.backfill_cursor) WHERE o.event_id IN ({list}) ON DUPLICATE KEY UPDATE msg_id = msg_id", len(ids), args...)
-}
-
 // Get returns the message with ID id as this consumer sees it: its own
-// status, attempts and last error. A message that is to reach the
-// consumer but has not been handed over yet is pending with no attempts.
-// A message the consumer is not to get is ErrNotFound.
+// status, attempts and last error. A message written before the
+// consumer started is ErrNotFound.
 func (c *ConsumerStore) Get(ctx context.Context, id string) (outbox.Record, error) {
-	rec, err := c.get(ctx, id)
-	if !errors.Is(err, outbox.ErrNotFound) {
-		return rec, err
+	return c.get(ctx, id)
+}
+
+// EndHeadStart makes those of ids whose head start this consumer's
+// Enqueue gave (pending, never attempted, not leased, not yet due) due
+// at once. It returns how many it changed.
+func (c *ConsumerStore) EndHeadStart(ctx context.Context, ids []string) (int, error) {
+	if len(ids) == 0 {
+		return 0, nil
 	}
-	msg, err := c.parent.get(ctx, id)
+	if len(ids) > backend.MaxClaimLimit {
+		return 0, fmt.Errorf("%s: end head start: %d IDs: more than %d", c.what, len(ids), backend.MaxClaimLimit)
+	}
+	t, err := c.resolve(ctx)
 	if err != nil {
-		if errors.Is(err, outbox.ErrNotFound) {
-			return outbox.Record{}, fmt.Errorf("%s: get %q: %w", c.what, id, outbox.ErrNotFound)
-		}
-		return msg, err
+		return 0, err
 	}
-	var start int64
-	switch err := startSQL(c.t, c.name).queryRow(ctx, c.db).Scan(&start); {
-	case errors.Is(err, sql.ErrNoRows):
-		return outbox.Record{}, fmt.Errorf("%s: get %q: %w", c.what, id, ErrUnknownConsumer)
-	case err != nil:
-		return outbox.Record{}, c.wrap("get", err)
-	case msg.Seq < start:
-		return outbox.Record{}, fmt.Errorf("%s: get %q: written before the consumer started: %w", c.what, id, outbox.ErrNotFound)
-	}
-	// Not handed over yet: pending for the consumer, due since it was
-	// written.
-	msg.Status, msg.Attempts, msg.LastError = outbox.StatusPending, 0, ""
-	msg.NextAttemptAt, msg.PublishedAt = msg.EnqueuedAt, time.Time{}
-	return msg, nil
-}
-
-// Claim is Store.Claim for this consumer. It first hands the oldest
-// messages not yet handed over to the named consumers (500 of them, or
-// p.Limit if that is more), and, while this consumer is backfilling, the
-// next p.Limit retained messages; each in a short transaction of its own.
-// It fails with ErrUnknownConsumer if the consumer is not registered.
-func (c *ConsumerStore) Claim(ctx context.Context, p backend.ClaimParams) (backend.Batch, error) {
-	if err := c.prepareClaim(ctx, p); err != nil {
-		return backend.Batch{}, err
-	}
-	return c.channel.Claim(ctx, p)
-}
-
-// SettleAndClaim is Store.SettleAndClaim for this consumer, with the
-// hand-over of Claim before it.
-func (c *ConsumerStore) SettleAndClaim(ctx context.Context, st backend.Settlement, p backend.ClaimParams) (backend.SettleResult, backend.Batch, error) {
-	if err := c.prepareClaim(ctx, p); err != nil {
-		return backend.SettleResult{}, backend.Batch{}, err
-	}
-	return c.channel.SettleAndClaim(ctx, st, p)
-}
-
-// prepareClaim hands messages over to the named consumers, and the next
-// ones of a backfill to this one, before a claim.
-func (c *ConsumerStore) prepareClaim(ctx context.Context, p backend.ClaimParams) error {
-	if err := validateClaim(p); err != nil {
-		return err
-	}
-	backfilling, err := c.parent.handOver(ctx, c.name, max(p.Limit, handOverBatch))
+	n, err := execRetrying(ctx, c.db, t.renderList(`UPDATE {state} s JOIN {outbox} o ON o.id = s.id
+SET s.next_attempt_at = UTC_TIMESTAMP(6)
+WHERE s.consumer_id = {c} AND o.event_id IN ({list}) AND s.status = 'pending' AND s.retry_count = 0 AND s.lease_token = 0
+	AND s.next_attempt_at > UTC_TIMESTAMP(6)`, len(ids), anyArgs(ids)...))
 	if err != nil {
-		if errors.Is(err, ErrUnknownConsumer) {
-			return fmt.Errorf("%s: claim: %w", c.what, err)
-		}
-		return c.wrap("claim: hand over", err)
+		return 0, c.wrap("end head start", err)
 	}
-	if backfilling && len(p.IDs) == 0 {
-		if err := c.parent.backfill(ctx, c.name, p.Limit); err != nil {
-			return c.wrap("claim: backfill", err)
-		}
-	}
-	return nil
-}
-
-// handOverBatch is the fewest messages one claim hands over: more than a
-// claim takes, so that the hand-over stays ahead of the claims, and an
-// after-commit claim finds its messages handed over unless a backlog of
-// that size waits before them.
-const handOverBatch = 500
-
-// startSQL reads the first message consumer name gets without backfill.
-func startSQL(t *target, name string) statement {
-	return t.render("SELECT start_seq FROM {consumers} WHERE name = ? AND removing = 0", name)
+	return int(n), nil
 }

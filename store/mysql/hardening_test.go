@@ -3,9 +3,7 @@ package mysql_test
 import (
 	"context"
 	"database/sql"
-	"errors"
 	"fmt"
-	"log/slog"
 	"strings"
 	"testing"
 	"time"
@@ -15,7 +13,6 @@ import (
 	"github.com/outboxrelay/outboxrelay/internal/testutil"
 	"github.com/outboxrelay/outboxrelay/outbox"
 	"github.com/outboxrelay/outboxrelay/outbox/backend"
-	"github.com/outboxrelay/outboxrelay/outbox/outboxtest"
 	"github.com/outboxrelay/outboxrelay/store/mysql"
 )
 
@@ -42,52 +39,6 @@ func lockWaitSeen(t *testing.T, db *sql.DB, dbName string) <-chan struct{} {
 	return seen
 }
 
-// TestSettleFailureOfOneGroupKeepsTheOthers: a statement of a settle that
-// fails (here a trigger refuses to publish one record) does not take the
-// batch's other outcomes with it, and exactly the dead letters that were
-// written are reported, by the store and by the worker.
-func TestSettleFailureOfOneGroupKeepsTheOthers(t *testing.T) {
-	d := testutil.NewDatabase(t)
-	ctx := context.Background()
-	s := newStore(t, d.DB)
-	_, err := d.DB.ExecContext(ctx, "CREATE TRIGGER refuse BEFORE UPDATE ON "+testTable+" FOR EACH ROW"+
-		" IF NEW.status = 'published' AND NEW.event_id = 'poison' THEN SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'refused'; END IF")
-	require.NoError(t, err)
-	ms := []outbox.Message{{ID: "dead-1", Type: "T"}, {ID: "poison", Type: "T"}, {ID: "retry-1", Type: "T"}, {ID: "dead-2", Type: "T"}}
-	require.NoError(t, s.Enqueue(ctx, d.DB, nil, ms...))
-
-	onDead := make(chan string, 10)
-	sink := outbox.SinkFunc(func(_ context.Context, m outbox.Message) error {
-		switch {
-		case strings.HasPrefix(m.ID, "dead"):
-			return outbox.Permanent(errors.New("gone"))
-		case m.ID == "retry-1":
-			return errors.New("busy")
-		}
-		return nil
-	})
-	w, err := outbox.NewWorker(s, sink, outbox.WorkerOptions{Logger: outboxtest.Logger(t),
-		OnDead: func(_ context.Context, r outbox.Record, _ error) { onDead <- r.ID }})
-	require.NoError(t, err)
-	res, err := w.ProcessBatch(ctx)
-	require.ErrorContains(t, err, "refused")
-	require.Equal(t, 2, res.Dead)
-	close(onDead)
-	var reported []string
-	for id := range onDead {
-		reported = append(reported, id)
-	}
-	require.ElementsMatch(t, []string{"dead-1", "dead-2"}, reported)
-	for id, want := range map[string]outbox.Status{"dead-1": outbox.StatusDead, "dead-2": outbox.StatusDead, "retry-1": outbox.StatusPending, "poison": outbox.StatusPending} {
-		r, err := s.Get(ctx, id)
-		require.NoError(t, err)
-		require.Equal(t, want, r.Status, id)
-		if id == "retry-1" {
-			require.Equal(t, 1, r.Attempts, "the failed attempt is recorded although another outcome was refused")
-		}
-	}
-}
-
 // TestPurgeWaitsForARequeueOfANamedConsumersDeadLetter: with PurgeDead, a
 // purge that meets a named consumer's dead letter while it is being
 // requeued must not delete it (or its message).
@@ -98,7 +49,9 @@ func TestPurgeWaitsForARequeueOfANamedConsumersDeadLetter(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, s.Migrate(ctx))
 	require.NoError(t, s.AddConsumer(ctx, "activity", mysql.StartNow))
-	require.NoError(t, s.Enqueue(ctx, d.DB, nil, outbox.Message{ID: "m", Type: "T"}))
+	// "last" keeps "m" from being the log's last message, which
+	// retention never deletes.
+	require.NoError(t, s.Enqueue(ctx, d.DB, nil, outbox.Message{ID: "m", Type: "T"}, outbox.Message{ID: "last", Type: "T"}))
 	b, err := s.Claim(ctx, backend.ClaimParams{Owner: "t", Limit: 1, LeaseFor: time.Minute})
 	require.NoError(t, err)
 	_, err = s.Settle(ctx, b.Token, []backend.Outcome{{ID: "m", Kind: backend.OutcomePublished}})
@@ -114,7 +67,7 @@ func TestPurgeWaitsForARequeueOfANamedConsumersDeadLetter(t *testing.T) {
 	// dead letter pending and not committed yet.
 	tx, err := d.DB.BeginTx(ctx, nil)
 	require.NoError(t, err)
-	_, err = tx.ExecContext(ctx, "UPDATE "+testTable+"_consumption SET status = 'pending', retry_count = 0 WHERE consumer = 'activity'")
+	_, err = tx.ExecContext(ctx, "UPDATE "+testTable+"_state s JOIN "+testTable+"_consumers c ON c.id = s.consumer_id SET s.status = 'pending', s.retry_count = 0 WHERE c.name = 'activity'")
 	require.NoError(t, err)
 	purged := make(chan int, 1)
 	go func() {
@@ -126,61 +79,24 @@ func TestPurgeWaitsForARequeueOfANamedConsumersDeadLetter(t *testing.T) {
 	}()
 	<-lockWaitSeen(t, d.DB, d.Name)
 	require.NoError(t, tx.Commit())
-	require.Zero(t, <-purged, "the requeued message is pending for activity again")
+	require.Zero(t, <-purged, "the requeued message is pending for activity again (and last is the log's last)")
 	r, err := activity.Get(ctx, "m")
 	require.NoError(t, err)
 	require.Equal(t, outbox.StatusPending, r.Status)
 }
 
-// TestNamedConsumersFinishTimeAgesItsRecord: retention counts a message's
-// age from the moment every consumer finished with it; a named consumer's
-// dead letter of a minute ago holds its message, however long ago the
-// default consumer published it.
-func TestNamedConsumersFinishTimeAgesItsRecord(t *testing.T) {
-	d := testutil.NewDatabase(t)
-	ctx := context.Background()
-	s, err := mysql.New(d.DB, mysql.Options{Table: testTable, PurgeDead: true})
-	require.NoError(t, err)
-	require.NoError(t, s.Migrate(ctx))
-	require.NoError(t, s.AddConsumer(ctx, "activity", mysql.StartNow))
-	require.NoError(t, s.Enqueue(ctx, d.DB, nil, outbox.Message{ID: "m", Type: "T"}))
-	b, err := s.Claim(ctx, backend.ClaimParams{Owner: "t", Limit: 1, LeaseFor: time.Minute})
-	require.NoError(t, err)
-	_, err = s.Settle(ctx, b.Token, []backend.Outcome{{ID: "m", Kind: backend.OutcomePublished}})
-	require.NoError(t, err)
-	_, err = d.DB.ExecContext(ctx, "UPDATE "+testTable+" SET next_attempt_at = next_attempt_at - INTERVAL 1 HOUR")
-	require.NoError(t, err)
-	activity := consumer(t, s, "activity")
-	b, err = activity.Claim(ctx, backend.ClaimParams{Owner: "t", Limit: 1, LeaseFor: time.Minute})
-	require.NoError(t, err)
-	_, err = activity.Settle(ctx, b.Token, []backend.Outcome{{ID: "m", Kind: backend.OutcomeDead, Error: "x"}})
-	require.NoError(t, err)
-
-	n, err := s.PurgePublished(ctx, 10*time.Minute, 10)
-	require.NoError(t, err)
-	require.Zero(t, n, "activity gave up on it just now")
-	c, err := s.CountPurgeable(ctx, 10*time.Minute)
-	require.NoError(t, err)
-	require.Zero(t, c)
-	age(t, d, "m", time.Hour)
-	n, err = s.PurgePublished(ctx, 10*time.Minute, 10)
-	require.NoError(t, err)
-	require.Equal(t, 1, n)
-}
-
-// age moves every consumer's finish time of message id back by ago.
+// age moves the time message id was written back by ago (retention
+// counts a message's age from then).
 func age(t *testing.T, d *testutil.Database, id string, ago time.Duration) {
 	t.Helper()
-	for _, table := range []string{testTable, testTable + "_consumption"} {
-		_, err := d.DB.Exec("UPDATE "+table+" SET next_attempt_at = next_attempt_at - INTERVAL ? MICROSECOND WHERE event_id = ?", ago.Microseconds(), id)
-		require.NoError(t, err)
-	}
+	_, err := d.DB.Exec("UPDATE "+testTable+" SET created_at = created_at - INTERVAL ? MICROSECOND WHERE event_id = ?", ago.Microseconds(), id)
+	require.NoError(t, err)
 }
 
-// TestPurgeDoesNotPassOverALockedRecord: a finished record that someone
-// holds a lock on at that moment (an empty claim's range scan ends on the
-// oldest published record and locks it briefly) is deleted by the purge
-// that meets it, not passed over until the sweep comes round again.
+// TestPurgeDoesNotPassOverALockedRecord: a finished message that someone
+// holds a lock on at that moment (a settle in progress) is deleted by
+// the purge that meets it, not passed over until the sweep comes round
+// again.
 func TestPurgeDoesNotPassOverALockedRecord(t *testing.T) {
 	d := testutil.NewDatabase(t)
 	ctx := context.Background()
@@ -200,7 +116,7 @@ func TestPurgeDoesNotPassOverALockedRecord(t *testing.T) {
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = tx.Rollback() })
 	var id string
-	require.NoError(t, tx.QueryRowContext(ctx, "SELECT event_id FROM "+testTable+" ORDER BY next_attempt_at, id LIMIT 1 FOR UPDATE").Scan(&id))
+	require.NoError(t, tx.QueryRowContext(ctx, "SELECT event_id FROM "+testTable+" ORDER BY id LIMIT 1 FOR UPDATE").Scan(&id))
 	purged := make(chan int, 1)
 	go func() {
 		n, err := s.PurgePublished(ctx, time.Microsecond, 5)
@@ -254,9 +170,12 @@ func TestRequeuedRecordWaitsOnlyForItsKeyInFlight(t *testing.T) {
 						require.NoError(t, err)
 						return b
 					}
-					b := claim(true)
+					// One record: an ordered claim may take a key's records
+					// together, in order.
+					b, err := ch.Claim(ctx, backend.ClaimParams{Owner: "t", Limit: 1, LeaseFor: time.Hour, Ordered: true})
+					require.NoError(t, err)
 					require.Equal(t, []string{"k1"}, recordIDs(b.Records))
-					_, err := ch.Settle(ctx, b.Token, []backend.Outcome{{ID: "k1", Kind: backend.OutcomeDead, Error: "x"}})
+					_, err = ch.Settle(ctx, b.Token, []backend.Outcome{{ID: "k1", Kind: backend.OutcomeDead, Error: "x"}})
 					require.NoError(t, err)
 					inFlight := claim(true)
 					require.Equal(t, []string{"k2"}, recordIDs(inFlight.Records))
@@ -285,6 +204,42 @@ func TestRequeuedRecordWaitsOnlyForItsKeyInFlight(t *testing.T) {
 			}
 		}
 	}
+}
+
+// TestRequeuedRecordWaitsForALaterOneRetried: as
+// TestRequeuedRecordWaitsOnlyForItsKeyInFlight, with the later record
+// in flight from its state row (it failed once) rather than from the
+// log: a dead letter requeued meanwhile is its key's oldest pending
+// record, and must still wait for it.
+func TestRequeuedRecordWaitsForALaterOneRetried(t *testing.T) {
+	d := testutil.NewDatabase(t)
+	ctx := context.Background()
+	s := newStore(t, d.DB)
+	require.NoError(t, s.Enqueue(ctx, d.DB, nil, outbox.Message{ID: "k1", Key: "K", Type: "T"}, outbox.Message{ID: "k2", Key: "K", Type: "T"}))
+	claim := func(limit int) backend.Batch {
+		t.Helper()
+		b, err := s.Claim(ctx, backend.ClaimParams{Owner: "t", Limit: limit, LeaseFor: time.Hour, Ordered: true})
+		require.NoError(t, err)
+		return b
+	}
+	settle := func(b backend.Batch, o backend.Outcome) {
+		t.Helper()
+		res, err := s.Settle(ctx, b.Token, []backend.Outcome{o})
+		require.NoError(t, err)
+		require.Equal(t, 1, res.Applied)
+	}
+	b := claim(1)
+	require.Equal(t, []string{"k1"}, recordIDs(b.Records))
+	settle(b, backend.Outcome{ID: "k1", Kind: backend.OutcomeDead, Error: "x"})
+	b = claim(10)
+	require.Equal(t, []string{"k2"}, recordIDs(b.Records))
+	settle(b, backend.Outcome{ID: "k2", Kind: backend.OutcomeRetry, Error: "once"})
+	inFlight := claim(10)
+	require.Equal(t, []string{"k2"}, recordIDs(inFlight.Records), "k2 again, from its state row")
+	require.NoError(t, s.Requeue(ctx, "k1"))
+	require.Zero(t, claim(10).Len(), "k2 is in flight: k1 must wait")
+	settle(inFlight, backend.Outcome{ID: "k2", Kind: backend.OutcomePublished})
+	require.Equal(t, []string{"k1"}, recordIDs(claim(10).Records))
 }
 
 // TestAddConsumerAfterALostCommit: AddConsumer whose commit reply was
@@ -332,7 +287,7 @@ func TestReAddingAConsumerWhoseRemovalDidNotFinish(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, 1, b.Len(), "the old consumer has rows")
 
-	failing := newStoreOn(t, faultyDB(t, d.DSN, onceFor(faultFail, "DELETE FROM `"+testTable+"_consumption`")))
+	failing := newStoreOn(t, faultyDB(t, d.DSN, onceFor(faultFail, "DELETE FROM `"+testTable+"_state`")))
 	_, err = failing.RemoveConsumer(ctx, "activity")
 	require.ErrorIs(t, err, errInjected)
 
@@ -399,69 +354,4 @@ func TestEnqueueBoundsPayloadAndHeaders(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, r.Payload, mysql.DefaultMaxPayloadBytes)
 	require.Equal(t, atLimit.Headers, r.Headers)
-}
-
-// TestOrderedPublishNowBehindAWorkersClaim (issue 28, defect 2): an
-// ordered PublishNow whose record a concurrent claim holds (SKIP LOCKED
-// passes it over) used to return nil without publishing, leaving the
-// message under its head start (about 1 call in 100, up to 15% just after
-// a worker started). It now says it left the message to the worker, and
-// the message is due at once.
-func TestOrderedPublishNowBehindAWorkersClaim(t *testing.T) {
-	d := testutil.NewDatabase(t)
-	ctx := context.Background()
-	s := newStore(t, d.DB)
-	rec := outboxtest.NewRecorder()
-	// StoreTimeout only bounds a hang: PublishNow waits for the claim. The
-	// worker's debug line after its claim tells the test when to let the
-	// claim go.
-	claimed := make(chan struct{}, 1)
-	logger := slog.New(signalHandler{Handler: outboxtest.Logger(t).Handler(), msg: "skipped messages", ch: claimed})
-	w, err := outbox.NewWorker(s, rec, outbox.WorkerOptions{Ordering: true, StoreTimeout: time.Minute, Logger: logger})
-	require.NoError(t, err)
-	m := outbox.Message{ID: "held", Key: "room-1", Type: "T"}
-	require.NoError(t, s.Enqueue(ctx, d.DB, &outbox.EnqueueOptions{HeadStart: time.Hour}, m))
-
-	claim, err := d.DB.BeginTx(ctx, nil)
-	require.NoError(t, err)
-	defer func() { _ = claim.Rollback() }()
-	var id int64
-	require.NoError(t, claim.QueryRowContext(ctx, "SELECT id FROM "+testTable+" WHERE event_id = 'held' FOR UPDATE").Scan(&id))
-	published := make(chan error, 1)
-	go func() { published <- w.PublishNow(ctx, m) }()
-	<-claimed // PublishNow's claim passed the record over
-	require.NoError(t, claim.Rollback())
-	err = <-published // 963872d: nil, and the message waits out its hour
-	require.ErrorIs(t, err, outbox.ErrLeftToWorker, "PublishNow did not publish: it must say so")
-	require.ErrorContains(t, err, "a worker's claim")
-	require.Zero(t, rec.Len())
-	res, err := w.ProcessBatch(ctx)
-	require.NoError(t, err)
-	require.Equal(t, 1, res.Published, "due at once, not when the hour-long head start ends")
-}
-
-// signalHandler is a slog handler that sends on ch when a record whose
-// message contains msg is handled.
-type signalHandler struct {
-	slog.Handler
-	msg string
-	ch  chan struct{}
-}
-
-func (h signalHandler) Handle(ctx context.Context, r slog.Record) error {
-	if strings.Contains(r.Message, h.msg) {
-		select {
-		case h.ch <- struct{}{}:
-		default:
-		}
-	}
-	return h.Handler.Handle(ctx, r)
-}
-
-func (h signalHandler) WithAttrs(as []slog.Attr) slog.Handler {
-	return signalHandler{Handler: h.Handler.WithAttrs(as), msg: h.msg, ch: h.ch}
-}
-
-func (h signalHandler) WithGroup(name string) slog.Handler {
-	return signalHandler{Handler: h.Handler.WithGroup(name), msg: h.msg, ch: h.ch}
 }

@@ -10,7 +10,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/outboxrelay/outboxrelay/internal/testutil"
-	"github.com/outboxrelay/outboxrelay/outbox/backend"
 	"github.com/outboxrelay/outboxrelay/outbox/outboxtest"
 	"github.com/outboxrelay/outboxrelay/store/mysql"
 )
@@ -21,7 +20,8 @@ import (
 // on its own. While a later batch waits for a row another transaction
 // holds, the rows of the batches before it are free: a settle of the
 // table's first record does not wait, a claim takes it, and a writer
-// inserts.
+// inserts. (Claims wait for the tables of version 9: a claim of version
+// 8 ran here until then.)
 // (963872d ran the step as one UPDATE over the table under REPEATABLE
 // READ: held open, it locked every row it had read and the claim got
 // nothing.)
@@ -74,18 +74,12 @@ func TestDataStepsHoldOneBatch(t *testing.T) {
 	require.NoError(t, err)
 	_, err = conn.ExecContext(ctx, "INSERT INTO room_outbox (event_id, event_type, payload, created_at, next_attempt_at) VALUES ('written', 'T', 'p', UTC_TIMESTAMP(6), UTC_TIMESTAMP(6) + INTERVAL 1 HOUR)")
 	require.NoError(t, err, "a writer inserts at the end of the table")
-	b, err := newStoreOn(t, d.DB).Claim(ctx, backend.ClaimParams{Owner: "t", Limit: 10, LeaseFor: time.Minute, IDs: []string{"first"}})
-	require.NoError(t, err)
-	require.Equal(t, []string{"first"}, recordIDs(b.Records), "a claim is not kept off the record")
-	_, err = newStoreOn(t, d.DB).Settle(ctx, b.Token, []backend.Outcome{{ID: "first", Kind: backend.OutcomeRelease}})
-	require.NoError(t, err)
-
 	require.NoError(t, blocker.Rollback())
 	require.NoError(t, <-migrated)
 	require.NoError(t, s.Verify(ctx))
 	after := snapshot(t, d.DB)
 	require.Len(t, after, len(before)+1, "and the record written meanwhile")
-	require.Equal(t, before[1:], after[1:len(before)], "every row and field kept (the first record, claimed and released, is due again: %d published around record %d)", 3000, middle)
+	require.Equal(t, before, after[:len(before)], "every row and field kept (%d published around record %d)", 3000, middle)
 }
 
 // TestDataStepsCopyEveryBatch: a data step in batches of 3 copies every
@@ -108,7 +102,9 @@ func TestDataStepsCopyEveryBatch(t *testing.T) {
 	})
 	s, err := mysql.New(d.DB, mysql.Options{Table: testTable})
 	require.NoError(t, err)
-	require.NoError(t, s.MigrateWith(ctx, mysql.MigrateOptions{BatchSize: 3}))
+	// The cut-over to version 9 counts the leases the copy made: all of
+	// them, or it would not wait for their workers.
+	require.ErrorContains(t, s.MigrateWith(ctx, mysql.MigrateOptions{BatchSize: 3}), "30 records are leased to workers of version 8")
 	id := leaseIDOf(t, token)
 	require.Equal(t, 10, countWhere(t, d.DB, "room_outbox", "lease_id = "+id))
 	require.Equal(t, 20, countWhere(t, d.DB, "room_outbox_consumption", "lease_id = "+id))

@@ -15,7 +15,7 @@ import (
 // A multi-row Enqueue reserves the AUTO_INCREMENT values of all its rows
 // at its first row, then inserts the rows one by one: while it is
 // between two rows, a later writer's message may commit above an ID that
-// has no row yet and no lock on it (LOG-DESIGN-DRAFT.md, F2). A store
+// has no row yet and no lock on it (LOG-DESIGN.md, F2). A store
 // that reads the outbox past a position must not pass that ID. A test
 // trigger holds the second row back for a second.
 func TestGapOfAMultiRowInsertIsNotSkipped(t *testing.T) {

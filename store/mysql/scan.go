@@ -5,7 +5,6 @@ import (
 	"database/sql"
 	"encoding/json"
 	"fmt"
-	"math"
 	"strings"
 	"time"
 
@@ -135,88 +134,6 @@ func (b *byteBudget) take(size int) bool {
 	b.left -= size
 	b.taken++
 	return true
-}
-
-// fill reads payload and headers from the outbox table for records read
-// from a consumption table (a plain read: the outbox rows are not
-// locked), in id order while budget has room, and returns the records
-// whose message is gone (purged between a consumer's hand-over and now)
-// apart. Records the budget had no room for are left out of both. For the
-// outbox table itself it returns rows as they are.
-func (s *channel) fill(ctx context.Context, q querier, budget *byteBudget, rows []scannedRecord) (filled []scannedRecord, orphans []uint64, err error) {
-	if s.t.consumer == "" || len(rows) == 0 {
-		return rows, nil, nil
-	}
-	bodies, cut, err := s.readBodies(ctx, q, budget, rows)
-	if err != nil {
-		return nil, nil, err
-	}
-	filled = rows[:0:0]
-	for _, r := range rows {
-		b, ok := bodies[r.seq]
-		switch {
-		case !ok && r.seq >= cut:
-			continue
-		case !ok:
-			orphans = append(orphans, r.seq)
-			continue
-		}
-		r.rec.Payload = b.payload
-		if r.rec.Payload == nil {
-			r.rec.Payload = []byte{}
-		}
-		r.rec.Headers, r.decodeErr = decodeHeaders(b.headers)
-		if !b.occurred.t.IsZero() {
-			r.rec.CreatedAt = b.occurred.t
-		}
-		filled = append(filled, r)
-	}
-	return filled, orphans, nil
-}
-
-// body is what fill reads of a message from the outbox table.
-type body struct {
-	payload  []byte
-	headers  sql.NullString
-	occurred dbTime
-}
-
-// readBodies reads the bodies of the messages of rows, in id order, while
-// budget has room; cut is the first message it had no room for
-// (math.MaxUint64: none).
-func (s *channel) readBodies(ctx context.Context, q querier, budget *byteBudget, rows []scannedRecord) (bodies map[uint64]body, cut uint64, err error) {
-	res, err := contentSQL(s.t, rows).query(ctx, q)
-	if err != nil {
-		return nil, 0, err
-	}
-	defer res.Close()
-	bodies = make(map[uint64]body, len(rows))
-	cut = math.MaxUint64
-	for res.Next() {
-		var (
-			seq uint64
-			b   body
-		)
-		if err := res.Scan(&seq, &b.payload, &b.headers, &b.occurred); err != nil {
-			return nil, 0, err
-		}
-		if !budget.take(len(b.payload) + len(b.headers.String)) {
-			cut = seq
-			break
-		}
-		bodies[seq] = b
-	}
-	return bodies, cut, res.Err()
-}
-
-// contentSQL reads the bodies of the messages of rows from the outbox
-// table.
-func contentSQL(t *target, rows []scannedRecord) statement {
-	args := make([]any, len(rows))
-	for i, r := range rows {
-		args[i] = r.seq
-	}
-	return t.renderList("SELECT id, payload, headers, occurred_at FROM {outbox} WHERE id IN ({list}) ORDER BY id", len(rows), args...)
 }
 
 func scanRecord(sc scanner) (scannedRecord, error) {

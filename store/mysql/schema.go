@@ -16,10 +16,16 @@ import (
 // outbox table (MaxTableLength leaves room for the suffixes).
 func consumersTable(table string) string   { return table + consumersSuffix }
 func consumptionTable(table string) string { return table + consumptionSuffix }
+func rangesTable(table string) string      { return table + rangesSuffix }
+func stateTable(table string) string       { return table + stateSuffix }
+func gapsTable(table string) string        { return table + gapsSuffix }
 
 const (
 	consumersSuffix   = "_consumers"
-	consumptionSuffix = "_consumption"
+	consumptionSuffix = "_consumption" // schema version 8's, dropped by the upgrade to 9
+	rangesSuffix      = "_ranges"
+	stateSuffix       = "_state"
+	gapsSuffix        = "_gaps"
 )
 
 // requiredColumns are the columns the store reads and writes, per table
@@ -28,21 +34,34 @@ const (
 var requiredColumns = map[string]map[string]string{
 	"": {
 		"id": "", "event_id": "", "event_key": "varbinary", "event_type": "", "payload": "", "headers": "",
-		"occurred_at": "", "status": "enum", "retry_count": "", "last_error": "", "created_at": "", "next_attempt_at": "",
-		"lease_id": "bigint", "lease_until": "datetime", "fanout": "",
+		"occurred_at": "", "created_at": "", "writer_token": "bigint", "writer_until": "datetime",
 	},
-	consumersSuffix: {"name": "", "start_seq": "", "backfill_cursor": "", "created_at": "", "removing": "", "add_token": ""},
-	consumptionSuffix: {
-		"consumer": "", "msg_id": "", "event_id": "", "event_key": "varbinary", "event_type": "", "status": "enum", "retry_count": "",
-		"last_error": "", "created_at": "", "next_attempt_at": "", "lease_id": "bigint", "lease_until": "datetime",
+	consumersSuffix: {"id": "", "name": "", "walked": "", "start_seq": "", "held": "varbinary", "created_at": "", "removing": "", "add_token": ""},
+	rangesSuffix:    {"consumer_id": "", "token": "bigint", "from_id": "", "to_id": "", "n": "", "owner": "", "claimed_at": "", "lease_until": ""},
+	stateSuffix: {
+		"consumer_id": "", "id": "", "event_key": "varbinary", "status": "enum", "retry_count": "", "last_error": "",
+		"next_attempt_at": "", "lease_token": "bigint", "finished_at": "",
 	},
+	gapsSuffix: {"consumer_id": "", "lo": "", "hi": "", "seen_at": "", "passed_at": ""},
 }
 
 // requiredIndexes are the indexes the store's queries rely on, per table.
 var requiredIndexes = map[string][]string{
-	"":                {"uk_event_id", "idx_due", "idx_status_key", "idx_fanout"},
-	consumptionSuffix: {"uk_event_id", "idx_due", "idx_key", "idx_msg"},
+	"":              {"uk_event_id"},
+	consumersSuffix: {"uk_name"},
+	stateSuffix:     {"idx_due", "idx_key", "idx_finished", "idx_id"},
 }
+
+// companions are the suffixes of the companion tables the store reads and
+// writes, and the ones earlier versions had (consumption, until 9).
+var (
+	companions    = []string{consumersSuffix, rangesSuffix, stateSuffix, gapsSuffix}
+	allSuffixes   = []string{"", consumersSuffix, rangesSuffix, stateSuffix, gapsSuffix, consumptionSuffix}
+	suffixOfTable = map[string]string{
+		"outbox": "", "consumers": consumersSuffix, "consumption": consumptionSuffix,
+		"ranges": rangesSuffix, "state": stateSuffix, "gaps": gapsSuffix,
+	}
+)
 
 // DefaultLockWaitTimeout is MigrateOptions.LockWaitTimeout's default.
 const DefaultLockWaitTimeout = 10 * time.Second
@@ -177,6 +196,9 @@ func (s *Store) migrate(ctx context.Context, conn *sql.Conn, opts MigrateOptions
 // DDL statement at once.
 func (s *Store) runStep(ctx context.Context, conn *sql.Conn, sc schema, p planned, opts MigrateOptions) error {
 	var err error
+	if p.ddl == cutOverMarker {
+		return s.cutOver(ctx, conn) // its errors say what it is
+	}
 	if isDataStep(p.ddl) {
 		err = runBatched(ctx, conn, p.ddl, batchKeyOf(s.table, p.step.suffix), opts.BatchSize)
 	} else {

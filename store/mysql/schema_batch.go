@@ -24,6 +24,9 @@ const batchMarker = "{batch}"
 // over the whole table, without the batch marker. (SchemaSQL says how
 // Migrate batches it.)
 func printable(ddl string) string {
+	if ddl == cutOverMarker {
+		return cutOverText
+	}
 	return strings.Replace(ddl, " WHERE "+batchMarker+" AND ", " WHERE ", 1)
 }
 

@@ -29,11 +29,16 @@ import (
 //	8  idx_status_key (status, event_key, id) instead of idx_head, and
 //	   no key_state: ordered claims read only pending records whatever
 //	   the history; the vestigial lease and lease_token columns go
+//	9  the outbox as a log read past a position per consumer
+//	   (LOG-DESIGN.md): the companion tables <table>_ranges,
+//	   <table>_state and <table>_gaps; the writer's head start in
+//	   writer_token and writer_until; no delivery state in the outbox
+//	   table, no <table>_consumption
 //
 // Migrate upgrades a table from any of them; the table <table>_schema_version
 // records the version reached (a table made before the record existed is
 // recognised by its columns and indexes).
-const SchemaVersion = 8
+const SchemaVersion = 9
 
 // The DDL of the schema, as SQL files: create.sql makes the current version
 // from nothing, upgrade_N.sql goes from version N-1 to N, and record.sql
@@ -85,7 +90,7 @@ func init() {
 		var steps []step
 		statementsOf(mustRead(fmt.Sprintf("upgrade_%d.sql", v)), func(stepLine, ddl string) {
 			table, what, _ := strings.Cut(stepLine, " ")
-			suffix, ok := map[string]string{"outbox": "", "consumers": consumersSuffix, "consumption": consumptionSuffix}[table]
+			suffix, ok := suffixOfTable[table]
 			if !ok || what == "" {
 				panic(fmt.Sprintf("mysql store: upgrade_%d.sql: bad step line %q", v, stepLine))
 			}
@@ -148,6 +153,9 @@ func schemaNames(table string) *strings.Replacer {
 		"{outbox}", q(table),
 		"{consumers}", q(consumersTable(table)),
 		"{consumption}", q(consumptionTable(table)),
+		"{ranges}", q(rangesTable(table)),
+		"{state}", q(stateTable(table)),
+		"{gaps}", q(gapsTable(table)),
 		"{schema_version}", q(schemaVersionTable(table)),
 	)
 }

@@ -2,162 +2,328 @@ package mysql
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"slices"
-	"time"
 
 	"github.com/outboxrelay/outboxrelay/outbox/backend"
 )
 
-// Settle records outcomes of records claimed under token. Outcomes of one
-// kind (and, for failures, of one error text and delay) are written by one
-// UPDATE, fenced by the token: a record whose lease was lost is left alone
-// and counted as stale. A dead letter gets a statement of its own, so that
-// SettleResult.Dead names exactly the dead letters written. Each statement
-// is retried a few times on a deadlock, lock wait timeout or lost
-// connection; this is safe because a statement that was applied ended
-// the lease (the record is no longer pending, or its token was cleared)
-// and so cannot apply twice. (An outcome applied by a try whose
-// reply was lost counts as stale.)
-//
-// A statement that fails does not stop the others: Settle writes what it
-// can and returns what it wrote together with an error naming what it
-// could not. Error texts are stored as backend.Truncate makes them: valid
-// UTF-8 of at most backend.MaxLastErrorBytes, whatever the outcome holds.
+// Settle records the outcomes of claimed records, fenced by the batch
+// token: a record published from a range of the log costs no write of
+// its own (the range's row goes, once per batch), one not published gets
+// a state row; a record claimed from its state row has that row updated.
+// Outcomes no longer held under token are counted as stale. It is
+// idempotent, and so tried again after a deadlock, lock wait timeout or
+// lost connection: had the lost try committed, the next finds its range
+// gone and its records settled, and counts them stale. Error texts are
+// stored as backend.Truncate makes them: valid UTF-8 of at most
+// backend.MaxLastErrorBytes, whatever the outcome holds.
 func (s *channel) Settle(ctx context.Context, token string, outcomes []backend.Outcome) (backend.SettleResult, error) {
-	res, err := s.applySettle(token, outcomes, func(st statement) (int64, error) {
-		return execRetrying(ctx, s.db, st)
+	if token == "" {
+		return backend.SettleResult{}, fmt.Errorf("%s: settle: empty token", s.what)
+	}
+	outcomes, err := checkOutcomes(s.what, outcomes)
+	if err != nil || len(outcomes) == 0 {
+		return backend.SettleResult{}, err
+	}
+	t, err := s.resolve(ctx)
+	if err != nil {
+		return backend.SettleResult{}, err
+	}
+	var res backend.SettleResult
+	err = retryTransient(ctx, func() error {
+		if tok, ok := leaseID(token); ok && tok > 0 && allPublished(outcomes) {
+			// The common case, one statement: the range's row goes.
+			n, err := deleteRangeSQL(t, tok, len(outcomes)).exec(ctx, s.db)
+			if err != nil {
+				return err
+			}
+			if n == 1 {
+				res = backend.SettleResult{Applied: len(outcomes)}
+				return nil
+			}
+		}
+		return inTx(ctx, s.db, func(tx *sql.Tx) error {
+			var err error
+			res, err = settleIn(ctx, tx, t, token, outcomes)
+			return err
+		})
 	})
 	if err != nil {
-		return res, s.wrap("settle", err)
+		return backend.SettleResult{}, s.wrap("settle", err)
 	}
 	return res, nil
 }
 
-// applySettle writes outcomes with exec: one fenced UPDATE per group,
-// each on its own, so that one that fails leaves the others written.
-func (s *channel) applySettle(token string, outcomes []backend.Outcome, exec func(statement) (int64, error)) (backend.SettleResult, error) {
-	if token == "" {
-		return backend.SettleResult{}, errors.New("mysql store: settle: empty token")
+// deleteRangeSQL settles a whole range whose records were all published.
+func deleteRangeSQL(t *target, tok int64, n int) statement {
+	return t.render("DELETE FROM {ranges} WHERE consumer_id = {c} AND token = ? AND n = ?", tok, n)
+}
+
+// checkOutcomes refuses unknown kinds and keeps the last outcome of each
+// ID.
+func checkOutcomes(what string, outcomes []backend.Outcome) ([]backend.Outcome, error) {
+	last := make(map[string]int, len(outcomes))
+	for i, o := range outcomes {
+		switch o.Kind {
+		case backend.OutcomePublished, backend.OutcomeRetry, backend.OutcomeDead, backend.OutcomeRelease:
+		default:
+			return nil, fmt.Errorf("%s: settle %q: unknown kind %d", what, o.ID, int(o.Kind))
+		}
+		if o.Kind == backend.OutcomeRetry && o.RetryIn < 0 {
+			return nil, fmt.Errorf("%s: settle %q: RetryIn %v: must not be negative", what, o.ID, o.RetryIn)
+		}
+		last[o.ID] = i
 	}
-	groups, err := groupOutcomes(outcomes)
+	if len(last) == len(outcomes) {
+		return outcomes, nil
+	}
+	out := make([]backend.Outcome, 0, len(last))
+	for i, o := range outcomes {
+		if last[o.ID] == i {
+			out = append(out, o)
+		}
+	}
+	return out, nil
+}
+
+func allPublished(outcomes []backend.Outcome) bool {
+	for _, o := range outcomes {
+		if o.Kind != backend.OutcomePublished {
+			return false
+		}
+	}
+	return len(outcomes) > 0
+}
+
+// settleIn records outcomes under token in tx. A negative token is a
+// writer's head start (HeadStartBatch).
+func settleIn(ctx context.Context, tx *sql.Tx, t *target, token string, outcomes []backend.Outcome) (backend.SettleResult, error) {
+	if len(outcomes) == 0 {
+		return backend.SettleResult{}, nil
+	}
+	tok, ok := leaseID(token)
+	if !ok {
+		// Not a token the store makes: it holds nothing.
+		return backend.SettleResult{Stale: len(outcomes)}, nil
+	}
+	if tok < 0 {
+		if t.consumerID != 0 {
+			return backend.SettleResult{Stale: len(outcomes)}, nil
+		}
+		return writerSettle(ctx, tx, t, tok, outcomes)
+	}
+	return logSettle(ctx, tx, t, tok, outcomes)
+}
+
+// settled is a message an outcome names, as the store holds it.
+type settled struct {
+	backend.Outcome
+	id  uint64
+	key string
+	// state is the status of its state row ("" for none), leased under
+	// lease.
+	state string
+	lease int64
+}
+
+// readSettled reads the messages outcomes name, with their state rows
+// of t's consumer (locked), in id order. Outcomes of no message are left
+// out.
+func readSettled(ctx context.Context, tx *sql.Tx, t *target, outcomes []backend.Outcome, extra string, args ...any) ([]settled, error) {
+	ids := make([]any, len(outcomes))
+	byID := make(map[string]backend.Outcome, len(outcomes))
+	for i, o := range outcomes {
+		ids[i] = o.ID
+		byID[o.ID] = o
+	}
+	q, err := t.renderList(`SELECT o.id, o.event_id, o.event_key, COALESCE(CAST(s.status AS CHAR), ''), COALESCE(s.lease_token, 0)
+FROM {outbox} o LEFT JOIN {state} s ON s.consumer_id = {c} AND s.id = o.id
+WHERE o.event_id IN ({list})`+extra+` ORDER BY o.id FOR UPDATE`, len(ids), append(ids, args...)...).query(ctx, tx)
+	if err != nil {
+		return nil, err
+	}
+	defer q.Close()
+	var out []settled
+	for q.Next() {
+		var (
+			m   settled
+			id  string
+			key []byte
+		)
+		if err := q.Scan(&m.id, &id, &key, &m.state, &m.lease); err != nil {
+			return nil, err
+		}
+		o, ok := byID[id]
+		if !ok { // PAD SPACE: "x" matched "x "
+			continue
+		}
+		m.Outcome, m.key = o, string(key)
+		out = append(out, m)
+	}
+	return out, q.Err()
+}
+
+// logSettle records outcomes under token tok: a message of the claim's
+// range needs a write only if it was not published (a state row); a
+// state row claimed under tok is updated. The range is done with, and
+// deleted, once all its records are settled: most often at once.
+// Settled in parts, it stays until the last part (or until its lease
+// runs out: then a claim takes what has no state row yet), and each
+// part's records get state rows, published ones too.
+func logSettle(ctx context.Context, tx *sql.Tx, t *target, tok int64, outcomes []backend.Outcome) (backend.SettleResult, error) {
+	if allPublished(outcomes) {
+		n, err := deleteRangeSQL(t, tok, len(outcomes)).exec(ctx, tx)
+		if err != nil {
+			return backend.SettleResult{}, err
+		}
+		if n == 1 {
+			return backend.SettleResult{Applied: len(outcomes)}, nil
+		}
+	}
+	var from, to uint64
+	var n int
+	err := tx.QueryRowContext(ctx, t.sql("SELECT from_id, to_id, n FROM {ranges} WHERE consumer_id = {c} AND token = ? FOR UPDATE"), tok).Scan(&from, &to, &n)
+	hasRange := err == nil
+	if err != nil && !errors.Is(err, sql.ErrNoRows) {
+		return backend.SettleResult{}, err
+	}
+	ms, err := readSettled(ctx, tx, t, outcomes, "")
 	if err != nil {
 		return backend.SettleResult{}, err
 	}
-	lease, ok := leaseID(token)
-	if !ok {
-		// Not a token the store makes: it holds no lease.
+	var inRange, ofState []settled
+	for _, m := range ms {
+		switch {
+		case m.state == "pending" && m.lease == tok:
+			ofState = append(ofState, m)
+		case m.state == "" && hasRange && m.id > from && m.id <= to:
+			inRange = append(inRange, m)
+		}
+	}
+	whole := hasRange && len(inRange) >= n
+	if hasRange && len(inRange) > 0 {
+		if whole {
+			_, err = tx.ExecContext(ctx, t.sql("DELETE FROM {ranges} WHERE consumer_id = {c} AND token = ?"), tok)
+		} else {
+			_, err = tx.ExecContext(ctx, t.sql("UPDATE {ranges} SET n = n - ? WHERE consumer_id = {c} AND token = ?"), len(inRange), tok)
+		}
+		if err != nil {
+			return backend.SettleResult{}, err
+		}
+	}
+	var fresh []settled
+	for _, m := range inRange {
+		if m.Kind != backend.OutcomePublished || !whole {
+			fresh = append(fresh, m)
+		}
+	}
+	if err := insertStateRows(ctx, tx, t, fresh); err != nil {
+		return backend.SettleResult{}, err
+	}
+	for _, m := range ofState {
+		if _, err := updateStateSQL(t, m, tok).exec(ctx, tx); err != nil {
+			return backend.SettleResult{}, err
+		}
+	}
+	return result(len(outcomes), inRange, ofState), nil
+}
+
+// writerSettle records the outcomes of a writer's after-commit publish
+// of the messages it holds under tok (the default consumer only): each
+// loses the hold (writer_until noTime: delivered by its writer, an
+// in-place update of two fixed-width columns' one); one not published
+// gets a state row with the outcome. A message a claim has taken from
+// the writer since (it has a state row) is stale.
+func writerSettle(ctx context.Context, tx *sql.Tx, t *target, tok int64, outcomes []backend.Outcome) (backend.SettleResult, error) {
+	ms, err := readSettled(ctx, tx, t, outcomes, " AND o.writer_token = ? AND o.writer_until <> "+noTime, tok)
+	if err != nil {
+		return backend.SettleResult{}, err
+	}
+	ms = slices.DeleteFunc(ms, func(m settled) bool { return m.state != "" })
+	if len(ms) == 0 {
 		return backend.SettleResult{Stale: len(outcomes)}, nil
 	}
-	var (
-		res    backend.SettleResult
-		errs   []error
-		failed int
-	)
-	for _, g := range groups {
-		n, err := exec(settleSQL(s.t, g, lease))
-		if err != nil {
-			failed += len(g.ids)
-			errs = append(errs, fmt.Errorf("%d %s outcome(s) not recorded: %w", len(g.ids), g.kind, err))
-			continue
-		}
-		res.Applied += int(n)
-		if g.kind == backend.OutcomeDead && n == 1 {
-			res.Dead = append(res.Dead, g.ids[0])
+	ids := make([]any, len(ms))
+	var failed []settled
+	for i, m := range ms {
+		ids[i] = m.id
+		if m.Kind != backend.OutcomePublished {
+			failed = append(failed, m)
 		}
 	}
-	res.Stale = len(outcomes) - res.Applied - failed
-	slices.Sort(res.Dead)
-	return res, errors.Join(errs...)
+	if _, err := t.renderList("UPDATE {outbox} SET writer_until = "+noTime+" WHERE id IN ({list})", len(ids), ids...).exec(ctx, tx); err != nil {
+		return backend.SettleResult{}, err
+	}
+	if err := insertStateRows(ctx, tx, t, failed); err != nil {
+		return backend.SettleResult{}, err
+	}
+	return result(len(outcomes), ms, nil), nil
 }
 
-// outcomeGroup is a set of outcomes one statement writes.
-type outcomeGroup struct {
-	kind    backend.OutcomeKind
-	errText string
-	retryIn time.Duration
-	ids     []string
-	// seqs, when not nil, are the records' seqs (Outcome.Seq), one per
-	// ID: the statement finds the records by primary key.
-	seqs []uint64
+// insertStateRows gives each of ms its first state row, with its
+// outcome.
+func insertStateRows(ctx context.Context, tx *sql.Tx, t *target, ms []settled) error {
+	if len(ms) == 0 {
+		return nil
+	}
+	args := make([]any, 0, 8*len(ms))
+	for _, m := range ms {
+		status, tries, lastErr := outcomeState(m.Outcome)
+		args = append(args, m.id, m.key, status, tries, lastErr, retryMicros(m.Outcome), status)
+	}
+	_, err := t.renderRows(`INSERT INTO {state} (consumer_id, id, event_key, status, retry_count, last_error, next_attempt_at, finished_at)
+VALUES ({c}, ?, ?, ?, ?, ?, UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND, IF(? = 'pending', `+noTime+`, UTC_TIMESTAMP(6)))`, len(ms), args...).exec(ctx, tx)
+	return err
 }
 
-// settleSQL writes the outcomes of a group, fenced by the lease (the
-// token's leaseID): a record that is not a pending record leased under
-// it is left alone. Every outcome ends the lease: a retry or a release
-// clears lease_id; a published or dead record is no longer pending, and
-// keeps it, so that the row is rewritten in place (status, next_attempt_at
-// and retry_count are fixed-width; next_attempt_at is when a published
-// record was published). (groupOutcomes lets only the four kinds through.)
-func settleSQL(t *target, g *outcomeGroup, lease int64) statement {
-	var text string
-	args := make([]any, 0, len(g.ids)+3)
-	switch g.kind {
+// updateStateSQL applies m's outcome to its state row, leased under tok.
+func updateStateSQL(t *target, m settled, tok int64) statement {
+	status, tries, lastErr := outcomeState(m.Outcome)
+	keepErr := m.Kind == backend.OutcomeRelease
+	return t.render(`UPDATE {state} SET status = ?, retry_count = retry_count + ?, last_error = IF(?, last_error, ?),
+	next_attempt_at = IF(? = 'pending', UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND, next_attempt_at),
+	finished_at = IF(? = 'pending', `+noTime+`, UTC_TIMESTAMP(6)), lease_token = 0
+WHERE consumer_id = {c} AND id = ? AND lease_token = ? AND status = 'pending'`,
+		status, tries, keepErr, lastErr, status, retryMicros(m.Outcome), status, m.id, tok)
+}
+
+// outcomeState is the state row an outcome makes: its status, the
+// attempts it adds and its error text.
+func outcomeState(o backend.Outcome) (status string, tries int, lastErr string) {
+	switch o.Kind {
 	case backend.OutcomePublished:
-		text = "UPDATE {table} SET status = 'published', last_error = NULL, next_attempt_at = UTC_TIMESTAMP(6) WHERE {scope}lease_id = ? AND status = 'pending' AND "
+		return "published", 0, ""
 	case backend.OutcomeRetry:
-		text = "UPDATE {table} SET retry_count = retry_count + 1, last_error = ?, next_attempt_at = UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND, lease_id = 0 WHERE {scope}lease_id = ? AND status = 'pending' AND "
-		args = append(args, g.errText, g.retryIn.Microseconds())
+		return "pending", 1, backend.Truncate(o.Error, backend.MaxLastErrorBytes)
 	case backend.OutcomeDead:
-		text = "UPDATE {table} SET status = 'dead', retry_count = retry_count + 1, last_error = ?, next_attempt_at = UTC_TIMESTAMP(6) WHERE {scope}lease_id = ? AND status = 'pending' AND "
-		args = append(args, g.errText)
-	case backend.OutcomeRelease:
-		text = "UPDATE {table} SET next_attempt_at = UTC_TIMESTAMP(6), lease_id = 0 WHERE {scope}lease_id = ? AND status = 'pending' AND "
+		return "dead", 1, backend.Truncate(o.Error, backend.MaxLastErrorBytes)
 	}
-	args = append(args, lease)
-	if g.seqs != nil {
-		// By primary key: cheaper than a lookup in uk_event_id first.
-		text += "{seq} IN ({list})"
-		args = append(args, anyArgs(g.seqs)...)
-	} else {
-		text += "event_id IN ({list})"
-		args = append(args, anyArgs(g.ids)...)
-	}
-	return t.renderList(text, len(g.ids), args...)
+	return "pending", 0, "" // release
 }
 
-// groupOutcomes groups outcomes by what their statement writes; each dead
-// letter is a group of its own.
-func groupOutcomes(outcomes []backend.Outcome) ([]*outcomeGroup, error) {
-	type groupKey struct {
-		kind    backend.OutcomeKind
-		errText string
-		retryIn time.Duration
-		deadID  string
-		bySeq   bool
+// retryMicros is when a pending outcome makes the record due, from now.
+func retryMicros(o backend.Outcome) int64 {
+	if o.Kind == backend.OutcomeRetry {
+		return max(o.RetryIn, 0).Microseconds()
 	}
-	var (
-		groups []*outcomeGroup
-		index  = map[groupKey]*outcomeGroup{}
-	)
-	for _, o := range outcomes {
-		if o.Seq < 0 {
-			return nil, fmt.Errorf("mysql store: settle: outcome for %q: Seq %d is negative", o.ID, o.Seq)
-		}
-		k := groupKey{kind: o.Kind, bySeq: o.Seq > 0}
-		switch o.Kind {
-		case backend.OutcomePublished, backend.OutcomeRelease:
-		case backend.OutcomeRetry:
-			if o.RetryIn < 0 {
-				return nil, fmt.Errorf("mysql store: settle: outcome for %q: RetryIn %v is negative", o.ID, o.RetryIn)
+	return 0
+}
+
+// result is the SettleResult of applied outcomes.
+func result(outcomes int, groups ...[]settled) backend.SettleResult {
+	res := backend.SettleResult{}
+	for _, g := range groups {
+		for _, m := range g {
+			res.Applied++
+			if m.Kind == backend.OutcomeDead {
+				res.Dead = append(res.Dead, m.ID)
 			}
-			k.errText, k.retryIn = backend.Truncate(o.Error, backend.MaxLastErrorBytes), o.RetryIn
-		case backend.OutcomeDead:
-			k.errText, k.deadID = backend.Truncate(o.Error, backend.MaxLastErrorBytes), o.ID
-		default:
-			return nil, fmt.Errorf("mysql store: settle: outcome for %q: unknown kind %d", o.ID, o.Kind)
-		}
-		g := index[k]
-		if g == nil {
-			g = &outcomeGroup{kind: k.kind, errText: k.errText, retryIn: k.retryIn}
-			index[k] = g
-			groups = append(groups, g)
-		}
-		g.ids = append(g.ids, o.ID)
-		if k.bySeq {
-			g.seqs = append(g.seqs, uint64(o.Seq))
 		}
 	}
-	return groups, nil
+	res.Stale = outcomes - res.Applied
+	slices.Sort(res.Dead)
+	return res
 }

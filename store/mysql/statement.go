@@ -3,6 +3,7 @@ package mysql
 import (
 	"context"
 	"database/sql"
+	"strconv"
 	"strings"
 	"sync"
 
@@ -10,67 +11,34 @@ import (
 )
 
 // Every SQL statement of the store is written whole, once, in a function
-// named after it (claimDueSQL, settle statements in settle.go, …) that
-// returns the statement with its arguments. testdata/statements.sql has
-// every one of them as it runs, names filled in, for the default consumer
-// and a named one, under the function's name (TestStatementsReadWhole
-// keeps it current): read the SQL there. The text names the tables and
-// columns that depend on the consumer in braces, and a target fills them
-// in:
+// or constant named after it. testdata/statements.sql has every one of
+// them as it runs, names filled in, for the default consumer and a named
+// one (TestStatementsReadWhole keeps it current): read the SQL there. The
+// text names the tables in braces, and a target fills them in:
 //
-//	{table}       the table that holds the consumer's delivery state: the
-//	              outbox table for the default consumer, <table>_consumption
-//	              for a named one
-//	{scope}       "" or "consumer = '<name>' AND ": the named consumer's rows
-//	{scopecols}   "" or "consumer, ": the index prefix that {scope} fixes,
-//	              kept in a GROUP BY so that it stays a loose index scan
-//	{seq}         the message's sequence column there: id or msg_id
-//	{cols}        the columns scanRecord reads, from {table}
-//	{outbox}      the outbox table, and its companions {consumers} (the
-//	              registry) and {consumption} (the named consumers' state)
+//	{outbox}      the outbox table (the log)
+//	{consumers}   the registry of consumers, with their positions
+//	{ranges}      the batches handed out and not yet settled
+//	{state}       the state rows (a message that needs one, per consumer)
+//	{gaps}        the ids missing from the log
+//	{c}           the consumer's id: 0 for the default consumer
 //	{finished}    the statuses retention deletes: 'published', and 'dead'
 //	              with Options.PurgeDead
 //
 // so that the default consumer and every named one run the same
-// statements. Table and consumer names are validated before they get here
-// (letters, digits and a few punctuation marks, never a quote); every
-// value is a placeholder argument. Three things are filled in per call: a
-// list of values, written {list}, becomes one placeholder per value; the
-// conditions of a filter (DeadFilter, ListFilter), written {filter}, come
-// from a fixed set of column conditions with placeholders; and an INSERT
-// of n rows repeats its VALUES row n times. The statements of the schema
-// (CREATE and ALTER TABLE) are written the same way in schema.go.
+// statements. Table names are validated before they get here (letters,
+// digits and underscores, never a quote); every value is a placeholder
+// argument. Two things are filled in per call: a list of values, written
+// {list}, becomes one placeholder per value; and an INSERT of n rows
+// repeats its VALUES row n times. The statements of the schema (CREATE
+// and ALTER TABLE) are written the same way in schema/*.sql.
 
-// recordColumns are the columns scanRecord reads, in its order.
-const recordColumns = "id, event_id, event_key, event_type, payload, headers, occurred_at, created_at, status, retry_count, last_error, " + nextAttemptAt + ", " + publishedAt
-
-// nextAttemptAt is when a record is next due for a worker: for a
-// pending record a claim holds, when that lease ends. A claim writes it
-// into next_attempt_at and lease_until both (builds before issue 30
-// wrote lease_until only, hence the IF).
-const nextAttemptAt = "IF(status = 'pending' AND lease_id > 0 AND lease_until > next_attempt_at, lease_until, next_attempt_at)"
-
-// publishedAt is when a record was published: next_attempt_at, which
-// the published outcome sets, so that it rewrites fixed-width columns
-// only (a published_at column going from NULL to a time would grow the
-// row).
-const publishedAt = "IF(status = 'published', next_attempt_at, NULL)"
-
-// consumptionColumns are recordColumns of a consumption table: the
-// payload, headers and occurred_at are read from the outbox table afterwards
-// (contentSQL), so that a claim locks only the consumer's own rows.
-const consumptionColumns = "msg_id, event_id, event_key, event_type, NULL, NULL, NULL, created_at, status, retry_count, last_error, " + nextAttemptAt + ", " + publishedAt
-
-// target is where one consumer's delivery state lives: the outbox table
-// itself for the default consumer, its rows of the consumption table for
-// a named one. Both have the same state columns (status, retry_count,
-// last_error, next_attempt_at, lease)
-// and the message fields the claims need (event_id, event_key,
-// event_type, created_at), so one set of statements serves both.
+// target is one consumer's view of the tables: the names its statements
+// use, filled in.
 type target struct {
-	// consumer is the named consumer, "" for the default one.
-	consumer string
-	names    *strings.Replacer
+	// consumerID is the consumer: 0 for the default one.
+	consumerID uint32
+	names      *strings.Replacer
 
 	// rendered keeps each statement once its names are filled in, so that
 	// running one costs no more than running a constant.
@@ -78,30 +46,25 @@ type target struct {
 	rendered map[string]string
 }
 
-// newTarget returns the target of consumer ("" for the default consumer)
-// of the outbox table. Both names must have been validated.
-func newTarget(table, consumer string, purgeDead bool) *target {
+// newTarget returns the target of consumer id (0 for the default
+// consumer) of the outbox table, whose name must have been validated.
+func newTarget(table string, id uint32, purgeDead bool) *target {
 	finished := "'published'"
 	if purgeDead {
 		finished = "'published', 'dead'"
 	}
-	outbox, consumption := "`"+table+"`", "`"+consumptionTable(table)+"`"
-	common := []string{
-		"{outbox}", outbox,
-		"{consumers}", "`" + consumersTable(table) + "`",
-		"{consumption}", consumption,
-		"{finished}", finished,
-	}
-	own := []string{"{table}", outbox, "{scope}", "", "{scopecols}", "", "{seq}", "id", "{cols}", recordColumns}
-	if consumer != "" {
-		own = []string{
-			"{table}", consumption, "{scope}", "consumer = '" + consumer + "' AND ", "{scopecols}", "consumer, ",
-			"{seq}", "msg_id", "{cols}", consumptionColumns,
-		}
-	}
+	q := func(name string) string { return "`" + name + "`" }
 	return &target{
-		consumer: consumer,
-		names:    strings.NewReplacer(append(own, common...)...),
+		consumerID: id,
+		names: strings.NewReplacer(
+			"{outbox}", q(table),
+			"{consumers}", q(consumersTable(table)),
+			"{ranges}", q(rangesTable(table)),
+			"{state}", q(stateTable(table)),
+			"{gaps}", q(gapsTable(table)),
+			"{c}", strconv.FormatUint(uint64(id), 10),
+			"{finished}", finished,
+		),
 		rendered: map[string]string{},
 	}
 }
@@ -142,7 +105,8 @@ func (t *target) renderList(text string, n int, args ...any) statement {
 // which is the end of text, is repeated n times.
 func (t *target) renderRows(text string, n int, args ...any) statement {
 	q := t.sql(text)
-	_, row, _ := strings.Cut(q, " VALUES ")
+	i := strings.LastIndex(q, "VALUES ")
+	row := q[i+len("VALUES "):]
 	var b strings.Builder
 	b.Grow(len(q) + (len(row)+2)*(n-1))
 	b.WriteString(q)
@@ -169,13 +133,6 @@ func expandList(query string, n int) string {
 	return b.String()
 }
 
-// withFilter puts conditions (with placeholders for their values, which
-// are in st.args) in place of st's {filter}.
-func (st statement) withFilter(conditions string) statement {
-	st.text = strings.Replace(st.text, "{filter}", conditions, 1)
-	return st
-}
-
 // querier is a *sql.DB or a *sql.Tx.
 type querier interface {
 	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
@@ -185,11 +142,6 @@ type querier interface {
 // query runs a statement that returns rows.
 func (st statement) query(ctx context.Context, q querier) (*sql.Rows, error) {
 	return q.QueryContext(ctx, st.text, st.args...)
-}
-
-// queryRow runs a statement that returns one row.
-func (st statement) queryRow(ctx context.Context, q querier) *sql.Row {
-	return q.QueryRowContext(ctx, st.text, st.args...)
 }
 
 // exec runs a statement that changes rows and returns how many it

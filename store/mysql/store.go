@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"regexp"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/outboxrelay/outboxrelay/outbox"
@@ -53,6 +54,15 @@ type Options struct {
 	// least one (so a claim holds at most MaxClaimBytes plus one message).
 	// Defaults to DefaultMaxClaimBytes (16 MiB).
 	MaxClaimBytes int
+	// GapTimeout is how long a consumer's walk waits at an id missing
+	// from the log, with a later one committed and no transaction
+	// holding it (a rolled-back or failed insert), before it passes it.
+	// A transaction still open holds the walk however long it stays
+	// open; GapTimeout covers the moment between an INSERT taking its
+	// id and writing its row, when nothing shows it (LOG-DESIGN.md,
+	// "Holes"). A row that appears in a hole after that is still
+	// delivered, late. Defaults to DefaultGapTimeout (1s); at most 1m.
+	GapTimeout time.Duration
 }
 
 // Defaults of the size options.
@@ -83,6 +93,9 @@ func (o Options) withDefaults() Options {
 	if o.MaxClaimBytes == 0 {
 		o.MaxClaimBytes = DefaultMaxClaimBytes
 	}
+	if o.GapTimeout == 0 {
+		o.GapTimeout = DefaultGapTimeout
+	}
 	return o
 }
 
@@ -102,51 +115,56 @@ func (o Options) validate() error {
 	if o.MaxClaimBytes < 0 {
 		errs = append(errs, fmt.Errorf("mysql store: MaxClaimBytes %d: must not be negative (0 for the default)", o.MaxClaimBytes))
 	}
+	if o.GapTimeout < 0 || o.GapTimeout > time.Minute {
+		errs = append(errs, fmt.Errorf("mysql store: GapTimeout %v: must be 1µs to 1m (0 for the default)", o.GapTimeout))
+	}
 	return errors.Join(errs...)
 }
 
-// Store is the backend.Store for MySQL 8.0+ and MariaDB 10.6+ (both have
-// FOR UPDATE SKIP LOCKED). It is safe for concurrent use, by many
-// goroutines and by many processes on one database.
+// Store is the backend.Store for MySQL 8.0+ and MariaDB 10.6+. It is
+// safe for concurrent use, by many goroutines and by many processes on
+// one database.
 //
 // Times that decide delivery (due times, leases) are taken from the
 // database clock, so instances whose clocks disagree behave the same.
 //
-// The Store is the default consumer of its table: it delivers through the
-// status columns of the outbox table itself. Further consumers
-// (Store.Consumer) have state of their own.
+// The outbox is a log that each consumer reads past a position of its
+// own (LOG-DESIGN.md): the Store is the default consumer, and further
+// consumers (Store.Consumer) read the same log.
 type Store struct {
 	channel
-	purgeDead bool
 	// maxPayload and maxHeaders bound what Enqueue accepts.
 	maxPayload, maxHeaders int
 
-	// purgeCursor is where the retention sweep goes on, per status.
+	// purgeCursor is where the retention sweep goes on.
 	purgeMu     sync.Mutex
-	purgeCursor map[string]purgePos
+	purgeCursor uint64
 }
 
-// channel is one consumer's view of the outbox: where its delivery state
-// lives (its target) and the methods that claim, settle and report it.
-// The Store is one (the default consumer) and every ConsumerStore another.
+// channel is one consumer's view of the outbox and the methods that
+// claim, settle and report its delivery. The Store is one (the default
+// consumer) and every ConsumerStore another.
 type channel struct {
 	db    *sql.DB
 	table string // the outbox table, validated, unquoted
 	// what prefixes errors: "mysql store" or `mysql store: consumer "x"`.
 	what string
-	t    *target
+	// t is the default consumer's target; a named consumer's is named,
+	// once resolve has read its id.
+	t         *target
+	consumer  string
+	targetsMu sync.Mutex
+	named     *target
+	purgeDead bool
 	// maxClaimBytes bounds the payload and header bytes of one claim.
 	maxClaimBytes int
-
-	// keyCursor is where the next ordered claim's walk over the keys
-	// starts, so that every key gets its turn.
-	cursorMu  sync.Mutex
-	keyCursor string
-	// dueCursor is where the next claim of due records resumes its scan
-	// (see lockDue).
-	dueCursor dueCursor
-	// now, when set, is the clock of dueCursor's age (for tests).
-	now func() time.Time
+	// gapTimeout is Options.GapTimeout.
+	gapTimeout time.Duration
+	// netAt is when the claims last looked for late arrivals in the
+	// holes the consumer passed (lateArrivals), in Unix nanoseconds.
+	netAt atomic.Int64
+	// late counts the late arrivals found (LateArrivals).
+	late atomic.Int64
 }
 
 // readCommitted is the isolation of every transaction of the store:
@@ -177,10 +195,9 @@ func New(db *sql.DB, opts Options) (*Store, error) {
 	}
 	return &Store{
 		channel: channel{
-			db: db, table: opts.Table, what: "mysql store", t: newTarget(opts.Table, "", opts.PurgeDead),
-			maxClaimBytes: opts.MaxClaimBytes,
+			db: db, table: opts.Table, what: "mysql store", t: newTarget(opts.Table, 0, opts.PurgeDead),
+			purgeDead: opts.PurgeDead, maxClaimBytes: opts.MaxClaimBytes, gapTimeout: opts.GapTimeout,
 		},
-		purgeDead:  opts.PurgeDead,
 		maxPayload: opts.MaxPayloadBytes,
 		maxHeaders: opts.MaxHeaderBytes,
 	}, nil
@@ -200,36 +217,6 @@ var _ backend.Outbox = (*Store)(nil)
 func (s *Store) Get(ctx context.Context, id string) (outbox.Record, error) {
 	return s.get(ctx, id)
 }
-
-// get reads the record of message id in the channel's target.
-func (s *channel) get(ctx context.Context, id string) (outbox.Record, error) {
-	rows, err := readRows(ctx, s.db, getSQL(s.t, id))
-	if err == nil {
-		rows, _, err = s.fill(ctx, s.db, nil, rows)
-	}
-	if err != nil {
-		return outbox.Record{}, s.wrap("get", err)
-	}
-	if len(rows) == 0 {
-		return outbox.Record{}, fmt.Errorf("%s: get %q: %w", s.what, id, outbox.ErrNotFound)
-	}
-	if rows[0].decodeErr != nil {
-		return rows[0].rec, fmt.Errorf("%s: get %q: %w", s.what, id, rows[0].decodeErr)
-	}
-	return rows[0].rec, nil
-}
-
-// getSQL reads the record of message id.
-func getSQL(t *target, id string) statement {
-	return t.render("SELECT {cols} FROM {table} WHERE {scope}event_id = ? AND "+exactID, id, id)
-}
-
-// exactID is the condition, after one on event_id that the index serves,
-// that the ID is exactly its argument: event_id compares with PAD SPACE,
-// where "x" equals "x " (Enqueue refuses IDs that end in a space, but a
-// lookup may name one). event_type filters compare as binary for the
-// same reason, and event_key is binary already.
-const exactID = "CAST(event_id AS BINARY) = ?"
 
 // wrap gives a database error the channel's prefix and, where it helps, a
 // hint.

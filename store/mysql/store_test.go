@@ -48,7 +48,7 @@ func TestMigrateIsIdempotentAndChecksForeignTables(t *testing.T) {
 	legacy, err := mysql.New(d.DB, mysql.Options{Table: "legacy"})
 	require.NoError(t, err)
 	err = legacy.Migrate(ctx)
-	require.ErrorContains(t, err, "column next_attempt_at")
+	require.ErrorContains(t, err, "column created_at")
 	require.ErrorContains(t, err, "column event_key")
 
 	missing, err := mysql.New(d.DB, mysql.Options{Table: "never_migrated"})
@@ -157,11 +157,11 @@ func TestDSNTimeSettingsDoNotMatter(t *testing.T) {
 	b, err := odd.Claim(ctx, backend.ClaimParams{Owner: "n", Limit: 1, LeaseFor: time.Minute})
 	require.NoError(t, err)
 	require.Len(t, b.Records, 1, "due-ness is judged on the database's UTC clock in any session time zone")
-	_, err = odd.Settle(ctx, b.Token, []backend.Outcome{{ID: "tz", Kind: backend.OutcomePublished}})
+	_, err = odd.Settle(ctx, b.Token, []backend.Outcome{{ID: "tz", Kind: backend.OutcomeRetry, RetryIn: time.Minute, Error: "x"}})
 	require.NoError(t, err)
 	r, err := plain.Get(ctx, "tz")
 	require.NoError(t, err)
-	require.WithinDuration(t, time.Now(), r.PublishedAt, time.Hour, "published_at is UTC")
+	require.WithinDuration(t, time.Now().Add(time.Minute), r.NextAttemptAt, time.Hour, "the retry's due time is UTC")
 }
 
 func withParams(t *testing.T, dsn string, params map[string]string) string {
@@ -221,7 +221,7 @@ func TestWorkerSurvivesKilledConnections(t *testing.T) {
 	// Outcomes lost with a killed connection are delivered again once their
 	// lease expires: with the faults over, the table must drain completely.
 	deadline = time.Now().Add(time.Minute)
-	for countRows(t, d, "status <> 'published'") > 0 {
+	for statsOf(t, s).Pending > 0 {
 		require.True(t, time.Now().Before(deadline), "records left unpublished")
 		time.Sleep(20 * time.Millisecond)
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/outboxrelay/outboxrelay/internal/testutil"
+	"github.com/outboxrelay/outboxrelay/outbox"
 	"github.com/outboxrelay/outboxrelay/outbox/backend"
 	"github.com/outboxrelay/outboxrelay/store/mysql"
 )
@@ -20,14 +21,13 @@ import (
 // lease_owner and published_at.
 var version4 = oldSchema(4)
 
-// TestMigrateFromVersion4KeepsLeases: pending, leased, published and dead
-// records of a version 4 table, in the outbox table and a named
-// consumer's, come through the upgrade to version 5 as they were: a lease
-// taken before it still fences (its holder settles, nobody else claims
-// the record until it runs out; the new lease column keeps the first 16
-// of its 32 digits, which the whole token still matches), and a
-// published record keeps its publication time.
-func TestMigrateFromVersion4KeepsLeases(t *testing.T) {
+// TestMigrateFromVersion4: pending, leased, published and dead records
+// of a version 4 table, in the outbox table and a named consumer's, come
+// through the upgrade to the current version with their status, attempts
+// and last error; the cut-over to version 9 waits for the workers that
+// hold leases to stop, and a record leased before it is due when its
+// lease was to end.
+func TestMigrateFromVersion4(t *testing.T) {
 	d := testutil.NewDatabase(t)
 	ctx := context.Background()
 	const token = "0123456789abcdef0123456789abcdef"
@@ -63,39 +63,50 @@ func TestMigrateFromVersion4KeepsLeases(t *testing.T) {
 	require.ErrorContains(t, err, "the removal of column lease_owner")
 	require.ErrorContains(t, err, "the copy of the values of lease_token of the companion table consumption")
 
-	require.NoError(t, s.Migrate(ctx))
+	migrateAfterStoppingWorkers(t, s, d.DB)
 	require.NoError(t, s.Verify(ctx))
 	st, err = s.SchemaStatus(ctx)
 	require.NoError(t, err)
 	require.Equal(t, mysql.SchemaStatus{Version: mysql.SchemaVersion, Recorded: true}, st)
-
-	for _, table := range []string{"room_outbox", "room_outbox_consumption"} {
-		require.Equal(t, []string{
-			"pend|pending|0",
-			"leased|pending|" + leaseIDOf(t, token[:16]),
-			"pub|published|0",
-			"dead|dead|" + leaseIDOf(t, token[:16]),
-		}, rowStrings(t, d.DB, "SELECT CONCAT_WS('|', event_id, status, lease_id) FROM "+table+" ORDER BY event_id = 'dead', event_id = 'pub', event_id = 'leased', event_id"), table)
-	}
-	pub, err := s.Get(ctx, "pub")
-	require.NoError(t, err)
-	require.Equal(t, time.Date(2026, 1, 2, 3, 4, 5, 123456000, time.UTC), pub.PublishedAt.UTC(), "the publication time is kept")
-
+	requireStates(t, ctx, s, "pend|pending|0|", "leased|pending|2|boom", "pub|published|0|", "dead|dead|5|gave up")
+	requireStates(t, ctx, consumer(t, s, "activity"), "pend|pending|0|", "leased|pending|2|", "pub|published|0|", "dead|dead|5|")
 	for _, c := range []backend.Store{s, consumer(t, s, "activity")} {
 		b, err := c.Claim(ctx, backend.ClaimParams{Owner: "new", Limit: 10, LeaseFor: time.Minute})
 		require.NoError(t, err)
-		require.Equal(t, []string{"pend"}, recordIDs(b.Records), "the record leased before the upgrade stays leased")
-		res, err := c.Settle(ctx, token, []backend.Outcome{{ID: "leased", Kind: backend.OutcomePublished}, {ID: "dead", Kind: backend.OutcomePublished}})
-		require.NoError(t, err)
-		require.Equal(t, backend.SettleResult{Applied: 1, Stale: 1}, res, "the lease taken before the upgrade fences its record; a dead record is not leased")
-		res, err = c.Settle(ctx, token, []backend.Outcome{{ID: "leased", Kind: backend.OutcomeRetry, Error: "again"}})
-		require.NoError(t, err)
-		require.Equal(t, backend.SettleResult{Stale: 1}, res, "an outcome applies once")
+		require.Equal(t, []string{"pend"}, recordIDs(b.Records), "the record leased before the upgrade is due when that lease was to end")
 	}
-	r, err := s.Get(ctx, "leased")
-	require.NoError(t, err)
-	require.Equal(t, "published", string(r.Status))
-	require.Equal(t, r.NextAttemptAt, r.PublishedAt)
+}
+
+// migrateAfterStoppingWorkers runs Migrate as an operator upgrading to
+// version 9 does: it refuses to cut over while records are leased to
+// workers of version 8; the operator stops them (here: their leases end)
+// and runs it again.
+func migrateAfterStoppingWorkers(t *testing.T, s *mysql.Store, db *sql.DB) {
+	t.Helper()
+	ctx := context.Background()
+	err := s.Migrate(ctx)
+	if err == nil {
+		return
+	}
+	require.ErrorContains(t, err, "leased to workers of version 8: stop them")
+	for _, table := range []string{"room_outbox", "room_outbox_consumption"} {
+		_, err := db.ExecContext(ctx, "UPDATE "+table+" SET lease_until = UTC_TIMESTAMP(6) - INTERVAL 1 SECOND WHERE lease_until > UTC_TIMESTAMP(6)")
+		require.NoError(t, err)
+	}
+	require.NoError(t, s.Migrate(ctx))
+}
+
+// requireStates checks each record of q as "id|status|attempts|last error".
+func requireStates(t *testing.T, ctx context.Context, q interface {
+	Get(context.Context, string) (outbox.Record, error)
+}, want ...string) {
+	t.Helper()
+	for _, w := range want {
+		id, _, _ := strings.Cut(w, "|")
+		r, err := q.Get(ctx, id)
+		require.NoError(t, err)
+		require.Equal(t, w, fmt.Sprintf("%s|%s|%d|%s", r.ID, r.Status, r.Attempts, r.LastError))
+	}
 }
 
 func countWhere(t *testing.T, db *sql.DB, table, cond string) int {

@@ -104,7 +104,7 @@ func (sc schema) exists(suffix string) bool { return len(sc.tables[suffix].colum
 func (sc schema) needs(u step) bool {
 	ts := sc.tables[u.suffix]
 	if u.what == "table" {
-		return !sc.exists(u.suffix)
+		return !sc.exists(u.suffix) && !sc.droppedLater(u)
 	}
 	if !sc.exists(u.suffix) {
 		return false
@@ -116,7 +116,10 @@ func (sc schema) needs(u step) bool {
 	case "column":
 		_, ok := ts.columns[name]
 		return !ok && !sc.droppedLater(u)
-	case "no": // "no column x" or "no index x": one the store no longer has
+	case "no": // "no column x", "no index x" or "no table": one the store no longer has
+		if name == "table" {
+			return true // exists, checked above
+		}
 		if idx, ok := strings.CutPrefix(name, "index "); ok {
 			return ts.indexes[idx]
 		}
@@ -149,12 +152,15 @@ func (sc schema) droppedLater(u step) bool {
 	return false
 }
 
-// reached reports whether the tables have what version v adds: none of
-// its steps that add a column or an index is needed. (Every version adds
-// one: see version.)
+// reached reports whether the tables have been upgraded to version v, in
+// full or in part: one of its steps that add a column or an index has
+// run. (Every version adds one: see version. A version's steps add before
+// they drop, so a table that has lost what v drops has what it adds, or
+// some of it: an upgrade by hand that stopped half way, which the
+// version's remaining steps finish.)
 func (sc schema) reached(v int) bool {
-	return !slices.ContainsFunc(upgrades, func(a step) bool {
-		return a.version == v && (strings.HasPrefix(a.what, "column ") || strings.HasPrefix(a.what, "index ")) && sc.needs(a)
+	return slices.ContainsFunc(upgrades, func(a step) bool {
+		return a.version == v && (strings.HasPrefix(a.what, "column ") || strings.HasPrefix(a.what, "index ")) && sc.exists(a.suffix) && !sc.needs(a)
 	})
 }
 
@@ -295,7 +301,7 @@ func isAre(list []string) string {
 // step adds, and a companion table that does not exist yet.
 func (sc schema) missing(beforeUpgrades bool) []string {
 	var out []string
-	for _, suffix := range []string{"", consumersSuffix, consumptionSuffix} {
+	for _, suffix := range append([]string{""}, companions...) {
 		ts := sc.tables[suffix]
 		if beforeUpgrades && suffix != "" && !sc.exists(suffix) {
 			continue
@@ -338,7 +344,7 @@ func (sc schema) missing(beforeUpgrades bool) []string {
 // the server would not take for one of ours are left out.
 func (s *Store) readSchema(ctx context.Context, q querier) (schema, error) {
 	sc := schema{tables: map[string]tableSchema{}}
-	for _, suffix := range []string{"", consumersSuffix, consumptionSuffix} {
+	for _, suffix := range allSuffixes {
 		sc.tables[suffix] = tableSchema{columns: map[string]string{}, indexes: map[string]bool{}}
 	}
 	var lowerCaseNames int
@@ -401,8 +407,8 @@ func scanTriples(ctx context.Context, q querier, st statement, f func(a, b, c st
 // columnsSQL reads the columns of the outbox table and its companions:
 // table, column, data type.
 func columnsSQL(t *target, table string) statement {
-	return t.render("SELECT TABLE_NAME, COLUMN_NAME, DATA_TYPE FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME IN (?, ?, ?)",
-		table, consumersTable(table), consumptionTable(table))
+	return t.renderList("SELECT TABLE_NAME, COLUMN_NAME, DATA_TYPE FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME IN ({list})",
+		len(allSuffixes), tableNames(table)...)
 }
 
 // indexesSQL reads the indexes of the outbox table and its companions:
@@ -411,8 +417,8 @@ func columnsSQL(t *target, table string) statement {
 // would fold the indexes of orders_outbox and ORDERS_OUTBOX into the
 // rows of one of them.)
 func indexesSQL(t *target, table string) statement {
-	return t.render("SELECT TABLE_NAME, INDEX_NAME, '' FROM information_schema.STATISTICS WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME IN (?, ?, ?)",
-		table, consumersTable(table), consumptionTable(table))
+	return t.renderList("SELECT TABLE_NAME, INDEX_NAME, '' FROM information_schema.STATISTICS WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME IN ({list})",
+		len(allSuffixes), tableNames(table)...)
 }
 
 // notOurs reports a table of the same name made by something else, at
@@ -424,4 +430,14 @@ func (s *Store) notOurs(op string, sc schema, missing []string) error {
 			op, s.table, sc.recorded, SchemaVersion, strings.Join(missing, ", "), sc.recorded)
 	}
 	return fmt.Errorf("mysql store: %s: table %q exists but lacks %s; it was not made by this store", op, s.table, strings.Join(missing, ", "))
+}
+
+// tableNames is the names of the outbox table and its companions, past
+// and present (allSuffixes).
+func tableNames(table string) []any {
+	out := make([]any, len(allSuffixes))
+	for i, suffix := range allSuffixes {
+		out[i] = table + suffix
+	}
+	return out
 }

@@ -1,45 +1,28 @@
--- outboxrelay schema version 8: a fresh install.
+-- outboxrelay schema version 9: a fresh install.
 --
--- {outbox} is the outbox table, {consumers} and {consumption} its
--- companion tables for named consumers (<table>_consumers and
--- <table>_consumption), and {schema_version} the record of the schema
--- version (<table>_schema_version). outboxctl schema --table NAME prints
--- this file with the names filled in.
+-- The outbox is a log that each consumer reads past a position of its
+-- own (LOG-DESIGN.md). {outbox} holds the messages and is written once
+-- per message; a delivery changes nothing in it. {consumers} is the
+-- registry of consumers (the default one is id 0) with each one's
+-- position; {ranges} the batches handed out and not yet settled;
+-- {state} a row per consumer and message only for a message that needs
+-- one (failed, released, held back behind its key, dead, or left by its
+-- writer); {gaps} the ids the log skipped (a rolled-back or failed
+-- insert) since they were first seen. outboxctl schema --table NAME
+-- prints this file with the names filled in.
 --
 -- The outbox table:
---   id orders records in insert order and is the claim tie-breaker.
+--   id orders the log; a consumer reads past the highest id it has
+--   walked.
 --   event_key is binary: compared byte by byte, which for UTF-8 is code
---   point order, with no padding, so that every key sorts and compares as
---   itself.
+--   point order, with no padding.
 --   created_at is when the row was written, on the database clock;
 --   occurred_at is Message.CreatedAt when the writer set one.
---   next_attempt_at is when a pending record is next due: for a leased
---   record, when its lease ends. For a published or dead record it is
---   when that outcome was recorded, so idx_due also serves retention.
---   idx_due (status, next_attempt_at, id) serves the claim: a range scan
---   over due pending records in due order that stops after the batch.
---   A claim moves the records it leases past the range (to the lease's
---   end), so that the next claims, on any instance, do not read them.
---   idx_status_key (status, event_key, id) finds each key's oldest
---   pending record with a loose index scan, for ordered claims, and a
---   key's records for filters.
---   lease_id identifies a record's current (or last) lease, 0 when
---   none: it fences settles, so that only the holder of the current
---   lease of a pending record can record an outcome. A worker's lease
---   is positive; a writer's lease (a head start) is negative, and so is
---   a requeued record's wait for the record of its key in flight (see
---   Requeue). lease_until is when a claim's lease ends (a claim writes
---   it and next_attempt_at; builds before issue 30 wrote only
---   lease_until); a head start ends at next_attempt_at.
---   status, lease_id, lease_until, next_attempt_at and retry_count are
---   fixed-width and NOT NULL, so that a claim and a published outcome
---   rewrite the row in place: InnoDB then logs only the bytes that
---   changed, not the whole row with its payload. status is an ENUM (one
---   byte, in the row and in the indexes), and lease_id a BIGINT (eight
---   bytes), the narrowest that hold them. A published record's
---   publication time is its next_attempt_at.
---   fanout is 1 once the message has been handed over to the named
---   consumers; idx_fanout finds the ones still to hand over.
+--   writer_token and writer_until are the writer's head start: the
+--   token of the process that enqueued the message with one (0: none)
+--   and when it ends; '1970-01-01 00:00:01' once the writer delivered
+--   it (or none). Both are fixed-width and NOT NULL, so that the
+--   writer's settle rewrites the row in place.
 -- All times are UTC on the database clock (UTC_TIMESTAMP).
 CREATE TABLE IF NOT EXISTS {outbox} (
   id              BIGINT UNSIGNED NOT NULL AUTO_INCREMENT,
@@ -49,59 +32,83 @@ CREATE TABLE IF NOT EXISTS {outbox} (
   payload         LONGBLOB NOT NULL,
   headers         TEXT CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NULL,
   occurred_at     DATETIME(6) NULL,
-  status          ENUM('pending', 'published', 'dead') CHARACTER SET ascii COLLATE ascii_bin NOT NULL DEFAULT 'pending',
-  retry_count     INT UNSIGNED NOT NULL DEFAULT 0,
-  last_error      VARCHAR(512) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NULL,
   created_at      DATETIME(6) NOT NULL,
-  next_attempt_at DATETIME(6) NOT NULL,
-  fanout          TINYINT UNSIGNED NOT NULL DEFAULT 0,
-  lease_id        BIGINT NOT NULL DEFAULT 0,
-  lease_until     DATETIME(6) NOT NULL DEFAULT '1970-01-01 00:00:01',
+  writer_token    BIGINT NOT NULL DEFAULT 0,
+  writer_until    DATETIME(6) NOT NULL DEFAULT '1970-01-01 00:00:01',
   PRIMARY KEY (id),
-  UNIQUE KEY uk_event_id (event_id),
-  KEY idx_due (status, next_attempt_at, id),
-  KEY idx_status_key (status, event_key, id),
-  KEY idx_fanout (fanout, id)
+  UNIQUE KEY uk_event_id (event_id)
 ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin;
 
--- The named consumers. start_seq is the first message (outbox id) a
--- consumer gets; backfill_cursor, while not NULL, is how far a consumer
--- that started from the beginning has been handed the messages that
--- existed before it. removing is 1 from the moment RemoveConsumer starts
--- until its state is gone; add_token is the AddConsumer call that
--- registered it.
+-- The consumers. id 0 (name '') is the default consumer. walked is the
+-- position: every message with an id up to it has been handed to a
+-- range, has a state row, or is not the consumer's. start_seq is the
+-- last message before the consumer's first. held lists (8 bytes each,
+-- big-endian) the messages the default consumer's walk passed while
+-- their writer held them (writer_until in the future). removing is 1
+-- from the moment RemoveConsumer starts until its state is gone;
+-- add_token is the AddConsumer call that registered it.
 CREATE TABLE IF NOT EXISTS {consumers} (
+  id              INT UNSIGNED NOT NULL,
   name            VARCHAR(64) CHARACTER SET ascii COLLATE ascii_bin NOT NULL,
-  start_seq       BIGINT UNSIGNED NOT NULL,
-  backfill_cursor BIGINT UNSIGNED NULL,
+  walked          BIGINT UNSIGNED NOT NULL DEFAULT 0,
+  start_seq       BIGINT UNSIGNED NOT NULL DEFAULT 0,
+  held            VARBINARY(8192) NOT NULL DEFAULT '',
   created_at      DATETIME(6) NOT NULL,
   removing        TINYINT UNSIGNED NOT NULL DEFAULT 0,
   add_token       CHAR(32) CHARACTER SET ascii COLLATE ascii_bin NULL,
-  PRIMARY KEY (name)
+  PRIMARY KEY (id),
+  UNIQUE KEY uk_name (name)
 ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin;
 
--- The delivery state of the named consumers, one row per consumer and
--- message, with the state columns of the outbox table and the message
--- fields claims need (the payload stays in the outbox table). Its indexes
--- mirror the outbox table's, prefixed by the consumer: idx_key (consumer,
--- status, event_key, msg_id) is the outbox table's idx_status_key;
--- idx_msg serves retention.
-CREATE TABLE IF NOT EXISTS {consumption} (
-  consumer        VARCHAR(64) CHARACTER SET ascii COLLATE ascii_bin NOT NULL,
-  msg_id          BIGINT UNSIGNED NOT NULL,
-  event_id        VARCHAR(255) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NOT NULL,
+INSERT IGNORE INTO {consumers} (id, name, created_at) VALUES (0, '', UTC_TIMESTAMP(6));
+
+-- One row per batch read from the log and not yet settled: the messages
+-- with from_id < id <= to_id that have no state row (and, for the
+-- default consumer, that their writer did not deliver), n of them still
+-- unsettled, leased to owner until lease_until.
+CREATE TABLE IF NOT EXISTS {ranges} (
+  consumer_id     INT UNSIGNED NOT NULL,
+  token           BIGINT NOT NULL,
+  from_id         BIGINT UNSIGNED NOT NULL,
+  to_id           BIGINT UNSIGNED NOT NULL,
+  n               INT UNSIGNED NOT NULL,
+  owner           VARCHAR(255) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NOT NULL,
+  claimed_at      DATETIME(6) NOT NULL,
+  lease_until     DATETIME(6) NOT NULL,
+  PRIMARY KEY (consumer_id, token)
+) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin;
+
+-- A consumer's state of a message that needs one. status pending: due
+-- at next_attempt_at (while lease_token is not 0, leased until then);
+-- published or dead since finished_at.
+--   idx_due serves claims, idx_key the order per key, idx_finished
+--   retention and idx_id the state of a message for every consumer.
+CREATE TABLE IF NOT EXISTS {state} (
+  consumer_id     INT UNSIGNED NOT NULL,
+  id              BIGINT UNSIGNED NOT NULL,
   event_key       VARBINARY(1020) NOT NULL DEFAULT '',
-  event_type      VARCHAR(255) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NOT NULL,
   status          ENUM('pending', 'published', 'dead') CHARACTER SET ascii COLLATE ascii_bin NOT NULL DEFAULT 'pending',
   retry_count     INT UNSIGNED NOT NULL DEFAULT 0,
-  last_error      VARCHAR(512) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NULL,
-  created_at      DATETIME(6) NOT NULL,
+  last_error      VARCHAR(512) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NOT NULL DEFAULT '',
   next_attempt_at DATETIME(6) NOT NULL,
-  lease_id        BIGINT NOT NULL DEFAULT 0,
-  lease_until     DATETIME(6) NOT NULL DEFAULT '1970-01-01 00:00:01',
-  PRIMARY KEY (consumer, msg_id),
-  UNIQUE KEY uk_event_id (consumer, event_id),
-  KEY idx_due (consumer, status, next_attempt_at, msg_id),
-  KEY idx_key (consumer, status, event_key, msg_id),
-  KEY idx_msg (msg_id)
+  lease_token     BIGINT NOT NULL DEFAULT 0,
+  finished_at     DATETIME(6) NOT NULL DEFAULT '1970-01-01 00:00:01',
+  PRIMARY KEY (consumer_id, id),
+  KEY idx_due (consumer_id, status, next_attempt_at, id),
+  KEY idx_key (consumer_id, status, event_key, id),
+  KEY idx_finished (consumer_id, status, finished_at),
+  KEY idx_id (id)
+) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin;
+
+-- Runs of ids missing from the log with a later id committed, per
+-- consumer that met them: lo to hi, first seen missing at seen_at,
+-- passed by the consumer's walk at passed_at ('1970-01-01 00:00:01':
+-- not yet).
+CREATE TABLE IF NOT EXISTS {gaps} (
+  consumer_id     INT UNSIGNED NOT NULL,
+  lo              BIGINT UNSIGNED NOT NULL,
+  hi              BIGINT UNSIGNED NOT NULL,
+  seen_at         DATETIME(6) NOT NULL,
+  passed_at       DATETIME(6) NOT NULL DEFAULT '1970-01-01 00:00:01',
+  PRIMARY KEY (consumer_id, lo)
 ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin;
