@@ -151,20 +151,29 @@ func (b *bench) relayDrain(ctx context.Context, n int, c compareConfig) (drainSt
 
 const minimalTable = "bench_minimal"
 
-// minimalDrain drains n rows of the minimal table: workers goroutines, each
-// on a connection of its own, each transaction one locking SELECT and one
-// UPDATE.
-func (b *bench) minimalDrain(ctx context.Context, n int, c compareConfig) (drainStats, error) {
+// prepareMinimal makes the minimal table afresh with n rows of payload (an
+// SQL expression of n).
+func (b *bench) prepareMinimal(ctx context.Context, n int, payload string) error {
 	for _, q := range []string{
 		"DROP TABLE IF EXISTS " + minimalTable,
 		"CREATE TABLE " + minimalTable + " (id BIGINT NOT NULL AUTO_INCREMENT PRIMARY KEY, event_id VARCHAR(64) NOT NULL," +
 			" payload BLOB NOT NULL, status TINYINT NOT NULL DEFAULT 0, KEY idx_status (status, id)) ENGINE=InnoDB",
-		"INSERT INTO " + minimalTable + " (event_id, payload) SELECT CONCAT('e-', n), " + fillPayload(c.payload) + " FROM " + numbers(n),
+		"INSERT INTO " + minimalTable + " (event_id, payload) SELECT CONCAT('e-', n), " + payload + " FROM " + numbers(n),
 		"ANALYZE TABLE " + minimalTable,
 	} {
 		if _, err := b.db.ExecContext(ctx, q); err != nil {
-			return drainStats{}, fmt.Errorf("%.60s: %w", q, err)
+			return fmt.Errorf("%.60s: %w", q, err)
 		}
+	}
+	return nil
+}
+
+// minimalDrain drains n rows of the minimal table: workers goroutines, each
+// on a connection of its own, each transaction one locking SELECT and one
+// UPDATE.
+func (b *bench) minimalDrain(ctx context.Context, n int, c compareConfig) (drainStats, error) {
+	if err := b.prepareMinimal(ctx, n, fillPayload(c.payload)); err != nil {
+		return drainStats{}, err
 	}
 	pool, err := b.pool()
 	if err != nil {

@@ -27,20 +27,11 @@ func (b *bench) namedConsumers(ctx context.Context, sz sizes) ([]row, error) {
 		if err != nil {
 			return err
 		}
-		if _, err := b.db.ExecContext(ctx, "DELETE FROM "+table+"_consumers"); err != nil {
-			return err
-		}
-		if _, err := b.db.ExecContext(ctx, "DELETE FROM "+table+"_consumption"); err != nil {
-			return err
-		}
 		if err := store.AddConsumer(ctx, "activity", mysql.StartNow); err != nil {
 			return err
 		}
 		return b.fill(ctx, 0, n, "pending")
 	}
-	// activityLeft counts the messages the named consumer has yet to
-	// publish, handed over or not.
-	activityLeft := fmt.Sprintf("SELECT %d - COUNT(*) FROM %s_consumption WHERE consumer = 'activity' AND status = 'published'", n, table)
 
 	if err := setup(); err != nil {
 		return nil, err
@@ -52,7 +43,7 @@ func (b *bench) namedConsumers(ctx context.Context, sz sizes) ([]row, error) {
 	if err := setup(); err != nil {
 		return nil, err
 	}
-	alone, err := b.drainLanes(ctx, n, []lane{{consumer: "activity", sink: &countingSink{}, opts: opts}}, b.countQuery(activityLeft))
+	alone, err := b.drainLanes(ctx, n, []lane{{consumer: "activity", sink: &countingSink{}, opts: opts}}, b.pendingOf("activity"))
 	if err != nil {
 		return nil, err
 	}
@@ -62,7 +53,7 @@ func (b *bench) namedConsumers(ctx context.Context, sz sizes) ([]row, error) {
 	both, err := b.drainLanes(ctx, 2*n, []lane{
 		{sink: &countingSink{}, opts: opts},
 		{consumer: "activity", sink: &countingSink{}, opts: opts},
-	}, b.countQuery(fmt.Sprintf("SELECT (SELECT COUNT(*) FROM %s WHERE status = 'pending') + (%s)", table, activityLeft)))
+	}, b.pendingOf("", "activity"))
 	if err != nil {
 		return nil, err
 	}
@@ -143,11 +134,6 @@ func consumerName(i int) string { return fmt.Sprintf("named-%d", i) }
 // one per event and consumer (at-least-once allows them; none are
 // expected).
 func (b *bench) consumersDrain(ctx context.Context, n, named int) (drainStats, int, error) {
-	for _, suffix := range []string{"_consumption", "_consumers", "_schema_version", ""} {
-		if _, err := b.db.ExecContext(ctx, "DROP TABLE IF EXISTS "+table+suffix); err != nil {
-			return drainStats{}, 0, err
-		}
-	}
 	store, err := b.freshStore(ctx, b.db)
 	if err != nil {
 		return drainStats{}, 0, err

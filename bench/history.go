@@ -47,9 +47,17 @@ func (b *bench) historyCase(ctx context.Context, c historyCase) (row, error) {
 	if !c.keyed {
 		key, what = "", "published unkeyed records"
 	}
-	_, err = b.db.ExecContext(ctx, fmt.Sprintf("INSERT INTO %s (event_id, event_key, event_type, payload, status, created_at, next_attempt_at)"+
-		" SELECT CONCAT('h-', n), ?, 'RoomGiftSent', 'x', 'published', UTC_TIMESTAMP(6), UTC_TIMESTAMP(6) FROM %s", table, numbers(c.records)), key)
-	if err != nil {
+	// The history, delivered (behind the default consumer's position),
+	// ended by a plain INSERT (see fillSized).
+	for _, q := range []string{
+		fmt.Sprintf("INSERT INTO %s (event_id, event_key, event_type, payload, created_at) SELECT CONCAT('h-', n), ?, 'RoomGiftSent', 'x', UTC_TIMESTAMP(6) FROM %s ORDER BY n", table, numbers(c.records-1)),
+		fmt.Sprintf("INSERT INTO %s (event_id, event_key, event_type, payload, created_at) VALUES ('h-last', ?, 'RoomGiftSent', 'x', UTC_TIMESTAMP(6))", table),
+	} {
+		if _, err := b.db.ExecContext(ctx, q, key); err != nil {
+			return row{}, err
+		}
+	}
+	if _, err := b.db.ExecContext(ctx, "UPDATE "+table+"_consumers SET walked = (SELECT MAX(id) FROM "+table+")"); err != nil {
 		return row{}, err
 	}
 	if _, err := b.db.ExecContext(ctx, "ANALYZE TABLE "+table); err != nil {

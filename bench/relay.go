@@ -39,7 +39,7 @@ func (b *bench) drain(ctx context.Context, n, workers int, sink countedSink, opt
 	for i := range lanes {
 		lanes[i] = lane{sink: sink, opts: opts}
 	}
-	return b.drainLanes(ctx, n, lanes, b.countQuery("SELECT COUNT(*) FROM "+table+" WHERE status = 'pending'"))
+	return b.drainLanes(ctx, n, lanes, b.pendingOf(""))
 }
 
 // countedSink is a sink that counts what it took.
@@ -135,15 +135,6 @@ func (b *bench) drainLanes(ctx context.Context, n int, lanes []lane, remaining f
 	}
 }
 
-// countQuery is a count of what is left to deliver by one query.
-func (b *bench) countQuery(q string) func(context.Context) (int, error) {
-	return func(ctx context.Context) (int, error) {
-		var n int
-		err := b.db.QueryRowContext(ctx, q).Scan(&n)
-		return n, err
-	}
-}
-
 // relayRate measures events/s from pending to published.
 func (b *bench) relayRate(ctx context.Context, n, batch, workers int) (float64, error) {
 	if _, err := b.freshStore(ctx, b.db); err != nil {
@@ -163,14 +154,10 @@ func (b *bench) relayRate(ctx context.Context, n, batch, workers int) (float64, 
 // due rows with FOR UPDATE SKIP LOCKED and mark them published, in one
 // transaction, on one connection.
 func (b *bench) ceilingRate(ctx context.Context, n, batch int) (float64, error) {
-	if _, err := b.freshStore(ctx, b.db); err != nil {
+	if err := b.prepareMinimal(ctx, n, `'{"gift":"rose","count":1}'`); err != nil {
 		return 0, err
 	}
-	if err := b.fill(ctx, 0, n, "pending"); err != nil {
-		return 0, err
-	}
-	sel := "SELECT id FROM " + table + " WHERE status = 'pending' AND next_attempt_at <= UTC_TIMESTAMP(6)" +
-		" ORDER BY next_attempt_at, id LIMIT ? FOR UPDATE SKIP LOCKED"
+	sel := "SELECT id FROM " + minimalTable + " WHERE status = 0 ORDER BY id LIMIT ? FOR UPDATE SKIP LOCKED"
 	start := time.Now()
 	for {
 		tx, err := b.db.BeginTx(ctx, &sql.TxOptions{Isolation: sql.LevelReadCommitted})
@@ -196,8 +183,7 @@ func (b *bench) ceilingRate(ctx context.Context, n, batch int) (float64, error) 
 			tx.Rollback()
 			return perSec(n, time.Since(start)), nil
 		}
-		upd := "UPDATE " + table + " SET status = 'published', next_attempt_at = UTC_TIMESTAMP(6)" +
-			" WHERE id IN (" + strings.Repeat("?, ", len(ids)-1) + "?)"
+		upd := "UPDATE " + minimalTable + " SET status = 1 WHERE id IN (" + strings.Repeat("?, ", len(ids)-1) + "?)"
 		if _, err := tx.ExecContext(ctx, upd, ids...); err != nil {
 			tx.Rollback()
 			return 0, err

@@ -23,7 +23,7 @@ func init() {
 			return mysql.New(db, mysql.Options{Table: table})
 		},
 		listTables: func(ctx context.Context, db *sql.DB) (tableList, error) {
-			return queryTables(ctx, db, `SELECT TABLE_NAME, SUM(LOWER(COLUMN_NAME) IN ('event_id', 'status', 'payload'))
+			return queryTables(ctx, db, `SELECT TABLE_NAME, SUM(LOWER(COLUMN_NAME) IN ('event_id', 'payload', 'status', 'writer_until'))
 				FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = DATABASE() GROUP BY TABLE_NAME ORDER BY TABLE_NAME`)
 		},
 		schema: schemaDDL{version: mysql.SchemaVersion, sql: mysql.SchemaSQL},

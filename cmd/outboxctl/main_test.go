@@ -97,7 +97,7 @@ func newFixture(t *testing.T) fixture {
 	settleAs(backend.OutcomeDead, "ErrorCode 10010: group not found", "d-1")
 	settleAs(backend.OutcomeDead, "ErrorCode 80001: filtered", "d-2")
 	settleAs(backend.OutcomePublished, "", "old-1", "old-2", "new-1")
-	_, err = d.DB.Exec("UPDATE room_outbox SET next_attempt_at = UTC_TIMESTAMP(6) - INTERVAL 40 DAY WHERE event_id LIKE 'old-%'")
+	_, err = d.DB.Exec("UPDATE room_outbox SET created_at = UTC_TIMESTAMP(6) - INTERVAL 40 DAY WHERE event_id LIKE 'old-%'")
 	require.NoError(t, err)
 	return fixture{db: d, store: s, env: []string{"OUTBOXCTL_DSN=" + d.DSN}}
 }

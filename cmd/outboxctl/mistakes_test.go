@@ -158,7 +158,7 @@ func TestForgottenTableListsTheOutboxTables(t *testing.T) {
 			`table "orders_outbx" does not exist; outbox tables here: orders_outbox, room_outbox (check --table; did you mean orders_outbox?)`},
 		{"$OUTBOXCTL_TABLE mistyped", env("OUTBOXCTL_TABLE=rooms_outbox"), []string{"stats"},
 			`table "rooms_outbox" does not exist; outbox tables here: orders_outbox, room_outbox (check $OUTBOXCTL_TABLE; did you mean room_outbox?)`},
-		{"a companion table", env(), []string{"stats", "--table", "room_outbox_consumption"},
+		{"a companion table", env(), []string{"stats", "--table", "room_outbox_state"},
 			`it was not made by this store; outbox tables here: orders_outbox, room_outbox (check --table)`},
 	} {
 		r := ctl(t, tc.env, tc.args...)

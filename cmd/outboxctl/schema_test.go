@@ -20,14 +20,14 @@ func TestSchemaPrintsTheSQL(t *testing.T) {
 	want, err := mysql.SchemaSQL("orders_outbox", 0, mysql.SchemaVersion)
 	require.NoError(t, err)
 	require.Equal(t, want+"\n", r.stdout)
-	require.Contains(t, r.stdout, "CREATE TABLE IF NOT EXISTS `orders_outbox_consumption`")
+	require.Contains(t, r.stdout, "CREATE TABLE IF NOT EXISTS `orders_outbox_state`")
 
 	r = ctl(t, nil, "schema", "--table", "orders_outbox", "--from", "2", "--to", "3")
 	require.Equal(t, exitOK, r.code, r.stderr)
 	require.Contains(t, r.stdout, "ALTER TABLE `orders_outbox` ADD INDEX idx_fanout (fanout, id)")
 	require.NotContains(t, r.stdout, "occurred_at", "version 4's steps are not asked for")
 
-	r = ctl(t, nil, "schema", "--from", "9")
+	r = ctl(t, nil, "schema", "--from", "10")
 	require.Equal(t, exitUsage, r.code)
 	r = ctl(t, nil, "schema", "--table", "bad`name")
 	require.Equal(t, exitUsage, r.code)

@@ -37,8 +37,9 @@ type tableList struct {
 	// all holds every table's name.
 	all []string
 	// outboxes holds those that look like outbox tables: they have the
-	// event_id, status and payload columns (a consumption table has the
-	// first two, not payload; an inbox table none).
+	// event_id and payload columns, and status (MySQL schema versions up
+	// to 8) or writer_until (from 9), or xid (PostgreSQL); a companion
+	// table has at most two of them, an inbox table none.
 	outboxes []string
 }
 

@@ -17,6 +17,7 @@ import (
 	"github.com/outboxrelay/outboxrelay/outbox"
 	"github.com/outboxrelay/outboxrelay/outbox/outboxtest"
 	"github.com/outboxrelay/outboxrelay/sink/tencentim/tencentimtest"
+	"github.com/outboxrelay/outboxrelay/store/mysql"
 )
 
 // testApp is a running room-service on a fresh database, with Tencent IM
@@ -146,6 +147,18 @@ func (a *testApp) imDeliveries() map[string]int {
 		}
 	}
 	return n
+}
+
+// unpublished counts the default consumer's records not published yet
+// (pending or dead), through the operator contract on the test's own
+// pool: the store's tables are its business.
+func (a *testApp) unpublished() int {
+	a.t.Helper()
+	s, err := mysql.New(a.db.DB, mysql.Options{Table: "room_outbox"})
+	require.NoError(a.t, err)
+	st, err := s.Stats(context.Background())
+	require.NoError(a.t, err)
+	return st.Pending + st.Dead
 }
 
 // count runs a COUNT(*) query on the test's own pool.

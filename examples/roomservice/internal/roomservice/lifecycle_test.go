@@ -16,6 +16,7 @@ import (
 	"github.com/outboxrelay/outboxrelay/internal/testutil"
 	"github.com/outboxrelay/outboxrelay/outbox"
 	"github.com/outboxrelay/outboxrelay/outbox/outboxtest"
+	"github.com/outboxrelay/outboxrelay/store/mysql"
 )
 
 // TestShutdownOrder proves the shutdown order with real work in flight:
@@ -80,11 +81,12 @@ func TestShutdownOrder(t *testing.T) {
 	require.ErrorContains(t, a.App.db.Ping(), "database is closed")
 
 	// Checked through the test's own pool, after the App closed its own.
-	var attempts int
-	var lastError string
-	require.NoError(t, a.db.DB.QueryRow("SELECT retry_count, last_error FROM room_outbox WHERE event_id = 'hung-1'").Scan(&attempts, &lastError))
-	require.Equal(t, 1, attempts, "the in-flight publish ended at publish_timeout and was recorded before MySQL closed")
-	require.Contains(t, lastError, "timed out")
+	s, err := mysql.New(a.db.DB, mysql.Options{Table: "room_outbox"})
+	require.NoError(t, err)
+	hung, err := s.Get(context.Background(), "hung-1")
+	require.NoError(t, err)
+	require.Equal(t, 1, hung.Attempts, "the in-flight publish ended at publish_timeout and was recorded before MySQL closed")
+	require.Contains(t, hung.LastError, "timed out")
 	require.Equal(t, 1, a.count("SELECT COUNT(*) FROM room_members WHERE room_id = 'room-1' AND user_id = 'bob'"), "the command committed")
 }
 
@@ -195,7 +197,7 @@ func TestTwoInstancesShareRoomsSafely(t *testing.T) {
 	require.Len(t, events, users*5)
 
 	outboxtest.Eventually(t, "every event is published", func() bool {
-		return apps[0].count("SELECT COUNT(*) FROM room_outbox WHERE status <> 'published'") == 0
+		return apps[0].unpublished() == 0
 	})
 	delivered := map[string]int{}
 	for _, a := range apps {

@@ -165,7 +165,7 @@ func deliverCommands(t *testing.T, app *testApp) []string {
 	ids := append(created.EventIDs, joined.EventIDs...)
 	require.Len(t, ids, 3)
 	outboxtest.Eventually(t, "every event is published", func() bool {
-		return app.count("SELECT COUNT(*) FROM room_outbox WHERE status = 'published'") == len(ids)
+		return app.unpublished() == 0
 	})
 	return ids
 }
