@@ -263,25 +263,22 @@ func (b *bench) fill(ctx context.Context, offset, n int, status string) error {
 	return b.fillSized(ctx, offset, n, status, `'{"gift":"rose","count":1}'`)
 }
 
-// fillSized writes n messages on 200 keys, all but the last with one
-// INSERT … SELECT over generated numbers (payload is an SQL expression of
-// n), the last with a plain INSERT: a bulk insert may reserve more ids
-// than it uses, and the log's readers would wait GapTimeout at the hole
-// it leaves before the next message. Published ones are behind every
-// consumer's position, as if delivered.
+// fillSized writes n messages on 200 keys with one INSERT … SELECT over
+// generated numbers (payload is an SQL expression of n). It gives the ids
+// itself, each after the table's last: a bulk insert left to
+// AUTO_INCREMENT reserves ids in blocks and leaves the ones it did not use
+// as a hole before the next message, and the log's readers would wait
+// GapTimeout there. Published ones are behind every consumer's position,
+// as if delivered.
 func (b *bench) fillSized(ctx context.Context, offset, n int, status, payload string) error {
-	if n > 1 {
-		q := fmt.Sprintf("INSERT INTO %s (event_id, event_key, event_type, payload, created_at)"+
-			" SELECT CONCAT('e-', n + %d), CONCAT('room-', n %% 200), 'RoomGiftSent', %s, UTC_TIMESTAMP(6) FROM %s ORDER BY n",
-			table, offset, payload, numbers(n-1))
-		if _, err := b.db.ExecContext(ctx, q); err != nil {
-			return err
-		}
+	var last int64
+	if err := b.db.QueryRowContext(ctx, "SELECT COALESCE(MAX(id), 0) FROM "+table).Scan(&last); err != nil {
+		return err
 	}
-	last := fmt.Sprintf("INSERT INTO %s (event_id, event_key, event_type, payload, created_at)"+
-		" SELECT CONCAT('e-', n + %d), CONCAT('room-', n %% 200), 'RoomGiftSent', %s, UTC_TIMESTAMP(6) FROM (SELECT %d AS n) one",
-		table, offset, payload, n-1)
-	if _, err := b.db.ExecContext(ctx, last); err != nil {
+	q := fmt.Sprintf("INSERT INTO %s (id, event_id, event_key, event_type, payload, created_at)"+
+		" SELECT %d + n, CONCAT('e-', n + %d), CONCAT('room-', n %% 200), 'RoomGiftSent', %s, UTC_TIMESTAMP(6) FROM %s ORDER BY n",
+		table, last+1, offset, payload, numbers(n))
+	if _, err := b.db.ExecContext(ctx, q); err != nil {
 		return err
 	}
 	if status == "published" {
