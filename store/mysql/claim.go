@@ -79,24 +79,33 @@ func (s *channel) claim(ctx context.Context, st *backend.Settlement, p backend.C
 		)
 		err := retryRolledBack(ctx, func() error {
 			return inTx(ctx, s.db, func(tx *sql.Tx) error {
+				// The consumer's row first, settle or not, as the claim
+				// takes it: a settle that locked its rows and then waited
+				// for it would deadlock with a claim that holds it and
+				// waits for one of them.
+				var c consumerRow
 				var err error
+				if len(p.IDs) > 0 {
+					c, err = lockConsumer(ctx, tx, t, true)
+				} else {
+					c, err = lockForWalk(ctx, tx, t)
+				}
+				if err != nil {
+					return err
+				}
 				if st != nil {
-					// The consumer's row first, as the claim takes it: a
-					// settle that locked its rows and then waited for it
-					// would deadlock with a claim that holds it and waits
-					// for one of them.
-					if _, err := lockConsumer(ctx, tx, t, len(p.IDs) > 0); err != nil {
-						return err
-					}
 					if settled, err = settleIn(ctx, tx, t, st.Token, st.Outcomes); err != nil {
 						return fmt.Errorf("settle: %w", err)
 					}
+					// A record it did not settle as published may have a
+					// state row due now.
+					c.due = c.due || (len(st.Outcomes) > 0 && !allPublished(st.Outcomes))
 				}
 				if len(p.IDs) > 0 {
-					rows, err = claimIDs(ctx, tx, t, lease, p, s.maxClaimBytes)
+					rows, err = claimIDs(ctx, tx, t, c, lease, p, s.maxClaimBytes)
 					return err
 				}
-				rows, more, h, err = logClaim(ctx, tx, t, lease, p, s.maxClaimBytes)
+				rows, more, h, err = logClaim(ctx, tx, t, c, lease, p, s.maxClaimBytes)
 				return err
 			})
 		})
@@ -165,15 +174,11 @@ func inTx(ctx context.Context, db *sql.DB, fn func(tx *sql.Tx) error) error {
 // that the log's readers pass over; or with a due or expired state row.
 // Ordered, a key's records only when they are the key's oldest pending
 // ones (the others of the IDs aside), and then all of them. The registry
-// row is taken in share mode: claims by ID (writers' publishes, each of
+// row, c, is read in share mode (by the caller): claims by ID (writers' publishes, each of
 // its own messages) run beside each other, and a walk, which locks the
 // row to move the position and the held list, waits for them as they
 // wait for it.
-func claimIDs(ctx context.Context, tx *sql.Tx, t *target, lease int64, p backend.ClaimParams, maxBytes int) ([]scannedRecord, error) {
-	c, err := lockConsumer(ctx, tx, t, true)
-	if err != nil {
-		return nil, err
-	}
+func claimIDs(ctx context.Context, tx *sql.Tx, t *target, c consumerRow, lease int64, p backend.ClaimParams, maxBytes int) ([]scannedRecord, error) {
 	type cand struct {
 		heldMessage
 		hasState bool

@@ -46,7 +46,16 @@ const maxHeld = 1024
 type consumerRow struct {
 	walked, startSeq uint64
 	held             []uint64
+
+	// What a walk's claim looks at before it walks, read with the row
+	// (lockForWalk): the token of the consumer's oldest range whose
+	// lease has run out (0 for none), and whether a state row is due.
+	expired int64
+	due     bool
 }
+
+// consumerSQL reads a consumer's registry row.
+const consumerSQL = "SELECT walked, start_seq, held FROM {consumers} WHERE id = {c} AND removing = 0"
 
 // lockConsumer reads the consumer's registry row in tx, locked for
 // update (a walk, which moves the position) or in share mode (a claim
@@ -56,20 +65,40 @@ func lockConsumer(ctx context.Context, tx *sql.Tx, t *target, share bool) (consu
 	if share {
 		lock = " LOCK IN SHARE MODE"
 	}
-	var (
-		c    consumerRow
-		held []byte
-	)
-	err := tx.QueryRowContext(ctx, t.sql("SELECT walked, start_seq, held FROM {consumers} WHERE id = {c} AND removing = 0"+lock)).
-		Scan(&c.walked, &c.startSeq, &held)
+	var c consumerRow
+	var held []byte
+	return c, c.scan(tx.QueryRowContext(ctx, t.sql(consumerSQL+lock)), &held)
+}
+
+// lockForWalkSQL is consumerSQL for a walk's claim, locked for update,
+// with what the claim needs to know first: whether a range has run out
+// (takeOver) and whether a state row is due (claimState). Its two
+// subqueries are consistent reads, not locking ones (a locking clause
+// locks the rows of its own query's tables only), so that the claim
+// takes one round trip, and no other lock, to learn that it only walks.
+const lockForWalkSQL = `SELECT walked, start_seq, held,
+	COALESCE((SELECT token FROM {ranges} WHERE consumer_id = {c} AND lease_until < UTC_TIMESTAMP(6) ORDER BY from_id LIMIT 1), 0),
+	EXISTS (SELECT 1 FROM {state} WHERE consumer_id = {c} AND status = 'pending' AND next_attempt_at <= UTC_TIMESTAMP(6))
+FROM {consumers} WHERE id = {c} AND removing = 0 FOR UPDATE`
+
+// lockForWalk is lockConsumer for a walk's claim (see lockForWalkSQL).
+func lockForWalk(ctx context.Context, tx *sql.Tx, t *target) (consumerRow, error) {
+	var c consumerRow
+	var held []byte
+	return c, c.scan(tx.QueryRowContext(ctx, t.sql(lockForWalkSQL)), &held, &c.expired, &c.due)
+}
+
+// scan reads the registry row from r into c, with extra columns.
+func (c *consumerRow) scan(r *sql.Row, held *[]byte, extra ...any) error {
+	err := r.Scan(append([]any{&c.walked, &c.startSeq, held}, extra...)...)
 	if errors.Is(err, sql.ErrNoRows) {
-		return c, ErrUnknownConsumer
+		return ErrUnknownConsumer
 	}
 	if err != nil {
-		return c, err
+		return err
 	}
-	c.held, err = unpackIDs(held)
-	return c, err
+	c.held, err = unpackIDs(*held)
+	return err
 }
 
 // packIDs and unpackIDs are the held column's encoding.
@@ -97,22 +126,20 @@ func unpackIDs(b []byte) ([]uint64, error) {
 // still be open, or it rolled back (see gap.go).
 type hole struct{ at, next uint64 }
 
-// logClaim claims for t's consumer, in tx: an expired range of another
-// claimer first (all of it that fits p.Limit), else the due state rows
-// and then the log past the consumer's position. more says it left
-// something it could have taken; h, when not nil, is a hole the walk
-// stopped at before taking anything.
-func logClaim(ctx context.Context, tx *sql.Tx, t *target, token int64, p backend.ClaimParams, maxBytes int) (rows []scannedRecord, more bool, h *hole, err error) {
-	c, err := lockConsumer(ctx, tx, t, false)
+// logClaim claims for t's consumer, in tx, whose registry row c is
+// locked (lockForWalk): an expired range of another claimer first (all
+// of it that fits p.Limit), else the due state rows and then the log past
+// the consumer's position. more says it left something it could have
+// taken; h, when not nil, is a hole the walk stopped at before taking
+// anything.
+func logClaim(ctx context.Context, tx *sql.Tx, t *target, c consumerRow, token int64, p backend.ClaimParams, maxBytes int) (rows []scannedRecord, more bool, h *hole, err error) {
+	still, ended, err := resolveHeld(ctx, tx, t, c.held)
 	if err != nil {
 		return nil, false, nil, err
 	}
-	still, err := resolveHeld(ctx, tx, t, c.held)
-	if err != nil {
-		return nil, false, nil, err
-	}
+	c.due = c.due || ended
 	heldChanged := len(still) != len(c.held)
-	rows, more, took, err := takeOver(ctx, tx, t, token, p, c.startSeq, still)
+	rows, more, took, err := takeOver(ctx, tx, t, token, p, c, still)
 	if err != nil || took {
 		if err == nil && heldChanged {
 			err = setHeld(ctx, tx, t, still)
@@ -126,9 +153,10 @@ func logClaim(ctx context.Context, tx *sql.Tx, t *target, token int64, p backend
 		}
 	}
 	budget := newBudget(maxBytes)
-	rows, err = claimState(ctx, tx, t, token, p, p.Limit, g, budget)
-	if err != nil {
-		return nil, false, nil, err
+	if c.due {
+		if rows, err = claimState(ctx, tx, t, token, p, p.Limit, g, budget); err != nil {
+			return nil, false, nil, err
+		}
 	}
 	if left := p.Limit - len(rows); left > 0 && !budget.full {
 		w, wmore, h, err := walk(ctx, tx, t, token, p, left, c, still, heldChanged, g, budget)
@@ -165,20 +193,18 @@ type heldMessage struct {
 }
 
 // resolveHeld returns those of held that their writer still holds, and
-// gives those whose head start ended a state row.
-func resolveHeld(ctx context.Context, tx *sql.Tx, t *target, held []uint64) ([]heldMessage, error) {
+// gives those whose head start ended a state row, due now (ended says
+// it gave one).
+func resolveHeld(ctx context.Context, tx *sql.Tx, t *target, held []uint64) (still []heldMessage, ended bool, err error) {
 	if len(held) == 0 {
-		return nil, nil
+		return nil, false, nil
 	}
 	q, err := t.renderList(`SELECT o.id, o.event_key, `+heldByWriter+`, s.id IS NOT NULL OR (`+byWriter+`)
 FROM {outbox} o LEFT JOIN {state} s ON s.consumer_id = 0 AND s.id = o.id WHERE o.id IN ({list}) ORDER BY o.id`, len(held), anyArgs(held)...).query(ctx, tx)
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
-	var (
-		still []heldMessage
-		ended []heldMessage
-	)
+	var over []heldMessage
 	for q.Next() {
 		var (
 			m          heldMessage
@@ -187,7 +213,7 @@ FROM {outbox} o LEFT JOIN {state} s ON s.consumer_id = 0 AND s.id = o.id WHERE o
 		)
 		if err := q.Scan(&m.id, &key, &hold, &done); err != nil {
 			q.Close()
-			return nil, err
+			return nil, false, err
 		}
 		m.key = string(key)
 		switch {
@@ -195,21 +221,18 @@ FROM {outbox} o LEFT JOIN {state} s ON s.consumer_id = 0 AND s.id = o.id WHERE o
 		case hold:
 			still = append(still, m)
 		default:
-			ended = append(ended, m)
+			over = append(over, m)
 		}
 	}
-	if err := q.Close(); err != nil {
-		return nil, err
+	if err := errors.Join(q.Err(), q.Close()); err != nil {
+		return nil, false, err
 	}
-	if err := q.Err(); err != nil {
-		return nil, err
-	}
-	if len(ended) > 0 {
-		if _, err := dueStateRowsSQL(t, ended).exec(ctx, tx); err != nil {
-			return nil, err
+	if len(over) > 0 {
+		if _, err := dueStateRowsSQL(t, over).exec(ctx, tx); err != nil {
+			return nil, false, err
 		}
 	}
-	return still, nil
+	return still, len(over) > 0, nil
 }
 
 // heldUndelivered returns those of held that are still to be delivered
@@ -250,23 +273,23 @@ func heldIDs(held []heldMessage) []uint64 {
 	return ids
 }
 
-// takeOver takes the oldest range of the consumer whose lease has run
-// out (its claimer died, or is too slow), under token: the messages in
-// it that have no state row, as many as p.Limit allows (the rest stays
-// behind as a range of its own, expired, for the next claim).
-func takeOver(ctx context.Context, tx *sql.Tx, t *target, token int64, p backend.ClaimParams, startSeq uint64, held []heldMessage) (rows []scannedRecord, more, took bool, err error) {
-	var old int64
-	var from, to uint64
-	// Found by a plain read, then locked alone: a locking read of the
-	// consumer's ranges would wait for every settle in progress (which
-	// holds its range's row), and deadlock with a settle that waits for
-	// the consumer's row (SettleAndClaim).
-	err = tx.QueryRowContext(ctx, t.sql(`SELECT token FROM {ranges}
-WHERE consumer_id = {c} AND lease_until < UTC_TIMESTAMP(6) ORDER BY from_id LIMIT 1`)).Scan(&old)
-	if err == nil {
-		err = tx.QueryRowContext(ctx, t.sql(`SELECT from_id, to_id FROM {ranges}
-WHERE consumer_id = {c} AND token = ? AND lease_until < UTC_TIMESTAMP(6) FOR UPDATE`), old).Scan(&from, &to)
+// takeOver takes the consumer's range whose lease has run out that c
+// names (c.expired, its oldest when the registry row was read), if it
+// still has, under token: the messages in it that have no state row, as
+// many as p.Limit allows (the rest stays behind as a range of its own,
+// expired, for the next claim).
+func takeOver(ctx context.Context, tx *sql.Tx, t *target, token int64, p backend.ClaimParams, c consumerRow, held []heldMessage) (rows []scannedRecord, more, took bool, err error) {
+	if c.expired == 0 {
+		return nil, false, false, nil
 	}
+	old := c.expired
+	var from, to uint64
+	// Found by a plain read (lockForWalkSQL), then locked alone: a
+	// locking read of the consumer's ranges would wait for every settle
+	// in progress (which holds its range's row), and deadlock with a
+	// settle that waits for the consumer's row (SettleAndClaim).
+	err = tx.QueryRowContext(ctx, t.sql(`SELECT from_id, to_id FROM {ranges}
+WHERE consumer_id = {c} AND token = ? AND lease_until < UTC_TIMESTAMP(6) FOR UPDATE`), old).Scan(&from, &to)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, false, false, nil
 	}
@@ -275,7 +298,7 @@ WHERE consumer_id = {c} AND token = ? AND lease_until < UTC_TIMESTAMP(6) FOR UPD
 	}
 	rows, err = readRows(ctx, tx, t.render(`SELECT `+logCols+` FROM {outbox} o LEFT JOIN {state} s ON s.consumer_id = {c} AND s.id = o.id
 WHERE o.id > ? AND o.id <= ? AND o.id > ? AND s.id IS NULL AND NOT ({c} = 0 AND `+byWriter+`)
-ORDER BY o.id LIMIT `+strconv.Itoa(p.Limit+len(held)+1), from, to, startSeq))
+ORDER BY o.id LIMIT `+strconv.Itoa(p.Limit+len(held)+1), from, to, c.startSeq))
 	if err != nil {
 		return nil, false, false, err
 	}
