@@ -6,14 +6,16 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/outboxrelay/outboxrelay/outbox/backend"
 )
 
-// Every SQL statement of the store is written whole, once, in a function
-// or constant named after it. testdata/statements.sql has every one of
-// them as it runs, names filled in, for the default consumer and a named
-// one (TestStatementsReadWhole keeps it current): read the SQL there. The
+// Every SQL statement of the store is written whole, once, where it
+// runs, or in a constant named after it. testdata/statements.sql has
+// every one of them as it runs, names filled in, for the default
+// consumer and a named one, under the function that runs it
+// (TestStatementsReadWhole keeps it current): read the SQL there. The
 // text names the tables in braces, and a target fills them in:
 //
 //	{outbox}      the outbox table (the log)
@@ -74,15 +76,21 @@ func (t *target) sql(text string) string {
 	t.mu.RLock()
 	q, ok := t.rendered[text]
 	t.mu.RUnlock()
-	if ok {
-		return q
+	if !ok {
+		q = t.names.Replace(text)
+		t.mu.Lock()
+		t.rendered[text] = q
+		t.mu.Unlock()
 	}
-	q = t.names.Replace(text)
-	t.mu.Lock()
-	t.rendered[text] = q
-	t.mu.Unlock()
+	if log := statementLog.Load(); log != nil {
+		(*log)(q)
+	}
 	return q
 }
+
+// statementLog, when set (by TestStatementsReadWhole only), is told every
+// statement sql fills in.
+var statementLog atomic.Pointer[func(stmt string)]
 
 // statement is one SQL statement ready to run: its text with every name
 // filled in, and its arguments in the order of its placeholders.
