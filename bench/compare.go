@@ -40,6 +40,10 @@ type drainStats struct {
 	rate    float64
 	counter counters // deltas over the drain
 	events  int
+	// written is the redo per event of writing the backlog, where a
+	// scenario measures it (consumers: one INSERT … SELECT, the
+	// cheapest way to write the rows).
+	written float64
 }
 
 // counters are server-wide status counters (SHOW GLOBAL STATUS). The
