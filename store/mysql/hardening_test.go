@@ -199,7 +199,7 @@ func TestRequeuedRecordWaitsOnlyForItsKeyInFlight(t *testing.T) {
 					res, err := ch.Settle(ctx, inFlight.Token, []backend.Outcome{{ID: "k2", Kind: backend.OutcomeRetry, Error: "later"}})
 					require.NoError(t, err)
 					require.Equal(t, 1, res.Applied)
-					require.Equal(t, []string{"k1"}, recordIDs(claim(true).Records), "k2 settled: k1, K's head again, is claimed at once")
+					require.Equal(t, []string{"k1", "k2"}, recordIDs(claim(true).Records), "k2 settled: k1, K's head again, is claimed at once, with k2 (due again) behind it")
 				})
 			}
 		}

@@ -163,10 +163,14 @@ func logClaim(ctx context.Context, tx *sql.Tx, t *target, c consumerRow, token i
 		if err != nil {
 			return nil, false, nil, err
 		}
+		runs, err := claimRuns(ctx, tx, t, token, p, rows, left-len(w), c.walked, g, budget)
+		if err != nil {
+			return nil, false, nil, err
+		}
 		if len(rows) > 0 {
 			h = nil
 		}
-		return append(rows, w...), wmore, h, nil
+		return append(append(rows, w...), runs...), wmore, h, nil
 	}
 	if heldChanged {
 		if err := setHeld(ctx, tx, t, still); err != nil {
@@ -380,17 +384,20 @@ func (g *gate) holdBack(m heldMessage) {
 	}
 }
 
+// heldBefore says whether a message of key older than id is held by its
+// writer.
+func (g *gate) heldBefore(key string, id uint64) bool {
+	old, ok := g.held[key]
+	return ok && old < id
+}
+
 // waits says whether a message of key with id waits behind one the gate
 // knows of (not the state rows: see olderPending).
 func (g *gate) waits(key string, id uint64) bool {
 	if key == "" {
 		return false
 	}
-	if g.inFlight[key] {
-		return true
-	}
-	old, ok := g.held[key]
-	return ok && old < id
+	return g.inFlight[key] || g.heldBefore(key, id)
 }
 
 // olderPending returns, for each of keys, the smallest id of a pending
@@ -420,7 +427,8 @@ WHERE consumer_id = {c} AND status = 'pending' AND event_key IN ({list}) GROUP B
 // claimState leases up to limit due pending state rows of the consumer
 // (within the budget). Ordered (g not nil), a keyed one only when it is
 // its key's oldest pending message and no other message of its key is in
-// flight or held by its writer.
+// flight or held by its writer (the key's next ones may follow it in the
+// room the walk leaves: claimRuns).
 func claimState(ctx context.Context, tx *sql.Tx, t *target, token int64, p backend.ClaimParams, limit int, g *gate, budget *byteBudget) ([]scannedRecord, error) {
 	var due []heldMessage
 	if g == nil {
@@ -461,12 +469,19 @@ ORDER BY s.next_attempt_at, s.id LIMIT `+strconv.Itoa(4*limit)+` FOR UPDATE SKIP
 			return nil, err
 		}
 	}
+	return leaseState(ctx, tx, t, token, p, due, g, budget)
+}
+
+// leaseState leases the state rows of due under token, as many as the
+// budget allows, and counts their keys in flight (g, when ordered).
+func leaseState(ctx context.Context, tx *sql.Tx, t *target, token int64, p backend.ClaimParams, due []heldMessage, g *gate, budget *byteBudget) ([]scannedRecord, error) {
 	if len(due) == 0 {
 		return nil, nil
 	}
+	// In id order: a key's messages go out in the order of the batch.
 	ids := anyArgs(heldIDs(due))
 	rows, err := readRowsWithin(ctx, tx, budget, t.renderList(`SELECT `+stateCols+` FROM {state} s JOIN {outbox} o ON o.id = s.id
-WHERE s.consumer_id = {c} AND s.id IN ({list}) ORDER BY s.next_attempt_at, s.id`, len(ids), ids...))
+WHERE s.consumer_id = {c} AND s.id IN ({list}) ORDER BY s.id`, len(ids), ids...))
 	if err != nil || len(rows) == 0 {
 		return nil, err
 	}
@@ -483,6 +498,111 @@ WHERE consumer_id = {c} AND id IN ({list})`, len(rows), args...).exec(ctx, tx); 
 		}
 	}
 	return rows, nil
+}
+
+// claimRuns leases, in room left after the walk, the state rows of the
+// keys whose heads an ordered claimState took (heads) that follow each
+// head without a gap (keyRuns): a key whose messages waited while one of
+// them was out goes out whole, in order, not one message a claim. Only
+// behind a head that has not failed (one that has is likely to fail
+// again, and the worker would release what follows it), and only in the
+// room the walk leaves, so that a key's backlog never holds the log's
+// other keys back.
+func claimRuns(ctx context.Context, tx *sql.Tx, t *target, token int64, p backend.ClaimParams, heads []scannedRecord, room int, walked uint64, g *gate, budget *byteBudget) ([]scannedRecord, error) {
+	if g == nil || room <= 0 || budget.full {
+		return nil, nil
+	}
+	var fresh []heldMessage
+	for _, h := range heads {
+		if h.rec.Key != "" && h.rec.Attempts == 0 && h.seq <= walked {
+			fresh = append(fresh, heldMessage{id: h.seq, key: h.rec.Key})
+		}
+	}
+	next, err := keyRuns(ctx, tx, t, fresh, room, walked, g)
+	if err != nil {
+		return nil, err
+	}
+	return leaseState(ctx, tx, t, token, p, next, g, budget)
+}
+
+// keyRuns returns, for the keyed heads an ordered claimState takes, up
+// to room of the state rows of their keys that follow each head without
+// a gap: due, pending, at or below the position (below it, every
+// message of the key is delivered, in a range, held or has a state row,
+// so the key's state rows in id order are its order), and not held by
+// another transaction (a settle's). A key whose messages were diverted
+// while one of them was out (the walk's gate) so goes out whole, in
+// order, in one batch, not one message a claim.
+func keyRuns(ctx context.Context, tx *sql.Tx, t *target, heads []heldMessage, room int, walked uint64, g *gate) ([]heldMessage, error) {
+	head := map[string]uint64{}
+	var keys []string
+	for _, h := range heads {
+		if h.key != "" && h.id <= walked {
+			head[h.key] = h.id
+			keys = append(keys, h.key)
+		}
+	}
+	if len(keys) == 0 || room <= 0 {
+		return nil, nil
+	}
+	type row struct {
+		heldMessage
+		due bool
+	}
+	q, err := t.renderList(`SELECT id, event_key, next_attempt_at <= UTC_TIMESTAMP(6) FROM {state}
+WHERE consumer_id = {c} AND status = 'pending' AND event_key IN ({list}) AND id <= ? ORDER BY id`, len(keys), append(anyArgs(keys), walked)...).query(ctx, tx)
+	if err != nil {
+		return nil, err
+	}
+	var pending []row
+	for q.Next() {
+		var r row
+		var k []byte
+		if err := q.Scan(&r.id, &k, &r.due); err != nil {
+			q.Close()
+			return nil, err
+		}
+		r.key = string(k)
+		pending = append(pending, r)
+	}
+	if err := errors.Join(q.Err(), q.Close()); err != nil {
+		return nil, err
+	}
+	// Each key's rows after its head, up to the first that is not due
+	// (leased, or to be retried later) or that its writer holds back.
+	stopped := map[string]bool{}
+	var next []heldMessage
+	for _, r := range pending {
+		h, ok := head[r.key]
+		if !ok || r.id <= h || stopped[r.key] {
+			continue
+		}
+		if !r.due || g.heldBefore(r.key, r.id) || len(next) == room {
+			stopped[r.key] = true
+			continue
+		}
+		next = append(next, r.heldMessage)
+	}
+	if len(next) == 0 {
+		return nil, nil
+	}
+	// Locked as the heads are; a run ends at a row a settle holds.
+	ids := anyArgs(heldIDs(next))
+	locked, err := column[uint64](ctx, tx, t.renderList(`SELECT id FROM {state}
+WHERE consumer_id = {c} AND id IN ({list}) AND status = 'pending' AND next_attempt_at <= UTC_TIMESTAMP(6) FOR UPDATE SKIP LOCKED`, len(ids), ids...))
+	if err != nil {
+		return nil, err
+	}
+	out := next[:0]
+	stopped = map[string]bool{}
+	for _, m := range next {
+		if stopped[m.key] || !slices.Contains(locked, m.id) {
+			stopped[m.key] = true
+			continue
+		}
+		out = append(out, m)
+	}
+	return out, nil
 }
 
 func seqs(rows []scannedRecord) []uint64 {

@@ -354,11 +354,11 @@ SELECT ?, id, event_key, 'published', UTC_TIMESTAMP(6), UTC_TIMESTAMP(6) FROM or
 		require.NoError(t, err)
 		require.Zero(t, b.Len(), "the range is dropped")
 
-		// A keyed message whose key is out in another batch waits in a
-		// state row (the walk diverts it).
+		// Keyed messages whose key is out in another batch wait in state
+		// rows (the walk diverts them), and then go out in one claim.
 		require.NoError(t, s.Enqueue(ctx, d.DB, nil, msg(pre+"k1", "K")))
 		first := waitClaim(c, ordered)
-		require.NoError(t, s.Enqueue(ctx, d.DB, nil, msg(pre+"k2", "K")))
+		require.NoError(t, s.Enqueue(ctx, d.DB, nil, msg(pre+"k2", "K"), msg(pre+"k3", "K")))
 		require.Eventually(t, func() bool {
 			if count(`SELECT COUNT(*) FROM orders_outbox_state s JOIN orders_outbox o ON o.id = s.id
 WHERE s.consumer_id = ? AND o.event_id = ?`, cid, pre+"k2") > 0 {

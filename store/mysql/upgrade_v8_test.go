@@ -85,7 +85,9 @@ func TestMigrateFromVersion6(t *testing.T) {
 	require.Equal(t, before, snapshot(t, d.DB), "every row and field kept")
 	requireVersion9Shape(t, d.DB)
 
-	b, err := s.Claim(ctx, ordered)
+	two := ordered
+	two.Limit = 2 // the heads, not k1's next one
+	b, err := s.Claim(ctx, two)
 	require.NoError(t, err)
 	require.ElementsMatch(t, []string{"u1", "p1"}, recordIDs(b.Records), "k1's head, and the unkeyed record")
 	publish(t, s, b)
@@ -94,7 +96,7 @@ func TestMigrateFromVersion6(t *testing.T) {
 	require.NoError(t, s.Requeue(ctx, "dead"))
 	b, err = s.Claim(ctx, ordered)
 	require.NoError(t, err)
-	require.Equal(t, []string{"dead"}, recordIDs(b.Records))
+	require.Equal(t, []string{"dead", "p2"}, recordIDs(b.Records), "the requeued dead letter first, p2 behind it")
 }
 
 // requireVersion9Shape checks what version 9 dropped: no delivery state
@@ -112,9 +114,10 @@ func requireVersion9Shape(t *testing.T, db *sql.DB) {
 // TestMigrateFromVersion7: records an unordered worker published under
 // version 7 kept key_state 'pending' and stood in idx_head until an
 // ordered claim marked them, 256 per key per claim. After the upgrade an
-// ordered claim takes every key's pending head, and the pending unkeyed
-// records, at once, whatever that history held; leases held during the
-// upgrade ended (a record whose lease ran out is due).
+// ordered claim takes every key's pending records, and the pending
+// unkeyed ones, at once, whatever that history held; leases held during the
+// upgrade ended (a record whose lease ran out is due, and the key's
+// next one with it).
 func TestMigrateFromVersion7(t *testing.T) {
 	d := testutil.NewDatabase(t)
 	ctx := context.Background()
@@ -143,7 +146,7 @@ func TestMigrateFromVersion7(t *testing.T) {
 
 	b, err := s.Claim(ctx, ordered)
 	require.NoError(t, err)
-	require.ElementsMatch(t, []string{"k-head", "unkeyed", "o-leased"}, recordIDs(b.Records), "each key's head (O's lease ran out), and the unkeyed record")
+	require.Equal(t, []string{"k-head", "o-leased", "unkeyed", "o-next"}, recordIDs(b.Records), "each key's head (O's lease ran out), the unkeyed record, and O's next behind its head")
 }
 
 // fillPublished inserts n published records of key, as unordered outcomes

@@ -167,14 +167,6 @@ WHERE consumer_id = 1 AND status = 'pending' AND next_attempt_at <= UTC_TIMESTAM
 ORDER BY next_attempt_at, id LIMIT 101 FOR UPDATE SKIP LOCKED;
 
 -- claimState
-SELECT o.id, o.event_id, o.event_key, o.event_type, o.payload, o.headers, o.occurred_at, o.created_at, s.status, s.retry_count, NULLIF(s.last_error, ''), s.next_attempt_at, IF(s.status = 'published', s.finished_at, NULL) FROM `orders_outbox_state` s JOIN `orders_outbox` o ON o.id = s.id
-WHERE s.consumer_id = 0 AND s.id IN ({list}) ORDER BY s.next_attempt_at, s.id;
-
--- claimState
-SELECT o.id, o.event_id, o.event_key, o.event_type, o.payload, o.headers, o.occurred_at, o.created_at, s.status, s.retry_count, NULLIF(s.last_error, ''), s.next_attempt_at, IF(s.status = 'published', s.finished_at, NULL) FROM `orders_outbox_state` s JOIN `orders_outbox` o ON o.id = s.id
-WHERE s.consumer_id = 1 AND s.id IN ({list}) ORDER BY s.next_attempt_at, s.id;
-
--- claimState
 SELECT s.id, s.event_key FROM `orders_outbox_state` s
 WHERE s.consumer_id = 0 AND s.status = 'pending' AND s.next_attempt_at <= UTC_TIMESTAMP(6)
 	AND (s.event_key = '' OR NOT EXISTS (SELECT 1 FROM `orders_outbox_state` o
@@ -187,14 +179,6 @@ WHERE s.consumer_id = 1 AND s.status = 'pending' AND s.next_attempt_at <= UTC_TI
 	AND (s.event_key = '' OR NOT EXISTS (SELECT 1 FROM `orders_outbox_state` o
 		WHERE o.consumer_id = 1 AND o.status = 'pending' AND o.event_key = s.event_key AND o.id < s.id))
 ORDER BY s.next_attempt_at, s.id LIMIT 101 FOR UPDATE SKIP LOCKED;
-
--- claimState
-UPDATE `orders_outbox_state` SET lease_token = ?, next_attempt_at = UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND
-WHERE consumer_id = 0 AND id IN ({list});
-
--- claimState
-UPDATE `orders_outbox_state` SET lease_token = ?, next_attempt_at = UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND
-WHERE consumer_id = 1 AND id IN ({list});
 
 -- columnsSQL
 SELECT TABLE_NAME, COLUMN_NAME, DATA_TYPE FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME IN ({list});
@@ -260,6 +244,22 @@ VALUES (0, ?, ?, ?, ?, ?, UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND, IF(? = 'pen
 INSERT INTO `orders_outbox_state` (consumer_id, id, event_key, status, retry_count, last_error, next_attempt_at, finished_at)
 VALUES (1, ?, ?, ?, ?, ?, UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND, IF(? = 'pending', '1970-01-01 00:00:01', UTC_TIMESTAMP(6)));
 
+-- keyRuns
+SELECT id FROM `orders_outbox_state`
+WHERE consumer_id = 0 AND id IN ({list}) AND status = 'pending' AND next_attempt_at <= UTC_TIMESTAMP(6) FOR UPDATE SKIP LOCKED;
+
+-- keyRuns
+SELECT id FROM `orders_outbox_state`
+WHERE consumer_id = 1 AND id IN ({list}) AND status = 'pending' AND next_attempt_at <= UTC_TIMESTAMP(6) FOR UPDATE SKIP LOCKED;
+
+-- keyRuns
+SELECT id, event_key, next_attempt_at <= UTC_TIMESTAMP(6) FROM `orders_outbox_state`
+WHERE consumer_id = 0 AND status = 'pending' AND event_key IN ({list}) AND id <= ? ORDER BY id;
+
+-- keyRuns
+SELECT id, event_key, next_attempt_at <= UTC_TIMESTAMP(6) FROM `orders_outbox_state`
+WHERE consumer_id = 1 AND status = 'pending' AND event_key IN ({list}) AND id <= ? ORDER BY id;
+
 -- keysWaiting
 SELECT o.id, o.event_key FROM `orders_outbox` o LEFT JOIN `orders_outbox_state` s ON s.consumer_id = 0 AND s.id = o.id
 WHERE o.id > ? AND o.id < ? AND o.event_key IN ({list}) AND s.id IS NULL AND NOT (0 = 0 AND o.writer_token <> 0 AND o.writer_until = '1970-01-01 00:00:01');
@@ -279,6 +279,22 @@ SELECT o.id, o.event_key FROM `orders_outbox_gaps` g
 JOIN `orders_outbox` o ON o.id >= g.lo AND o.id <= g.hi
 LEFT JOIN `orders_outbox_state` s ON s.consumer_id = 1 AND s.id = o.id
 WHERE g.consumer_id = 1 AND g.passed_at > UTC_TIMESTAMP(6) - INTERVAL ? MICROSECOND AND s.id IS NULL;
+
+-- leaseState
+SELECT o.id, o.event_id, o.event_key, o.event_type, o.payload, o.headers, o.occurred_at, o.created_at, s.status, s.retry_count, NULLIF(s.last_error, ''), s.next_attempt_at, IF(s.status = 'published', s.finished_at, NULL) FROM `orders_outbox_state` s JOIN `orders_outbox` o ON o.id = s.id
+WHERE s.consumer_id = 0 AND s.id IN ({list}) ORDER BY s.id;
+
+-- leaseState
+SELECT o.id, o.event_id, o.event_key, o.event_type, o.payload, o.headers, o.occurred_at, o.created_at, s.status, s.retry_count, NULLIF(s.last_error, ''), s.next_attempt_at, IF(s.status = 'published', s.finished_at, NULL) FROM `orders_outbox_state` s JOIN `orders_outbox` o ON o.id = s.id
+WHERE s.consumer_id = 1 AND s.id IN ({list}) ORDER BY s.id;
+
+-- leaseState
+UPDATE `orders_outbox_state` SET lease_token = ?, next_attempt_at = UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND
+WHERE consumer_id = 0 AND id IN ({list});
+
+-- leaseState
+UPDATE `orders_outbox_state` SET lease_token = ?, next_attempt_at = UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND
+WHERE consumer_id = 1 AND id IN ({list});
 
 -- lockConsumer
 SELECT walked, start_seq, held FROM `orders_outbox_consumers` WHERE id = 0 AND removing = 0 FOR UPDATE;
