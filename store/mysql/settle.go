@@ -223,10 +223,8 @@ func logSettle(ctx context.Context, tx *sql.Tx, t *target, tok int64, outcomes [
 	if err := insertStateRows(ctx, tx, t, fresh); err != nil {
 		return backend.SettleResult{}, err
 	}
-	for _, m := range ofState {
-		if _, err := updateStateSQL(t, m, tok).exec(ctx, tx); err != nil {
-			return backend.SettleResult{}, err
-		}
+	if err := updateStateRows(ctx, tx, t, ofState, tok); err != nil {
+		return backend.SettleResult{}, err
 	}
 	return result(len(outcomes), inRange, ofState), nil
 }
@@ -276,6 +274,29 @@ func insertStateRows(ctx context.Context, tx *sql.Tx, t *target, ms []settled) e
 	}
 	_, err := t.renderRows(`INSERT INTO {state} (consumer_id, id, event_key, status, retry_count, last_error, next_attempt_at, finished_at)
 VALUES ({c}, ?, ?, ?, ?, ?, UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND, IF(? = 'pending', `+noTime+`, UTC_TIMESTAMP(6)))`, len(ms), args...).exec(ctx, tx)
+	return err
+}
+
+// updateStateRows applies the outcomes of ms to their state rows, leased
+// under tok: the published ones in one statement (a claim that took a
+// key's waiting messages settles them at once, under the consumer's
+// row), each other one in a statement of its own.
+func updateStateRows(ctx context.Context, tx *sql.Tx, t *target, ms []settled, tok int64) error {
+	var published []any
+	for _, m := range ms {
+		if m.Kind == backend.OutcomePublished {
+			published = append(published, m.id)
+			continue
+		}
+		if _, err := updateStateSQL(t, m, tok).exec(ctx, tx); err != nil {
+			return err
+		}
+	}
+	if len(published) == 0 {
+		return nil
+	}
+	_, err := t.renderList(`UPDATE {state} SET status = 'published', last_error = '', finished_at = UTC_TIMESTAMP(6), lease_token = 0
+WHERE consumer_id = {c} AND id IN ({list}) AND lease_token = ? AND status = 'pending'`, len(published), append(published, tok)...).exec(ctx, tx)
 	return err
 }
 

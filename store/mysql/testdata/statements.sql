@@ -631,6 +631,14 @@ UPDATE `orders_outbox_ranges` SET token = ?, owner = ?, claimed_at = UTC_TIMESTA
 	lease_until = UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND, to_id = ?, n = ?
 WHERE consumer_id = 1 AND token = ?;
 
+-- updateStateRows
+UPDATE `orders_outbox_state` SET status = 'published', last_error = '', finished_at = UTC_TIMESTAMP(6), lease_token = 0
+WHERE consumer_id = 0 AND id IN ({list}) AND lease_token = ? AND status = 'pending';
+
+-- updateStateRows
+UPDATE `orders_outbox_state` SET status = 'published', last_error = '', finished_at = UTC_TIMESTAMP(6), lease_token = 0
+WHERE consumer_id = 1 AND id IN ({list}) AND lease_token = ? AND status = 'pending';
+
 -- updateStateSQL
 UPDATE `orders_outbox_state` SET status = ?, retry_count = retry_count + ?, last_error = IF(?, last_error, ?),
 	next_attempt_at = IF(? = 'pending', UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND, next_attempt_at),
