@@ -53,7 +53,7 @@ func (s *channel) claim(ctx context.Context, st *backend.Settlement, p backend.C
 	}
 	if st != nil {
 		var err error
-		if st.Outcomes, err = checkOutcomes(s.what, st.Outcomes); err != nil {
+		if st.Outcomes, err = backend.CheckOutcomes(s.what, st.Outcomes); err != nil {
 			return backend.SettleResult{}, backend.Batch{}, err
 		}
 	}
@@ -99,7 +99,7 @@ func (s *channel) claim(ctx context.Context, st *backend.Settlement, p backend.C
 					}
 					// A record it did not settle as published may have a
 					// state row due now.
-					c.due = c.due || (len(st.Outcomes) > 0 && !allPublished(st.Outcomes))
+					c.due = c.due || (len(st.Outcomes) > 0 && !backend.AllPublished(st.Outcomes))
 				}
 				if len(p.IDs) > 0 {
 					rows, err = claimIDs(ctx, tx, t, c, lease, p, s.maxClaimBytes)

@@ -24,7 +24,7 @@ func (s *channel) Settle(ctx context.Context, token string, outcomes []backend.O
 	if token == "" {
 		return backend.SettleResult{}, fmt.Errorf("%s: settle: empty token", s.what)
 	}
-	outcomes, err := checkOutcomes(s.what, outcomes)
+	outcomes, err := backend.CheckOutcomes(s.what, outcomes)
 	if err != nil || len(outcomes) == 0 {
 		return backend.SettleResult{}, err
 	}
@@ -34,7 +34,7 @@ func (s *channel) Settle(ctx context.Context, token string, outcomes []backend.O
 	}
 	var res backend.SettleResult
 	err = retryTransient(ctx, func() error {
-		if tok, ok := leaseID(token); ok && tok > 0 && allPublished(outcomes) {
+		if tok, ok := leaseID(token); ok && tok > 0 && backend.AllPublished(outcomes) {
 			// The common case, one statement: the range's row goes.
 			n, err := deleteRangeSQL(t, tok, len(outcomes)).exec(ctx, s.db)
 			if err != nil {
@@ -60,42 +60,6 @@ func (s *channel) Settle(ctx context.Context, token string, outcomes []backend.O
 // deleteRangeSQL settles a whole range whose records were all published.
 func deleteRangeSQL(t *target, tok int64, n int) statement {
 	return t.render("DELETE FROM {ranges} WHERE consumer_id = {c} AND token = ? AND n = ?", tok, n)
-}
-
-// checkOutcomes refuses unknown kinds and keeps the last outcome of each
-// ID.
-func checkOutcomes(what string, outcomes []backend.Outcome) ([]backend.Outcome, error) {
-	last := make(map[string]int, len(outcomes))
-	for i, o := range outcomes {
-		switch o.Kind {
-		case backend.OutcomePublished, backend.OutcomeRetry, backend.OutcomeDead, backend.OutcomeRelease:
-		default:
-			return nil, fmt.Errorf("%s: settle %q: unknown kind %d", what, o.ID, int(o.Kind))
-		}
-		if o.Kind == backend.OutcomeRetry && o.RetryIn < 0 {
-			return nil, fmt.Errorf("%s: settle %q: RetryIn %v: must not be negative", what, o.ID, o.RetryIn)
-		}
-		last[o.ID] = i
-	}
-	if len(last) == len(outcomes) {
-		return outcomes, nil
-	}
-	out := make([]backend.Outcome, 0, len(last))
-	for i, o := range outcomes {
-		if last[o.ID] == i {
-			out = append(out, o)
-		}
-	}
-	return out, nil
-}
-
-func allPublished(outcomes []backend.Outcome) bool {
-	for _, o := range outcomes {
-		if o.Kind != backend.OutcomePublished {
-			return false
-		}
-	}
-	return len(outcomes) > 0
 }
 
 // settleIn records outcomes under token in tx. A negative token is a
@@ -174,7 +138,7 @@ WHERE o.event_id IN ({list})`+extra+` ORDER BY o.id FOR UPDATE`, len(ids), appen
 // runs out: then a claim takes what has no state row yet), and each
 // part's records get state rows, published ones too.
 func logSettle(ctx context.Context, tx *sql.Tx, t *target, tok int64, outcomes []backend.Outcome) (backend.SettleResult, error) {
-	if allPublished(outcomes) {
+	if backend.AllPublished(outcomes) {
 		n, err := deleteRangeSQL(t, tok, len(outcomes)).exec(ctx, tx)
 		if err != nil {
 			return backend.SettleResult{}, err

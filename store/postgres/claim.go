@@ -175,7 +175,7 @@ func (c *channel) settleAndClaim(ctx context.Context, st backend.Settlement, p b
 	if err := validateClaim(c.what, p); err != nil {
 		return backend.SettleResult{}, backend.Batch{}, err
 	}
-	outcomes, err := checkOutcomes(c.what, st.Outcomes)
+	outcomes, err := backend.CheckOutcomes(c.what, st.Outcomes)
 	if err != nil {
 		return backend.SettleResult{}, backend.Batch{}, err
 	}
@@ -193,7 +193,7 @@ func (c *channel) settleAndClaim(ctx context.Context, st backend.Settlement, p b
 	}
 	// The common case in one statement: every record of the batch
 	// published from its range, and a claim of the log alone.
-	if settleTok, ok := parseToken(st.Token); ok && settleTok > 0 && !p.Ordered && len(p.IDs) == 0 && allPublished(outcomes) {
+	if settleTok, ok := parseToken(st.Token); ok && settleTok > 0 && !p.Ordered && len(p.IDs) == 0 && backend.AllPublished(outcomes) {
 		type fast struct {
 			got     claimed
 			claimed bool
@@ -410,13 +410,4 @@ func retryingWhile[T any](ctx context.Context, retry func(error) bool, fn func()
 		}
 	}
 	return v, err
-}
-
-func allPublished(outcomes []backend.Outcome) bool {
-	for _, o := range outcomes {
-		if o.Kind != backend.OutcomePublished {
-			return false
-		}
-	}
-	return len(outcomes) > 0
 }

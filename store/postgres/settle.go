@@ -4,7 +4,6 @@ import (
 	"context"
 	"database/sql"
 	"errors"
-	"fmt"
 	"slices"
 	"strings"
 
@@ -22,7 +21,7 @@ func (s *Store) Settle(ctx context.Context, token string, outcomes []backend.Out
 }
 
 func (c *channel) settle(ctx context.Context, token string, outcomes []backend.Outcome) (backend.SettleResult, error) {
-	outcomes, err := checkOutcomes(c.what, outcomes)
+	outcomes, err := backend.CheckOutcomes(c.what, outcomes)
 	if err != nil || len(outcomes) == 0 {
 		return backend.SettleResult{}, err
 	}
@@ -50,33 +49,6 @@ func (c *channel) settle(ctx context.Context, token string, outcomes []backend.O
 		return backend.SettleResult{}, c.wrap("settle", err)
 	}
 	return res, nil
-}
-
-// checkOutcomes refuses unknown kinds and keeps the last outcome of each
-// ID.
-func checkOutcomes(what string, outcomes []backend.Outcome) ([]backend.Outcome, error) {
-	last := make(map[string]int, len(outcomes))
-	for i, o := range outcomes {
-		switch o.Kind {
-		case backend.OutcomePublished, backend.OutcomeRetry, backend.OutcomeDead, backend.OutcomeRelease:
-		default:
-			return nil, fmt.Errorf("%s: settle %q: unknown kind %d", what, o.ID, int(o.Kind))
-		}
-		if o.Kind == backend.OutcomeRetry && o.RetryIn < 0 {
-			return nil, fmt.Errorf("%s: settle %q: RetryIn %v: must not be negative", what, o.ID, o.RetryIn)
-		}
-		last[o.ID] = i
-	}
-	if len(last) == len(outcomes) {
-		return outcomes, nil
-	}
-	out := make([]backend.Outcome, 0, len(last))
-	for i, o := range outcomes {
-		if last[o.ID] == i {
-			out = append(out, o)
-		}
-	}
-	return out, nil
 }
 
 // settleIn records outcomes under token in tx. A negative token is a
