@@ -24,6 +24,7 @@ var orderedStoreTests = []struct {
 	{"OrderedClaimsVisitEveryKey", testOrderedFairness},
 	{"OrderedClaimNeverReturnsARecordTwice", testOrderedNoRepeats},
 	{"OrderedRequeuedDeadLetterWaitsForItsKeyInFlight", testOrderedRequeueWaits},
+	{"OrderedTakeOverInPartsKeepsTheRestBack", testOrderedTakeOverInParts},
 }
 
 func keyed(id, key string) outbox.Message {
@@ -238,4 +239,25 @@ func testOrderedRequeueWaits(t *testing.T, h Harness) {
 	require.Zero(t, orderedClaim(t, h.Store, 10, time.Hour).Len(), "k2 is in flight after a failure: k1 must wait")
 	settle(t, h.Store, inFlight.Token, backend.Outcome{ID: "k2", Seq: inFlight.Records[0].Seq, Kind: backend.OutcomePublished})
 	require.Equal(t, []string{"k1"}, ids(orderedClaim(t, h.Store, 10, time.Hour).Records), "k2 delivered: k1 is claimed at once")
+}
+
+// testOrderedTakeOverInParts: a batch whose lease ran out, taken over by
+// a claim of a smaller limit, is taken in parts. While the first part is
+// out, no other claim may take the rest: a key's messages are in both.
+func testOrderedTakeOverInParts(t *testing.T, h Harness) {
+	ctx := context.Background()
+	enqueue(t, h, outbox.EnqueueOptions{}, keyed("k1", "K"), keyed("k2", "K"), keyed("k3", "K"))
+	b := orderedClaim(t, h.Store, 3, time.Millisecond)
+	if b.Len() < 3 {
+		t.Skipf("the store's ordered claim took %d of a key's 3 messages: nothing to take over in parts", b.Len())
+	}
+	var first backend.Batch
+	require.Eventually(t, func() bool {
+		var err error
+		first, err = h.Store.Claim(ctx, backend.ClaimParams{Owner: "a", Limit: 2, LeaseFor: time.Minute, Ordered: true})
+		require.NoError(t, err)
+		return first.Len() > 0
+	}, 30*time.Second, 5*time.Millisecond, "the first claim's lease runs out")
+	require.NotEmpty(t, first.Records)
+	require.Zero(t, orderedClaim(t, h.Store, 10, time.Minute).Len(), "K's messages are out (%v): the rest must wait", ids(first.Records))
 }

@@ -597,11 +597,11 @@ DELETE FROM `orders_outbox_ranges` WHERE consumer_id = 1 AND token = ?;
 
 -- takeOver
 INSERT INTO `orders_outbox_ranges` (consumer_id, token, from_id, to_id, n, owner, claimed_at, lease_until)
-VALUES (0, ?, ?, ?, 0, '', UTC_TIMESTAMP(6), '1970-01-01 00:00:01');
+VALUES (0, ?, ?, ?, 0, '', UTC_TIMESTAMP(6), UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND);
 
 -- takeOver
 INSERT INTO `orders_outbox_ranges` (consumer_id, token, from_id, to_id, n, owner, claimed_at, lease_until)
-VALUES (1, ?, ?, ?, 0, '', UTC_TIMESTAMP(6), '1970-01-01 00:00:01');
+VALUES (1, ?, ?, ?, 0, '', UTC_TIMESTAMP(6), UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND);
 
 -- takeOver
 SELECT from_id, to_id FROM `orders_outbox_ranges`
