@@ -118,7 +118,18 @@ func (s *channel) claim(ctx context.Context, st *backend.Settlement, p backend.C
 			b.More = len(p.IDs) == 0 && len(rows) > 0 && (more || len(rows) >= p.Limit)
 			return settled, b, nil
 		}
-		verdict, wait, err := stepGap(ctx, s.db, t, *h, s.gapTimeout)
+		// Each of the step's statements is idempotent (a probe rolled
+		// back, a stamp that keeps the first, a pass that checks the
+		// position first): a deadlock victim's step is taken again.
+		var (
+			verdict gapVerdict
+			wait    time.Duration
+		)
+		err = retryRolledBack(ctx, func() error {
+			var err error
+			verdict, wait, err = stepGap(ctx, s.db, t, *h, s.gapTimeout)
+			return err
+		})
 		if err != nil {
 			return backend.SettleResult{}, backend.Batch{}, s.wrap("claim: the log's gap", err)
 		}
