@@ -303,6 +303,15 @@ WHERE s.consumer_id = {c} AND s.id IN ({list}) AND s.lease_token = ? ORDER BY s.
 // the IDs' first of it, or an older message of the key that is not among
 // them is still to be walked (a PK range scan from the position to the
 // last of mine: the log's unread tail).
+//
+// Its reads are not one snapshot (READ COMMITTED), and other claims by
+// ID, settles and, for the head start read, walks commit between them.
+// A message only moves on: from the unread tail, or the held list, or a
+// range (g, read first), to a state row, and from any of them to
+// delivered. So the tail is read before the state rows: a message that
+// leaves the tail for a state row between the two reads is seen in the
+// second (read the other way round, it was in neither, and its key's
+// later message went out beside it).
 func keysWaiting(ctx context.Context, tx *sql.Tx, t *target, g *gate, walked uint64, keys []string, mine map[uint64]string) (map[string]bool, error) {
 	out := map[string]bool{}
 	if len(keys) == 0 {
@@ -316,13 +325,13 @@ func keysWaiting(ctx context.Context, tx *sql.Tx, t *target, g *gate, walked uin
 		}
 		last = max(last, id)
 	}
-	pending, err := olderPendingExcept(ctx, tx, t, keys, mine)
-	if err != nil {
-		return nil, err
-	}
 	unwalked, err := column2(ctx, tx, t.renderList(`SELECT o.id, o.event_key FROM {outbox} o LEFT JOIN {state} s ON s.consumer_id = {c} AND s.id = o.id
 WHERE o.id > ? AND o.id < ? AND o.event_key IN ({list}) AND s.id IS NULL AND NOT ({c} = 0 AND `+byWriter+`)`,
 		len(keys), append([]any{walked, last}, anyArgs(keys)...)...))
+	if err != nil {
+		return nil, err
+	}
+	pending, err := olderPendingExcept(ctx, tx, t, keys, mine) // after the tail: see above
 	if err != nil {
 		return nil, err
 	}
