@@ -149,15 +149,18 @@ func (s *channel) Stats(ctx context.Context) (backend.Stats, error) {
 }
 
 // recordStatus is the status of message o for the consumer ({c}, its
-// registry row c, its state row s): the state row's (as text: in a CASE
-// with text, MariaDB sends an ENUM's index in the binary protocol of
-// prepared statements); or else published
-// by its writer (consumer 0); pending past the walk, on the held list
-// ({held}) or in a live range; published before it.
+// state row s): the state row's (as text: in a CASE with text, MariaDB
+// sends an ENUM's index in the binary protocol of prepared statements);
+// or else published by its writer (consumer 0); pending past the
+// position or on the held list ({held}), both as read before (the
+// argument, and records' held list: a walk that moved the position since
+// has put what it passed on the held list, in a range or in a state
+// row, never only behind the position), or in a live range; published
+// before it.
 const recordStatus = `CASE
 	WHEN s.status IS NOT NULL THEN CAST(s.status AS CHAR)
 	WHEN {c} = 0 AND ` + byWriter + ` THEN 'published'
-	WHEN o.id > c.walked OR o.id IN ({held}) THEN 'pending'
+	WHEN o.id > ? OR o.id IN ({held}) THEN 'pending'
 	WHEN EXISTS (SELECT 1 FROM {ranges} r WHERE r.consumer_id = {c} AND o.id > r.from_id AND o.id <= r.to_id) THEN 'pending'
 	ELSE 'published' END`
 
@@ -172,15 +175,15 @@ FROM {outbox} o
 JOIN {consumers} c ON c.id = {c} AND o.id > c.start_seq
 LEFT JOIN {state} s ON s.consumer_id = {c} AND s.id = o.id`
 
-// records renders recordsSQL followed by rest, with the held list of
-// registry row c, and args.
+// records renders recordsSQL followed by rest, with the position and
+// the held list of registry row c, and args.
 func records(t *target, c consumerRow, rest string, args ...any) statement {
 	held := c.held
 	if len(held) == 0 {
 		held = []uint64{0}
 	}
 	q := strings.Replace(t.sql(recordsSQL+rest), "{held}", strings.Repeat(", ?", len(held))[2:], 1)
-	return statement{text: q, args: append(anyArgs(held), args...)}
+	return statement{text: q, args: append(append([]any{c.walked}, anyArgs(held)...), args...)}
 }
 
 // get reads the consumer's record of message id.

@@ -99,3 +99,30 @@ func ids(b backend.Batch) []string {
 	}
 	return out
 }
+
+// TestGetSeesAMessageTheWalkHoldsMeanwhile: a writer's after-commit
+// publish leaves a message it did not publish to the workers only if Get
+// says it is pending (then it ends the message's head start). Get read
+// the position and the held list, and then the record, whose status
+// compared the id with the position as it was then: a walk that passed
+// the message in between, onto the held list, made it "published", and
+// it waited out its head start (the soak saw default-consumer lags of
+// 10 s with no fault).
+func TestGetSeesAMessageTheWalkHoldsMeanwhile(t *testing.T) {
+	d, s := migrated(t, "get_outbox")
+	ctx := context.Background()
+	require.NoError(t, s.Enqueue(ctx, d.DB, &backend.EnqueueOptions{HeadStart: time.Minute},
+		backend.Message{ID: "m1", Key: "K", Type: "T", Payload: []byte("p")}))
+	ran := onceBefore(t, "AS st, COALESCE(s.retry_count, 0)", func() {
+		b, err := s.Claim(ctx, backend.ClaimParams{Owner: "w", Limit: 10, LeaseFor: time.Minute, Ordered: true})
+		require.NoError(t, err)
+		require.Zero(t, b.Len(), "the walk takes what its writer holds")
+	})
+	rec, err := s.Get(ctx, "m1")
+	require.NoError(t, err)
+	require.True(t, ran.Load(), "the race was not run")
+	held, err := s.position(ctx, s.t)
+	require.NoError(t, err)
+	require.Equal(t, []uint64{1}, held.held, "the walk passed m1 onto the held list")
+	require.Equal(t, backend.StatusPending, rec.Status, "m1, which its writer holds, is not delivered")
+}

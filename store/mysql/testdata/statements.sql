@@ -446,7 +446,7 @@ SELECT o.id, o.event_id, o.event_key, o.event_type, o.payload, o.headers, o.occu
 	CASE
 	WHEN s.status IS NOT NULL THEN CAST(s.status AS CHAR)
 	WHEN 0 = 0 AND o.writer_token <> 0 AND o.writer_until = '1970-01-01 00:00:01' THEN 'published'
-	WHEN o.id > c.walked OR o.id IN ({held}) THEN 'pending'
+	WHEN o.id > ? OR o.id IN ({held}) THEN 'pending'
 	WHEN EXISTS (SELECT 1 FROM `orders_outbox_ranges` r WHERE r.consumer_id = 0 AND o.id > r.from_id AND o.id <= r.to_id) THEN 'pending'
 	ELSE 'published' END AS st, COALESCE(s.retry_count, 0), NULLIF(s.last_error, ''),
 	COALESCE(s.next_attempt_at, IF(0 = 0 AND o.writer_until > o.created_at, o.writer_until, o.created_at)),
@@ -460,7 +460,7 @@ SELECT o.id, o.event_id, o.event_key, o.event_type, o.payload, o.headers, o.occu
 	CASE
 	WHEN s.status IS NOT NULL THEN CAST(s.status AS CHAR)
 	WHEN 0 = 0 AND o.writer_token <> 0 AND o.writer_until = '1970-01-01 00:00:01' THEN 'published'
-	WHEN o.id > c.walked OR o.id IN ({held}) THEN 'pending'
+	WHEN o.id > ? OR o.id IN ({held}) THEN 'pending'
 	WHEN EXISTS (SELECT 1 FROM `orders_outbox_ranges` r WHERE r.consumer_id = 0 AND o.id > r.from_id AND o.id <= r.to_id) THEN 'pending'
 	ELSE 'published' END AS st, COALESCE(s.retry_count, 0), NULLIF(s.last_error, ''),
 	COALESCE(s.next_attempt_at, IF(0 = 0 AND o.writer_until > o.created_at, o.writer_until, o.created_at)),
@@ -474,7 +474,7 @@ SELECT o.id, o.event_id, o.event_key, o.event_type, o.payload, o.headers, o.occu
 	CASE
 	WHEN s.status IS NOT NULL THEN CAST(s.status AS CHAR)
 	WHEN 0 = 0 AND o.writer_token <> 0 AND o.writer_until = '1970-01-01 00:00:01' THEN 'published'
-	WHEN o.id > c.walked OR o.id IN ({held}) THEN 'pending'
+	WHEN o.id > ? OR o.id IN ({held}) THEN 'pending'
 	WHEN EXISTS (SELECT 1 FROM `orders_outbox_ranges` r WHERE r.consumer_id = 0 AND o.id > r.from_id AND o.id <= r.to_id) THEN 'pending'
 	ELSE 'published' END AS st, COALESCE(s.retry_count, 0), NULLIF(s.last_error, ''),
 	COALESCE(s.next_attempt_at, IF(0 = 0 AND o.writer_until > o.created_at, o.writer_until, o.created_at)),
@@ -488,7 +488,7 @@ SELECT o.id, o.event_id, o.event_key, o.event_type, o.payload, o.headers, o.occu
 	CASE
 	WHEN s.status IS NOT NULL THEN CAST(s.status AS CHAR)
 	WHEN 0 = 0 AND o.writer_token <> 0 AND o.writer_until = '1970-01-01 00:00:01' THEN 'published'
-	WHEN o.id > c.walked OR o.id IN ({held}) THEN 'pending'
+	WHEN o.id > ? OR o.id IN ({held}) THEN 'pending'
 	WHEN EXISTS (SELECT 1 FROM `orders_outbox_ranges` r WHERE r.consumer_id = 0 AND o.id > r.from_id AND o.id <= r.to_id) THEN 'pending'
 	ELSE 'published' END AS st, COALESCE(s.retry_count, 0), NULLIF(s.last_error, ''),
 	COALESCE(s.next_attempt_at, IF(0 = 0 AND o.writer_until > o.created_at, o.writer_until, o.created_at)),
@@ -502,7 +502,7 @@ SELECT o.id, o.event_id, o.event_key, o.event_type, o.payload, o.headers, o.occu
 	CASE
 	WHEN s.status IS NOT NULL THEN CAST(s.status AS CHAR)
 	WHEN 1 = 0 AND o.writer_token <> 0 AND o.writer_until = '1970-01-01 00:00:01' THEN 'published'
-	WHEN o.id > c.walked OR o.id IN ({held}) THEN 'pending'
+	WHEN o.id > ? OR o.id IN ({held}) THEN 'pending'
 	WHEN EXISTS (SELECT 1 FROM `orders_outbox_ranges` r WHERE r.consumer_id = 1 AND o.id > r.from_id AND o.id <= r.to_id) THEN 'pending'
 	ELSE 'published' END AS st, COALESCE(s.retry_count, 0), NULLIF(s.last_error, ''),
 	COALESCE(s.next_attempt_at, IF(1 = 0 AND o.writer_until > o.created_at, o.writer_until, o.created_at)),
@@ -516,7 +516,7 @@ SELECT o.id, o.event_id, o.event_key, o.event_type, o.payload, o.headers, o.occu
 	CASE
 	WHEN s.status IS NOT NULL THEN CAST(s.status AS CHAR)
 	WHEN 1 = 0 AND o.writer_token <> 0 AND o.writer_until = '1970-01-01 00:00:01' THEN 'published'
-	WHEN o.id > c.walked OR o.id IN ({held}) THEN 'pending'
+	WHEN o.id > ? OR o.id IN ({held}) THEN 'pending'
 	WHEN EXISTS (SELECT 1 FROM `orders_outbox_ranges` r WHERE r.consumer_id = 1 AND o.id > r.from_id AND o.id <= r.to_id) THEN 'pending'
 	ELSE 'published' END AS st, COALESCE(s.retry_count, 0), NULLIF(s.last_error, ''),
 	COALESCE(s.next_attempt_at, IF(1 = 0 AND o.writer_until > o.created_at, o.writer_until, o.created_at)),
@@ -530,7 +530,7 @@ SELECT o.id, o.event_id, o.event_key, o.event_type, o.payload, o.headers, o.occu
 	CASE
 	WHEN s.status IS NOT NULL THEN CAST(s.status AS CHAR)
 	WHEN 1 = 0 AND o.writer_token <> 0 AND o.writer_until = '1970-01-01 00:00:01' THEN 'published'
-	WHEN o.id > c.walked OR o.id IN ({held}) THEN 'pending'
+	WHEN o.id > ? OR o.id IN ({held}) THEN 'pending'
 	WHEN EXISTS (SELECT 1 FROM `orders_outbox_ranges` r WHERE r.consumer_id = 1 AND o.id > r.from_id AND o.id <= r.to_id) THEN 'pending'
 	ELSE 'published' END AS st, COALESCE(s.retry_count, 0), NULLIF(s.last_error, ''),
 	COALESCE(s.next_attempt_at, IF(1 = 0 AND o.writer_until > o.created_at, o.writer_until, o.created_at)),
@@ -544,7 +544,7 @@ SELECT o.id, o.event_id, o.event_key, o.event_type, o.payload, o.headers, o.occu
 	CASE
 	WHEN s.status IS NOT NULL THEN CAST(s.status AS CHAR)
 	WHEN 1 = 0 AND o.writer_token <> 0 AND o.writer_until = '1970-01-01 00:00:01' THEN 'published'
-	WHEN o.id > c.walked OR o.id IN ({held}) THEN 'pending'
+	WHEN o.id > ? OR o.id IN ({held}) THEN 'pending'
 	WHEN EXISTS (SELECT 1 FROM `orders_outbox_ranges` r WHERE r.consumer_id = 1 AND o.id > r.from_id AND o.id <= r.to_id) THEN 'pending'
 	ELSE 'published' END AS st, COALESCE(s.retry_count, 0), NULLIF(s.last_error, ''),
 	COALESCE(s.next_attempt_at, IF(1 = 0 AND o.writer_until > o.created_at, o.writer_until, o.created_at)),
