@@ -110,17 +110,14 @@ func (w *Worker) publishCommitted(ctx context.Context, ids []string, g gate) (*s
 // the workers: an older message of their key is still to be delivered,
 // or their head start is (nearly) over.
 func (w *Worker) publishHeadStarted(ctx context.Context, ids []string, g gate) (s *settlement, ok bool) {
-	hs, can := w.store.(backend.HeadStartLeaser)
-	if !can {
+	var read func(context.Context, []string, time.Duration) (backend.Batch, time.Duration, error)
+	switch {
+	case w.opts.Ordering && w.caps.OrderedHeadStart != nil:
+		read = w.caps.OrderedHeadStart.OrderedHeadStartBatch
+	case !w.opts.Ordering && w.caps.HeadStart != nil:
+		read = w.caps.HeadStart.HeadStartBatch
+	default:
 		return nil, false
-	}
-	read := hs.HeadStartBatch
-	if w.opts.Ordering {
-		ohs, can := w.store.(backend.OrderedHeadStartLeaser)
-		if !can {
-			return nil, false
-		}
-		read = ohs.OrderedHeadStartBatch
 	}
 	start := time.Now()
 	readCtx, cancel := context.WithTimeout(ctx, w.opts.StoreTimeout)
@@ -220,7 +217,7 @@ func (w *Worker) stillPending(ctx context.Context, msgs []Message) ([]Message, e
 // for them.
 func (w *Worker) leaveToWorker(ctx context.Context, msgs []Message, ids []string, why error) error {
 	left := &leftError{ids: ids, why: why.Error(), cause: why}
-	if hs, ok := w.store.(backend.HeadStartEnder); ok {
+	if hs := w.caps.EndHeadStart; hs != nil {
 		endCtx, cancel := context.WithTimeout(ctx, w.opts.StoreTimeout)
 		_, err := hs.EndHeadStart(endCtx, ids)
 		cancel()

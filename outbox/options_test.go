@@ -20,6 +20,8 @@ var nopSink = SinkFunc(func(context.Context, Message) error { return nil })
 
 type nopStore struct{ backend.Store }
 
+func (nopStore) Capabilities() backend.Capabilities { return backend.Capabilities{} }
+
 func TestWorkerOptionsDefaults(t *testing.T) {
 	host, _ := os.Hostname()
 	wantNode := host + "-" + strconv.Itoa(os.Getpid())

@@ -78,7 +78,7 @@ func (w *Worker) round(ctx context.Context, p Path, params backend.ClaimParams, 
 // runs on its own.
 func (w *Worker) claim(ctx context.Context, params backend.ClaimParams, carry *settlement) (backend.Batch, error) {
 	if carry != nil {
-		if sc, ok := w.store.(backend.SettleClaimer); ok {
+		if sc := w.caps.SettleAndClaim; sc != nil {
 			claimCtx, cancel := context.WithTimeout(ctx, w.opts.StoreTimeout)
 			settled, batch, err := sc.SettleAndClaim(claimCtx, backend.Settlement{Token: carry.token, Outcomes: carry.outcomes}, params)
 			cancel()

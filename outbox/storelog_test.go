@@ -18,13 +18,16 @@ import (
 )
 
 // brokenClaims is a store whose claims fail with the error it is given
-// (nil: they work). It hides the in-memory store's optional interfaces,
+// (nil: they work). It hides the in-memory store's capabilities,
 // so that every publish claims.
 type brokenClaims struct {
 	backend.Store
 	mu  sync.Mutex
 	err error
 }
+
+// Capabilities has none of the in-memory store's: every publish claims.
+func (s *brokenClaims) Capabilities() backend.Capabilities { return backend.Capabilities{} }
 
 func (s *brokenClaims) fail(err error) {
 	s.mu.Lock()

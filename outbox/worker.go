@@ -24,9 +24,11 @@ import (
 // The store's database must stay open until Run has returned.
 type Worker struct {
 	store Store
-	sink  Sink
-	opts  WorkerOptions
-	log   *slog.Logger
+	// caps is what the store can do beyond Store (backend.CapabilitiesOf).
+	caps backend.Capabilities
+	sink Sink
+	opts WorkerOptions
+	log  *slog.Logger
 
 	running atomic.Bool
 	wake    chan struct{}
@@ -60,18 +62,20 @@ func NewWorker(store Store, sink Sink, opts WorkerOptions) (*Worker, error) {
 	if sink == nil {
 		return nil, errors.New("outbox: NewWorker: sink is nil")
 	}
-	if n, ok := store.(interface{ Name() string }); ok && opts.Name == "" {
-		opts.Name = n.Name() // the outbox's name is given once, to the store
+	caps := backend.CapabilitiesOf(store)
+	if opts.Name == "" {
+		opts.Name = caps.Name // the outbox's name is given once, to the store
 	}
 	opts = opts.WithDefaults()
 	if err := opts.validate(); err != nil {
 		return nil, err
 	}
-	if _, ok := store.(backend.Purger); opts.Retention > 0 && !ok {
-		return nil, fmt.Errorf("outbox: Retention %v: the store (%T) cannot purge: it does not implement backend.Purger", opts.Retention, store)
+	if opts.Retention > 0 && caps.Purge == nil {
+		return nil, fmt.Errorf("outbox: Retention %v: the store (%T) cannot purge: its Capabilities have no Purge", opts.Retention, store)
 	}
 	return &Worker{
 		store:   store,
+		caps:    caps,
 		sink:    sink,
 		opts:    opts,
 		log:     opts.Logger.With(slog.String("worker", opts.Name), slog.String("node_id", opts.NodeID)),
@@ -120,7 +124,7 @@ func (w *Worker) Run(ctx context.Context) error {
 		slog.Duration("lease_timeout", w.opts.LeaseTimeout))
 	defer w.log.InfoContext(context.WithoutCancel(ctx), "outbox worker stopped")
 
-	if p, ok := w.store.(backend.Purger); ok && w.opts.Retention > 0 {
+	if p := w.caps.Purge; p != nil && w.opts.Retention > 0 {
 		done := make(chan struct{})
 		defer func() { <-done }() // no goroutine outlives Run
 		go func() {

@@ -44,6 +44,86 @@ type Store interface {
 	// already) is not applied and is counted in SettleResult.Stale. Settle
 	// is idempotent, so it may be retried after an error.
 	Settle(ctx context.Context, token string, outcomes []Outcome) (SettleResult, error)
+
+	// Capabilities says what the store can do beyond this contract (see
+	// Capabilities). A decorator that embeds a Store keeps them: the
+	// method is promoted with the others.
+	Capabilities() Capabilities
+}
+
+// Capabilities is what a store can do beyond Store: its fast paths and
+// its tools. A nil field is something it cannot do, and the worker then
+// takes the fallback its field names.
+//
+// A decorator (a Store that wraps another, for tracing, say) that embeds
+// the Store it wraps keeps them, since Capabilities is promoted; the
+// worker calls those methods on the store beneath, not through the
+// decorator. A decorator that wants to see such calls too has the method
+// itself (SettleAndClaim, say): CapabilitiesOf takes the decorator's own
+// method over the one beneath. One that wants a fallback taken (a test's
+// store that fails every claim) returns Capabilities without it.
+type Capabilities struct {
+	// Name is the outbox's name for operators ("" for none): the default
+	// of WorkerOptions.Name.
+	Name string
+	// SettleAndClaim records a batch's outcomes and claims the next batch
+	// in one transaction. Without it: Settle, then Claim (two commits).
+	SettleAndClaim SettleClaimer
+	// HeadStart leases messages to their writer for the head start, so
+	// that the after-commit publish calls the sink without a claim.
+	// Without it: the after-commit publish claims its messages by ID.
+	HeadStart HeadStartLeaser
+	// OrderedHeadStart is HeadStart for a worker with Ordering. Without
+	// it, such a worker's after-commit publish claims by ID.
+	OrderedHeadStart OrderedHeadStartLeaser
+	// EndHeadStart ends the head start of what the after-commit publish
+	// leaves to the workers. Without it, those messages are due when
+	// their head start ends.
+	EndHeadStart HeadStartEnder
+	// Purge deletes published records (retention). Without it, a
+	// worker with Retention is refused at construction.
+	Purge Purger
+}
+
+// CapabilitiesOf returns what s can do: s.Capabilities(), with each
+// method that s itself has (a decorator's own SettleAndClaim, say) in
+// place of the one beneath it.
+func CapabilitiesOf(s Store) Capabilities {
+	c := s.Capabilities()
+	if n, ok := s.(interface{ Name() string }); ok {
+		c.Name = n.Name()
+	}
+	if x, ok := s.(SettleClaimer); ok {
+		c.SettleAndClaim = x
+	}
+	if x, ok := s.(HeadStartLeaser); ok {
+		c.HeadStart = x
+	}
+	if x, ok := s.(OrderedHeadStartLeaser); ok {
+		c.OrderedHeadStart = x
+	}
+	if x, ok := s.(HeadStartEnder); ok {
+		c.EndHeadStart = x
+	}
+	if x, ok := s.(Purger); ok {
+		c.Purge = x
+	}
+	return c
+}
+
+// Discover returns the Capabilities of a store s by the methods it has:
+// what a store's Capabilities method returns for itself.
+func Discover(s Store) Capabilities {
+	var c Capabilities
+	if n, ok := s.(interface{ Name() string }); ok {
+		c.Name = n.Name()
+	}
+	c.SettleAndClaim, _ = s.(SettleClaimer)
+	c.HeadStart, _ = s.(HeadStartLeaser)
+	c.OrderedHeadStart, _ = s.(OrderedHeadStartLeaser)
+	c.EndHeadStart, _ = s.(HeadStartEnder)
+	c.Purge, _ = s.(Purger)
+	return c
 }
 
 // Execer is the part of a database handle Store.Enqueue needs. *sql.Tx,
@@ -124,7 +204,7 @@ const (
 
 // SettleClaimer is a Store that can record one batch's outcomes and claim
 // the next batch in one transaction: one commit per batch while there is
-// a backlog instead of two. The worker uses it when the store has it.
+// a backlog instead of two. The worker uses it when the store's Capabilities have it.
 type SettleClaimer interface {
 	// SettleAndClaim records s as Settle would, then claims as Claim
 	// would, in one transaction; settling first, so that in ordered mode
@@ -137,7 +217,7 @@ type SettleClaimer interface {
 // leases the messages to the writing process for the head start, in the
 // writer's own transaction, so that the writer's after-commit publish
 // (Worker.PublishNow) needs no claim, and so no commit, before it calls
-// the sink. Worker.PublishNow uses it when the store has it and ordering
+// the sink. Worker.PublishNow uses it when the Capabilities have it and ordering
 // is off; the head start is then the publish's lease.
 type HeadStartLeaser interface {
 	// HeadStartBatch returns, without writing anything, those of ids that

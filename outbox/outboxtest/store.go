@@ -242,3 +242,8 @@ func (s *Store) EndHeadStart(_ context.Context, ids []string) (int, error) {
 	}
 	return n, nil
 }
+
+// Capabilities reports what the store does beyond backend.Store: one
+// step to settle and claim, the early end of a head start, and
+// retention.
+func (s *Store) Capabilities() backend.Capabilities { return backend.Discover(s) }

@@ -22,6 +22,7 @@ var afterCommitWorkerTests = []struct {
 	{"OrderedPublishNowLeavesALaterMessageDue", testOrderedPublishNowLeavesLaterDue},
 	{"PublishNowSinkCallBoundedByAfterCommitTimeout", testAfterCommitTimeout},
 	{"PublishNowHoldsOffAFailingSink", testPublishNowHoldsOff},
+	{"ADecoratedStoreKeepsItsFastPaths", testDecoratedStoreKeepsFastPaths},
 }
 
 // enqueueCommitted enqueues ms with a head start in a transaction of its

@@ -394,6 +394,10 @@ type faultyStore struct {
 
 var errStoreDown = errors.New("injected: database unreachable")
 
+// Capabilities has none of the store's fast paths: every claim and
+// settle goes through the faults.
+func (f *faultyStore) Capabilities() backend.Capabilities { return backend.Capabilities{} }
+
 func (f *faultyStore) Claim(ctx context.Context, p backend.ClaimParams) (backend.Batch, error) {
 	if f.failClaims.Add(-1) >= 0 {
 		return backend.Batch{}, errStoreDown
@@ -453,6 +457,9 @@ type stallingStore struct {
 	claiming chan struct{} // closed when a claim is waiting
 	once     sync.Once
 }
+
+// Capabilities has none of the store's fast paths: every claim stalls.
+func (s *stallingStore) Capabilities() backend.Capabilities { return backend.Capabilities{} }
 
 func (s *stallingStore) Claim(ctx context.Context, p backend.ClaimParams) (backend.Batch, error) {
 	s.once.Do(func() { close(s.claiming) })

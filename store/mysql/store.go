@@ -226,3 +226,8 @@ func (s *channel) wrap(op string, err error) error {
 	}
 	return fmt.Errorf("%s: %s: %w", s.what, op, err)
 }
+
+// Capabilities reports what the Store does beyond backend.Store: one
+// transaction to settle and claim, the writer's head start (ordered too)
+// and its early end, and retention.
+func (s *Store) Capabilities() backend.Capabilities { return backend.Discover(s) }

@@ -311,3 +311,7 @@ func (s *Store) LastSeq(ctx context.Context) (int64, error) {
 	}
 	return n, nil
 }
+
+// Capabilities reports what the consumer's store does beyond
+// backend.Store (see backend.Capabilities).
+func (c *ConsumerStore) Capabilities() backend.Capabilities { return backend.Discover(c) }

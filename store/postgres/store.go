@@ -297,3 +297,8 @@ func (t *target) render(q string) string {
 // statementLog, when set (by TestStatementsReadWhole only), is told every
 // statement render fills in.
 var statementLog atomic.Pointer[func(stmt string)]
+
+// Capabilities reports what the Store does beyond backend.Store: one
+// transaction to settle and claim, the writer's head start (ordered too)
+// and its early end, and retention.
+func (s *Store) Capabilities() backend.Capabilities { return backend.Discover(s) }
