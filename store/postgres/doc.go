@@ -51,7 +51,7 @@
 // a Listener turns notifications into Worker.Notify calls, so that a
 // commit wakes an idle worker at once. Polling stays the fallback:
 //
-//	l, err := postgres.NewListener(dsn, postgres.ListenerOptions{Table: "outbox"})
+//	l, err := store.Listener(postgres.ListenerOptions{})
 //	go l.Run(ctx, worker.Notify)
 //
 // Named consumers (AddConsumer, Consumer) are handed messages in the

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/stdlib"
 
 	"github.com/outboxrelay/outboxrelay/internal/pgdsn"
 )
@@ -17,7 +18,8 @@ import (
 type ListenerOptions struct {
 	// Table is the outbox table whose channel to listen on (Enqueue
 	// notifies the channel named like the table; see Store.Channel).
-	// Defaults to DefaultTable.
+	// Defaults to DefaultTable. Store.Listener takes it from the Store:
+	// leave it empty there.
 	Table string
 	// Logger receives a warning for every lost connection and failed
 	// reconnect. Defaults to slog.Default().
@@ -154,4 +156,44 @@ func (l *Listener) listenOnce(ctx context.Context, notify func()) (listened bool
 		}
 		notify()
 	}
+}
+
+// Listener returns a Listener on the Store's channel (its table), that
+// connects as the Store's connections do: with the configuration of a
+// connection of the Store's pool, read at each connect. Its connection
+// is its own, outside the pool. opts.Table must be empty or the Store's
+// table: the name is the Store's, and a second one could only disagree.
+func (s *Store) Listener(opts ListenerOptions) (*Listener, error) {
+	if opts.Table != "" && opts.Table != s.opts.Table {
+		return nil, fmt.Errorf("postgres listener: Table %q: the store's table is %q (leave Table empty: the store names it)", opts.Table, s.opts.Table)
+	}
+	opts.Table = s.opts.Table
+	return newListener(func(ctx context.Context) (*pgx.Conn, error) {
+		cfg, err := s.connConfig(ctx)
+		if err != nil {
+			return nil, err
+		}
+		conn, err := pgx.ConnectConfig(ctx, cfg)
+		return conn, safeDriverErr(err)
+	}, opts)
+}
+
+// connConfig returns the configuration a connection of the Store's pool
+// was opened with (pgx's stdlib driver keeps it).
+func (s *Store) connConfig(ctx context.Context) (*pgx.ConnConfig, error) {
+	c, err := s.db.Conn(ctx)
+	if err != nil {
+		return nil, safeDriverErr(err)
+	}
+	defer c.Close()
+	var cfg *pgx.ConnConfig
+	err = c.Raw(func(dc any) error {
+		sc, ok := dc.(*stdlib.Conn)
+		if !ok {
+			return fmt.Errorf("the store's database is not on pgx's stdlib driver (its connection is a %T)", dc)
+		}
+		cfg = sc.Conn().Config()
+		return nil
+	})
+	return cfg, err
 }

@@ -32,8 +32,23 @@ func enqueueCommitted(t *testing.T, d *pgtest.Database, s *postgres.Store, ms ..
 // TestListenerWakesTheWorker: with a poll interval of an hour, only the
 // notification of a commit can make the worker deliver; and after the
 // listener's connection is killed, it reconnects and does so again. No
-// goroutine outlives the stopped worker and listener.
+// goroutine outlives the stopped worker and listener. A Listener from a
+// DSN and one from the Store (which names the channel itself) alike.
 func TestListenerWakesTheWorker(t *testing.T) {
+	t.Run("from the DSN", func(t *testing.T) {
+		listenerWakesTheWorker(t, func(d *pgtest.Database, _ *postgres.Store, opts postgres.ListenerOptions) (*postgres.Listener, error) {
+			opts.Table = testTable
+			return postgres.NewListener(d.DSN, opts)
+		})
+	})
+	t.Run("from the store", func(t *testing.T) {
+		listenerWakesTheWorker(t, func(_ *pgtest.Database, s *postgres.Store, opts postgres.ListenerOptions) (*postgres.Listener, error) {
+			return s.Listener(opts)
+		})
+	})
+}
+
+func listenerWakesTheWorker(t *testing.T, newListener func(*pgtest.Database, *postgres.Store, postgres.ListenerOptions) (*postgres.Listener, error)) {
 	d := pgtest.NewDatabase(t)
 	s := newStore(t, d.DB)
 	ctx := context.Background()
@@ -47,8 +62,8 @@ func TestListenerWakesTheWorker(t *testing.T) {
 	w, err := outbox.NewWorker(s, rec, outbox.WorkerOptions{PollInterval: time.Hour, Logger: quiet})
 	require.NoError(t, err)
 	logs := &outboxtest.LogBuffer{}
-	l, err := postgres.NewListener(d.DSN, postgres.ListenerOptions{
-		Table: testTable, Logger: slog.New(slog.NewTextHandler(logs, nil)), MinRetry: 10 * time.Millisecond,
+	l, err := newListener(d, s, postgres.ListenerOptions{
+		Logger: slog.New(slog.NewTextHandler(logs, nil)), MinRetry: 10 * time.Millisecond,
 	})
 	require.NoError(t, err)
 	var notified atomic.Int64
@@ -155,6 +170,18 @@ func TestListenerRefusesBadInput(t *testing.T) {
 	require.NotContains(t, err.Error(), "hunter2")
 	_, err = postgres.NewListener("postgres://u@localhost/db", postgres.ListenerOptions{Table: "Bad-Name"})
 	require.ErrorContains(t, err, "Table")
+}
+
+// TestTheStoresListenerTakesItsName: a Listener from the Store listens on
+// the Store's channel; a Table given to it that is not the Store's is
+// refused, naming both, rather than listening where no Enqueue notifies.
+func TestTheStoresListenerTakesItsName(t *testing.T) {
+	d := pgtest.NewDatabase(t)
+	s := newStore(t, d.DB)
+	_, err := s.Listener(postgres.ListenerOptions{Table: "orders_outbox"})
+	require.ErrorContains(t, err, `Table "orders_outbox": the store's table is "`+testTable+`"`)
+	_, err = s.Listener(postgres.ListenerOptions{Table: testTable})
+	require.NoError(t, err, "the Store's own table, given again, agrees")
 }
 
 // With NotifyInterval, Enqueue notifies at most once per interval from a
