@@ -1,6 +1,7 @@
 package outbox
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -63,8 +64,8 @@ func NewWorker(store Store, sink Sink, opts WorkerOptions) (*Worker, error) {
 		return nil, errors.New("outbox: NewWorker: sink is nil")
 	}
 	caps := backend.CapabilitiesOf(store)
-	if opts.Name == "" {
-		opts.Name = caps.Name // the outbox's name is given once, to the store
+	if opts.Name == "" { // the outbox's name is given once, to the store
+		opts.Name = cmp.Or(caps.Consumer, caps.Outbox)
 	}
 	opts = opts.WithDefaults()
 	if err := opts.validate(); err != nil {

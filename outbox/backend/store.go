@@ -63,9 +63,12 @@ type Store interface {
 // method over the one beneath. One that wants a fallback taken (a test's
 // store that fails every claim) returns Capabilities without it.
 type Capabilities struct {
-	// Name is the outbox's name for operators ("" for none): the default
-	// of WorkerOptions.Name.
-	Name string
+	// Outbox names the outbox (store/mysql and store/postgres: its
+	// table), and Consumer the named consumer a consumer's store
+	// delivers for ("" for the default consumer): "" for a store that
+	// does not say. They label metrics (outbox/outboxprom), and the
+	// worker's Name defaults to Consumer, or else Outbox.
+	Outbox, Consumer string
 	// SettleAndClaim records a batch's outcomes and claims the next batch
 	// in one transaction. Without it: Settle, then Claim (two commits).
 	SettleAndClaim SettleClaimer
@@ -90,9 +93,6 @@ type Capabilities struct {
 // place of the one beneath it.
 func CapabilitiesOf(s Store) Capabilities {
 	c := s.Capabilities()
-	if n, ok := s.(interface{ Name() string }); ok {
-		c.Name = n.Name()
-	}
 	if x, ok := s.(SettleClaimer); ok {
 		c.SettleAndClaim = x
 	}
@@ -111,13 +111,11 @@ func CapabilitiesOf(s Store) Capabilities {
 	return c
 }
 
-// Discover returns the Capabilities of a store s by the methods it has:
-// what a store's Capabilities method returns for itself.
+// Discover returns the Capabilities of a store s by the methods it has
+// (Outbox and Consumer left for the store to fill in): what a store's
+// Capabilities method starts from.
 func Discover(s Store) Capabilities {
 	var c Capabilities
-	if n, ok := s.(interface{ Name() string }); ok {
-		c.Name = n.Name()
-	}
 	c.SettleAndClaim, _ = s.(SettleClaimer)
 	c.HeadStart, _ = s.(HeadStartLeaser)
 	c.OrderedHeadStart, _ = s.(OrderedHeadStartLeaser)

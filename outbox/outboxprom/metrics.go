@@ -1,6 +1,7 @@
 package outboxprom
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"regexp"
@@ -31,6 +32,14 @@ var DefaultLatencyBuckets = []float64{0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1
 // their Name or Consumer differ: a service's workers, one per consumer,
 // export the same metrics with their own labels.
 type Options struct {
+	// Store, if set, is the store the worker claims from: it names the
+	// outbox and the consumer (backend.Capabilities: Outbox, Consumer),
+	// and is read for the backlog gauges when it reports its backlog
+	// (backend.StatsReader). Name, Consumer and Stats may then be left
+	// empty; given as well, they must agree with it (New refuses a Name
+	// or Consumer that does not, and a Stats that is another store), so
+	// that a name given twice cannot label the metrics wrong.
+	Store backend.Store
 	// Name is the worker's name (WorkerOptions.Name), e.g.
 	// "orders_outbox": the outbox label of every metric. Required; valid
 	// UTF-8. With LegacyNames it prefixes every metric name instead, and
@@ -68,6 +77,45 @@ type Options struct {
 }
 
 var prefixRE = regexp.MustCompile(`^[a-zA-Z_:][a-zA-Z0-9_:]*$`)
+
+// fromStore fills in Name, Consumer and Stats from o.Store, and refuses
+// them when they disagree with it.
+func (o Options) fromStore() (Options, error) {
+	if o.Store == nil {
+		return o, nil
+	}
+	caps := backend.CapabilitiesOf(o.Store)
+	if caps.Outbox == "" {
+		return o, fmt.Errorf("outboxprom: Store (%T): it does not name its outbox (Capabilities().Outbox); give Name", o.Store)
+	}
+	consumer := cmp.Or(caps.Consumer, DefaultConsumer)
+	switch {
+	case o.Name != "" && o.Name != caps.Outbox:
+		return o, fmt.Errorf("outboxprom: Name %q: the store's outbox is %q (leave Name empty: the store names it)", o.Name, caps.Outbox)
+	case o.Consumer != "" && o.Consumer != consumer:
+		return o, fmt.Errorf("outboxprom: Consumer %q: the store delivers for %q (leave Consumer empty: the store names it)", o.Consumer, consumer)
+	}
+	o.Name, o.Consumer = caps.Outbox, consumer
+	sr, reports := o.Store.(backend.StatsReader)
+	switch {
+	case o.Stats == nil && reports:
+		o.Stats = sr
+	case o.Stats != nil && (!reports || !same(o.Stats, sr)):
+		return o, fmt.Errorf("outboxprom: Stats (%T): not the Store; leave Stats empty: the store reports its own backlog", o.Stats)
+	}
+	return o, nil
+}
+
+// same says whether a and b are the same value; values of a type that
+// cannot be compared are not.
+func same(a, b any) (eq bool) {
+	defer func() {
+		if recover() != nil {
+			eq = false
+		}
+	}()
+	return a == b
+}
 
 // withDefaults returns a copy of o with every default applied.
 func (o Options) withDefaults() Options {
@@ -126,6 +174,10 @@ var _ outbox.Observer = (*Metrics)(nil)
 // prometheus.AlreadyRegisteredError when reg already holds metrics of the
 // same Name and Consumer.
 func New(reg prometheus.Registerer, opts Options) (*Metrics, error) {
+	opts, err := opts.fromStore()
+	if err != nil {
+		return nil, err
+	}
 	opts = opts.withDefaults()
 	if err := opts.validate(); err != nil {
 		return nil, err

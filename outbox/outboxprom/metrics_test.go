@@ -251,3 +251,50 @@ func gather(t *testing.T, reg prometheus.Gatherer) map[string]float64 {
 	}
 	return out
 }
+
+// namedStore is a consumer's store that names its outbox and consumer
+// and reports a backlog: what Options.Store reads.
+type namedStore struct {
+	backend.Store // nil: only Capabilities and Stats are called
+	*scriptedStats
+	outbox, consumer string
+}
+
+func (s namedStore) Capabilities() backend.Capabilities {
+	return backend.Capabilities{Outbox: s.outbox, Consumer: s.consumer}
+}
+
+// TestTheStoreNamesTheMetrics: given the Store, the metrics take the
+// outbox and consumer labels and the backlog from it; a Name, Consumer
+// or Stats given as well must agree, and one that does not is refused,
+// naming the field, rather than labelling the metrics wrong.
+func TestTheStoreNamesTheMetrics(t *testing.T) {
+	s := namedStore{scriptedStats: &scriptedStats{stats: backend.Stats{Pending: 4}}, outbox: "room_outbox", consumer: "activity"}
+	reg := prometheus.NewRegistry()
+	_, err := New(reg, Options{Store: s})
+	require.NoError(t, err)
+	require.Equal(t, 4.0, gather(t, reg)[`outbox_pending{consumer="activity",outbox="room_outbox"}`])
+
+	_, err = New(prometheus.NewRegistry(), Options{Store: s, Name: "room_outbox", Consumer: "activity", Stats: s})
+	require.NoError(t, err, "the same names and store, given twice, agree")
+
+	def := namedStore{scriptedStats: s.scriptedStats, outbox: "room_outbox"}
+	reg = prometheus.NewRegistry()
+	_, err = New(reg, Options{Store: def, Consumer: DefaultConsumer})
+	require.NoError(t, err)
+	require.Contains(t, gather(t, reg), `outbox_pending{consumer="default",outbox="room_outbox"}`)
+
+	for _, tc := range []struct {
+		opts Options
+		want string
+	}{
+		{Options{Store: s, Name: "orders_outbox"}, `Name "orders_outbox": the store's outbox is "room_outbox"`},
+		{Options{Store: s, Consumer: "audit"}, `Consumer "audit": the store delivers for "activity"`},
+		{Options{Store: def, Consumer: "activity"}, `Consumer "activity": the store delivers for "default"`},
+		{Options{Store: s, Stats: &scriptedStats{}}, "Stats (*outboxprom.scriptedStats): not the Store"},
+		{Options{Store: namedStore{scriptedStats: s.scriptedStats}}, "it does not name its outbox"},
+	} {
+		_, err := New(prometheus.NewRegistry(), tc.opts)
+		require.ErrorContains(t, err, tc.want)
+	}
+}

@@ -246,4 +246,8 @@ func (s *Store) EndHeadStart(_ context.Context, ids []string) (int, error) {
 // Capabilities reports what the store does beyond backend.Store: one
 // step to settle and claim, the early end of a head start, and
 // retention.
-func (s *Store) Capabilities() backend.Capabilities { return backend.Discover(s) }
+func (s *Store) Capabilities() backend.Capabilities {
+	c := backend.Discover(s)
+	c.Outbox = s.Name()
+	return c
+}

@@ -154,4 +154,8 @@ WHERE s.consumer_id = {c} AND o.event_id IN ({list}) AND s.status = 'pending' AN
 // Capabilities reports what the consumer's store does beyond
 // backend.Store: one transaction to settle and claim. (Retention and the
 // writer's head start belong to the Store.)
-func (c *ConsumerStore) Capabilities() backend.Capabilities { return backend.Discover(c) }
+func (c *ConsumerStore) Capabilities() backend.Capabilities {
+	caps := backend.Discover(c)
+	caps.Outbox, caps.Consumer = c.table, c.name
+	return caps
+}

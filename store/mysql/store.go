@@ -230,4 +230,8 @@ func (s *channel) wrap(op string, err error) error {
 // Capabilities reports what the Store does beyond backend.Store: one
 // transaction to settle and claim, the writer's head start (ordered too)
 // and its early end, and retention.
-func (s *Store) Capabilities() backend.Capabilities { return backend.Discover(s) }
+func (s *Store) Capabilities() backend.Capabilities {
+	c := backend.Discover(s)
+	c.Outbox = s.table
+	return c
+}

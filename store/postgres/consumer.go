@@ -314,4 +314,8 @@ func (s *Store) LastSeq(ctx context.Context) (int64, error) {
 
 // Capabilities reports what the consumer's store does beyond
 // backend.Store (see backend.Capabilities).
-func (c *ConsumerStore) Capabilities() backend.Capabilities { return backend.Discover(c) }
+func (c *ConsumerStore) Capabilities() backend.Capabilities {
+	caps := backend.Discover(c)
+	caps.Outbox, caps.Consumer = c.s.opts.Table, c.consumer
+	return caps
+}

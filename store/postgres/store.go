@@ -301,4 +301,8 @@ var statementLog atomic.Pointer[func(stmt string)]
 // Capabilities reports what the Store does beyond backend.Store: one
 // transaction to settle and claim, the writer's head start (ordered too)
 // and its early end, and retention.
-func (s *Store) Capabilities() backend.Capabilities { return backend.Discover(s) }
+func (s *Store) Capabilities() backend.Capabilities {
+	c := backend.Discover(s)
+	c.Outbox = s.opts.Table
+	return c
+}
