@@ -128,7 +128,7 @@ type WorkerOptions struct {
 	// Retention, when positive, has Run delete published records older
 	// than this (by their publish time) in the background, in batches of
 	// RetentionBatch every RetentionInterval. Pending and dead records are
-	// never deleted. The store must implement backend.Purger. Defaults to 0: keep
+	// never deleted. The store's Capabilities must have Purge. Defaults to 0: keep
 	// everything.
 	Retention time.Duration
 	// RetentionInterval is the wait between retention passes. Defaults to
