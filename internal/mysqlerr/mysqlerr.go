@@ -6,15 +6,11 @@
 package mysqlerr
 
 import (
-	"context"
-	"database/sql"
-	"database/sql/driver"
 	"errors"
-	"io"
-	"net"
-	"syscall"
 
 	mysqldrv "github.com/go-sql-driver/mysql"
+
+	"github.com/outboxrelay/outboxrelay/internal/connlost"
 )
 
 // Class is what kind of failure a database error is.
@@ -130,19 +126,7 @@ func Classify(err error) Class {
 		}
 		return Other
 	}
-	var netErr net.Error
-	switch {
-	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
-		return Other
-	case errors.Is(err, driver.ErrBadConn),
-		errors.Is(err, mysqldrv.ErrInvalidConn),
-		errors.Is(err, sql.ErrConnDone),
-		errors.Is(err, io.EOF),
-		errors.Is(err, io.ErrUnexpectedEOF),
-		errors.Is(err, syscall.ECONNREFUSED),
-		errors.Is(err, syscall.ECONNRESET),
-		errors.Is(err, syscall.EPIPE),
-		errors.As(err, &netErr):
+	if connlost.Is(err, mysqldrv.ErrInvalidConn) {
 		return Connection
 	}
 	return Other

@@ -6,14 +6,10 @@
 package pgerr
 
 import (
-	"context"
-	"database/sql"
-	"database/sql/driver"
 	"errors"
-	"io"
-	"net"
 	"strings"
-	"syscall"
+
+	"github.com/outboxrelay/outboxrelay/internal/connlost"
 )
 
 // Class is what kind of failure a database error is.
@@ -88,18 +84,7 @@ func Classify(err error) Class {
 	if code, ok := SQLState(err); ok {
 		return classifyState(code)
 	}
-	var netErr net.Error
-	switch {
-	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
-		return Other
-	case errors.Is(err, driver.ErrBadConn),
-		errors.Is(err, sql.ErrConnDone),
-		errors.Is(err, io.EOF),
-		errors.Is(err, io.ErrUnexpectedEOF),
-		errors.Is(err, syscall.ECONNREFUSED),
-		errors.Is(err, syscall.ECONNRESET),
-		errors.Is(err, syscall.EPIPE),
-		errors.As(err, &netErr):
+	if connlost.Is(err) {
 		return Connection
 	}
 	return Other
