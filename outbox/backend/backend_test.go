@@ -85,3 +85,16 @@ func TestMessageValidate(t *testing.T) {
 		require.ErrorContains(t, err, tc.want, tc.name)
 	}
 }
+
+// nilStore is a test's fake that embeds a nil Store: calling a method it
+// does not have panics.
+type nilStore struct{ Store }
+
+// A fake that embeds a nil Store has no capabilities; NewWorker, which
+// reads them, does not panic on it (the fakes of earlier versions did
+// not need a Capabilities method).
+func TestCapabilitiesOfAFakeWithANilStore(t *testing.T) {
+	if got := CapabilitiesOf(nilStore{}); got != (Capabilities{}) {
+		t.Fatalf("CapabilitiesOf(a fake on a nil Store) = %+v, want none", got)
+	}
+}

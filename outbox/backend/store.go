@@ -90,9 +90,10 @@ type Capabilities struct {
 
 // CapabilitiesOf returns what s can do: s.Capabilities(), with each
 // method that s itself has (a decorator's own SettleAndClaim, say) in
-// place of the one beneath it.
+// place of the one beneath it. A test's fake that embeds a nil Store
+// (and whose Capabilities so panics) can do nothing more.
 func CapabilitiesOf(s Store) Capabilities {
-	c := s.Capabilities()
+	c := capabilities(s)
 	if x, ok := s.(SettleClaimer); ok {
 		c.SettleAndClaim = x
 	}
@@ -109,6 +110,16 @@ func CapabilitiesOf(s Store) Capabilities {
 		c.Purge = x
 	}
 	return c
+}
+
+// capabilities is s.Capabilities(), or none when it panics.
+func capabilities(s Store) (c Capabilities) {
+	defer func() {
+		if recover() != nil {
+			c = Capabilities{}
+		}
+	}()
+	return s.Capabilities()
 }
 
 // Discover returns the Capabilities of a store s by the methods it has
