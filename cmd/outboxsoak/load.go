@@ -91,7 +91,6 @@ func roomKey(room int) string { return fmt.Sprintf("room-%03d", room) }
 // room's row, moves the room on, writes a business row per event, and
 // enqueues the events, published right after the commit.
 type load struct {
-	db      *sql.DB
 	writer  *outbox.Writer
 	rooms   int
 	perTx   int
@@ -115,12 +114,12 @@ type load struct {
 	took histogram
 }
 
-func newLoad(db *sql.DB, d dialect, writer *outbox.Writer, cfg *config, logger *slog.Logger) *load {
+func newLoad(d dialect, writer *outbox.Writer, cfg *config, logger *slog.Logger) *load {
 	values := make([]string, cfg.EventsPerTx)
 	for i := range values {
 		values[i] = fmt.Sprintf("(%s, %s, %s)", d.ph(3*i+1), d.ph(3*i+2), d.ph(3*i+3))
 	}
-	return &load{db: db, writer: writer, rooms: cfg.Rooms, perTx: cfg.EventsPerTx, rate: cfg.Rate, writers: cfg.Writers, logger: logger,
+	return &load{writer: writer, rooms: cfg.Rooms, perTx: cfg.EventsPerTx, rate: cfg.Rate, writers: cfg.Writers, logger: logger,
 		lockSQL:   "SELECT seq FROM " + roomsTable + " WHERE room = " + d.ph(1) + " FOR UPDATE",
 		updateSQL: "UPDATE " + roomsTable + " SET seq = " + d.ph(1) + " WHERE room = " + d.ph(2),
 		insertSQL: "INSERT INTO " + commandsTable + " (room, seq, event_id) VALUES " + strings.Join(values, ", "),
@@ -205,7 +204,7 @@ func (l *load) command(ctx context.Context, room int) {
 		l.took.add(time.Since(began))
 		l.mu.Unlock()
 	}()
-	msgs, err := l.writer.Do(ctx, l.db, func(ctx context.Context, tx *sql.Tx) ([]outbox.Message, error) {
+	msgs, err := l.writer.Do(ctx, func(ctx context.Context, tx *sql.Tx) ([]outbox.Message, error) {
 		return l.write(ctx, tx, room)
 	})
 	if err != nil {

@@ -164,7 +164,7 @@ func (r *run) startProcesses(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	r.load = newLoad(r.db, r.d, writer, r.cfg, r.logger)
+	r.load = newLoad(r.d, writer, r.cfg, r.logger)
 	exe, err := os.Executable()
 	if err != nil {
 		return err

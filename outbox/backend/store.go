@@ -86,6 +86,12 @@ type Capabilities struct {
 	// Purge deletes published records (retention). Without it, a
 	// worker with Retention is refused at construction.
 	Purge Purger
+	// Transactions begins transactions on the store's own database and
+	// takes a caller's transaction of a kind other than an Execer
+	// (pgx.Tx, on PostgreSQL). Without it, outbox.Writer's Do cannot
+	// begin a transaction, and its Enqueue and Commit take an Execer
+	// only.
+	Transactions Transactor
 }
 
 // CapabilitiesOf returns what s can do: s.Capabilities(), with each
@@ -108,6 +114,9 @@ func CapabilitiesOf(s Store) Capabilities {
 	}
 	if x, ok := s.(Purger); ok {
 		c.Purge = x
+	}
+	if x, ok := s.(Transactor); ok {
+		c.Transactions = x
 	}
 	return c
 }
@@ -132,7 +141,20 @@ func Discover(s Store) Capabilities {
 	c.OrderedHeadStart, _ = s.(OrderedHeadStartLeaser)
 	c.EndHeadStart, _ = s.(HeadStartEnder)
 	c.Purge, _ = s.(Purger)
+	c.Transactions, _ = s.(Transactor)
 	return c
+}
+
+// Transactor is a store's side of the writer's transactions
+// (outbox.Writer).
+type Transactor interface {
+	// BeginTx begins a transaction on the database the store keeps its
+	// messages in, so that a writer cannot be handed another.
+	BeginTx(ctx context.Context) (*sql.Tx, error)
+	// ExecerOf returns what Enqueue writes through for tx, a transaction
+	// of the caller's that is not an Execer (store/postgres: a pgx.Tx),
+	// and whether the store takes it.
+	ExecerOf(tx any) (Execer, bool)
 }
 
 // Execer is the part of a database handle Store.Enqueue needs. *sql.Tx,

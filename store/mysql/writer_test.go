@@ -33,7 +33,7 @@ func TestWriterDoesTheCommonPath(t *testing.T) {
 	require.NoError(t, err)
 
 	placeOrder := func(id string, fail error, msgs ...outbox.Message) ([]outbox.Message, error) {
-		return writer.Do(ctx, d.DB, func(ctx context.Context, tx *sql.Tx) ([]outbox.Message, error) {
+		return writer.Do(ctx, func(ctx context.Context, tx *sql.Tx) ([]outbox.Message, error) {
 			if _, err := tx.ExecContext(ctx, "INSERT INTO orders (id, state) VALUES (?, 'placed')", id); err != nil {
 				return nil, err
 			}
@@ -79,6 +79,67 @@ func TestWriterDoesTheCommonPath(t *testing.T) {
 
 	_, err = outbox.NewWriter(s, mustWorker(t, newStore(t, d.Open(t))))
 	require.ErrorContains(t, err, "another store")
+}
+
+// TestWriterCommitsTheCallersTransaction (issue 39): inside a
+// transaction the caller began, one call enqueues, commits and publishes;
+// a refused message leaves the transaction uncommitted for the caller to
+// roll back; what is no transaction is refused by name. Do begins on the
+// store's own database: a writer cannot be handed another.
+func TestWriterCommitsTheCallersTransaction(t *testing.T) {
+	d := testutil.NewDatabase(t)
+	ctx := context.Background()
+	s := newStore(t, d.DB)
+	_, err := d.DB.ExecContext(ctx, "CREATE TABLE orders (id VARCHAR(20) PRIMARY KEY)")
+	require.NoError(t, err)
+	rec := outboxtest.NewRecorder()
+	w, err := outbox.NewWorker(s, rec, outbox.WorkerOptions{Logger: outboxtest.Logger(t)})
+	require.NoError(t, err)
+	writer, err := outbox.NewWriter(s, w)
+	require.NoError(t, err)
+	orders := func() (n int) {
+		require.NoError(t, d.DB.QueryRow("SELECT COUNT(*) FROM orders").Scan(&n))
+		return n
+	}
+
+	tx, err := d.DB.BeginTx(ctx, nil)
+	require.NoError(t, err)
+	_, err = tx.ExecContext(ctx, "INSERT INTO orders (id) VALUES ('o-1')")
+	require.NoError(t, err)
+	sent, err := writer.Commit(ctx, tx, outbox.Message{Key: "o-1", Type: "OrderPlaced"})
+	require.NoError(t, err)
+	require.Len(t, sent, 1)
+	require.ErrorIs(t, tx.Rollback(), sql.ErrTxDone, "committed")
+	require.Equal(t, 1, orders())
+	require.Equal(t, 1, rec.Len(), "published after the commit")
+	r, err := s.Get(ctx, sent[0].ID)
+	require.NoError(t, err)
+	require.Equal(t, outbox.StatusPublished, r.Status)
+
+	// A refused message: not committed, the caller rolls back.
+	tx, err = d.DB.BeginTx(ctx, nil)
+	require.NoError(t, err)
+	_, err = tx.ExecContext(ctx, "INSERT INTO orders (id) VALUES ('o-2')")
+	require.NoError(t, err)
+	_, err = writer.Commit(ctx, tx, outbox.Message{Key: "o-2", Type: "OrderPlaced"}, outbox.Message{ID: sent[0].ID, Type: "OrderPlaced"})
+	require.ErrorIs(t, err, outbox.ErrDuplicateID)
+	require.NoError(t, tx.Rollback(), "left open for the caller")
+	require.Equal(t, 1, orders())
+	require.Equal(t, 1, rec.Len())
+
+	// Not a transaction: refused, naming what it got.
+	_, err = writer.Commit(ctx, d.DB, outbox.Message{Type: "OrderPlaced"})
+	require.ErrorContains(t, err, "*sql.DB is no transaction")
+	_, err = writer.Enqueue(ctx, "tx", outbox.Message{Type: "OrderPlaced"})
+	require.ErrorContains(t, err, "a string is not a transaction the store writes through")
+
+	// Do begins on the store's database: it takes no other.
+	var in string
+	_, err = writer.Do(ctx, func(ctx context.Context, tx *sql.Tx) ([]outbox.Message, error) {
+		return nil, tx.QueryRowContext(ctx, "SELECT DATABASE()").Scan(&in)
+	})
+	require.NoError(t, err)
+	require.Equal(t, d.Name, in)
 }
 
 func mustWorker(t *testing.T, s outbox.Store) *outbox.Worker {
