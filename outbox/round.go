@@ -165,12 +165,20 @@ type batchRun struct {
 }
 
 // publishGroup publishes the records of one key (or one unkeyed record)
-// in order. In ordering mode a failure holds back the rest of its key: they
-// are released, not attempted.
+// in order. In ordering mode a record that is not published holds back
+// the rest of its key: after a failure, or a release (the lease running
+// short, the worker stopping, the sink held off), they are released, not
+// attempted. (A release for a held-off sink is not final: another
+// group's probe may bring the sink back meanwhile, and the key's next
+// record would then have gone out before the one released.)
 func (b *batchRun) publishGroup(ctx context.Context, group []int) {
 	held := false
+	holdsKey := func(rec Record) bool { return b.w.opts.Ordering && rec.Key != "" }
 	for _, i := range group {
 		rec := b.records[i]
+		if b.w.beforeDecide != nil {
+			b.w.beforeDecide(rec)
+		}
 		first := b.started.CompareAndSwap(false, true)
 		release := held || ctx.Err() != nil || (!first && time.Now().After(b.lastStart))
 		probe := false
@@ -180,6 +188,7 @@ func (b *batchRun) publishGroup(ctx context.Context, group []int) {
 		}
 		if release {
 			b.s.outcomes[i] = backend.Outcome{ID: rec.ID, Seq: rec.Seq, Kind: backend.OutcomeRelease}
+			held = holdsKey(rec)
 			continue
 		}
 		began := time.Now()
@@ -189,7 +198,7 @@ func (b *batchRun) publishGroup(ctx context.Context, group []int) {
 		if err != nil {
 			b.w.observe(ctx, Event{Kind: EventPublishFailed, Path: b.p, Record: rec, Latency: latency, Err: err})
 			b.fail(ctx, rec, err, i)
-			held = b.w.opts.Ordering && rec.Key != ""
+			held = holdsKey(rec)
 			continue
 		}
 		b.w.observe(ctx, Event{Kind: EventPublished, Path: b.p, Record: rec, Latency: latency})

@@ -48,6 +48,10 @@ type Worker struct {
 	// goes out without waiting for PollInterval.
 	waitingMu sync.Mutex
 	waiting   map[string]struct{}
+
+	// beforeDecide, when set (by tests only), runs before a round decides
+	// whether to call the sink for a record or to release it.
+	beforeDecide func(Record)
 }
 
 // NewWorker returns a worker that delivers from store to sink. It fills in
