@@ -129,7 +129,7 @@ func checkSummary(t *testing.T, sum *summary) {
 			t.Fatalf("no verdict for consumer %s", name)
 		}
 		if v.Committed != sum.Totals.Events || v.Lost != 0 || v.OrderViolations != 0 || v.Unique != v.Committed {
-			t.Errorf("%s: committed %d of %d, delivered %d, lost %d, order violations %d", name, v.Committed, sum.Totals.Events, v.Unique, v.Lost, v.OrderViolations)
+			t.Errorf("%s: committed %d of %d, delivered %d, lost %d, order violations %d %q", name, v.Committed, sum.Totals.Events, v.Unique, v.Lost, v.OrderViolations, v.OrderSample)
 		}
 		if v.Lag.All.Count != uint64(v.Unique) || v.Lag.All.P99Ms <= 0 {
 			t.Errorf("%s: lag %+v for %d deliveries", name, v.Lag.All, v.Unique)
