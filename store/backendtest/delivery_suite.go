@@ -16,18 +16,6 @@ import (
 	"github.com/outboxrelay/outboxrelay/outbox/outboxtest"
 )
 
-// deliveryWorkerTests cover dead letters and per-key ordering.
-var deliveryWorkerTests = []struct {
-	name string
-	fn   func(t *testing.T, h Harness)
-}{
-	{"PermanentErrorIsADeadLetterAndTheHookFires", testPermanentIsDead},
-	{"MaxAttemptsEndsInADeadLetter", testMaxAttemptsDead},
-	{"PanickingDeadHookDoesNotStopTheWorker", testDeadHookPanics},
-	{"OrderingThreeWorkersFailingHeadsHoldOnlyTheirKeys", testOrderingThreeWorkers},
-	{"OrderingPublishNowStopsAKeyAtItsFirstFailure", testOrderingPublishNow},
-}
-
 type deadCall struct {
 	rec outbox.Record
 	err error

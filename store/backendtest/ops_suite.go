@@ -14,18 +14,6 @@ import (
 	"github.com/outboxrelay/outboxrelay/outbox/outboxtest"
 )
 
-// opsWorkerTests cover what operators see: stats, observer events and
-// retention. Stats and retention apply to stores that implement
-// backend.StatsReader and backend.Purger.
-var opsWorkerTests = []struct {
-	name string
-	fn   func(t *testing.T, h Harness)
-}{
-	{"StatsCountTheBacklog", testStats},
-	{"ObserverSeesEveryOutcome", testObserver},
-	{"RetentionDeletesOnlyOldPublishedRecords", testRetention},
-}
-
 func statsOf(t *testing.T, s backend.Store) backend.Stats {
 	t.Helper()
 	sr, ok := s.(backend.StatsReader)

@@ -15,44 +15,6 @@ import (
 	"github.com/outboxrelay/outboxrelay/outbox/outboxtest"
 )
 
-// RunStoreTests checks every promise of the backend.Store contract against
-// the store newHarness makes. Each subtest gets its own harness and runs in
-// parallel with the others.
-func RunStoreTests(t *testing.T, newHarness Factory) {
-	tests := []struct {
-		name string
-		fn   func(t *testing.T, h Harness)
-	}{
-		{"EnqueueCommitIsVisible", testEnqueueCommit},
-		{"EnqueueRollbackLeavesNothing", testEnqueueRollback},
-		{"UncommittedIsNotClaimable", testUncommittedNotClaimable},
-		{"DuplicateIDRejected", testDuplicateID},
-		{"InvalidMessageRejectedAtomically", testInvalidMessage},
-		{"GetUnknownIsNotFound", testGetNotFound},
-		{"ClaimRespectsLimit", testClaimLimit},
-		{"ClaimInEnqueueOrder", testClaimOrder},
-		{"LeaseHidesRecord", testLeaseHides},
-		{"LeaseExpiryAllowsReclaim", testLeaseExpiry},
-		{"SettleIsFencedByToken", testSettleFenced},
-		{"SettlePublished", testSettlePublished},
-		{"SettleRetrySchedulesNextAttempt", testSettleRetry},
-		{"SettleDead", testSettleDead},
-		{"SettleRelease", testSettleRelease},
-		{"SettleTruncatesLastError", testSettleTruncates},
-		{"SettleIsIdempotent", testSettleIdempotent},
-		{"HeadStartDelaysWorkers", testHeadStart},
-		{"ClaimByIDs", testClaimByIDs},
-		{"ConcurrentClaimsAreDisjoint", testConcurrentClaims},
-		{"ClaimParamsValidated", testClaimValidation},
-	}
-	for _, tc := range append(append(append(tests, orderedStoreTests...), throughputStoreTests...), noSkipStoreTests...) {
-		t.Run(tc.name, func(t *testing.T) {
-			t.Parallel()
-			tc.fn(t, newHarness(t))
-		})
-	}
-}
-
 // msg returns a test message with a key, a type and a payload.
 func msg(id string) outbox.Message {
 	return outbox.Message{ID: id, Key: "order-1", Type: "OrderPlaced", Payload: []byte(`{"id":"` + id + `"}`)}

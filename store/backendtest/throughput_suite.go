@@ -14,27 +14,6 @@ import (
 	"github.com/outboxrelay/outboxrelay/outbox/outboxtest"
 )
 
-// throughputStoreTests cover a claim that settles the previous batch.
-var throughputStoreTests = []struct {
-	name string
-	fn   func(t *testing.T, h Harness)
-}{
-	{"ClaimSettlesThePreviousBatchInItsTransaction", testClaimWithSettle},
-	{"ClaimSaysWhenDueWorkIsLeft", testClaimMore},
-}
-
-// throughputWorkerTests cover concurrent publishing, wake-ups and
-// carried settlements.
-var throughputWorkerTests = []struct {
-	name string
-	fn   func(t *testing.T, h Harness)
-}{
-	{"ConcurrencyKeepsEachKeyInOrder", testConcurrency},
-	{"NotifyWakesTheWorker", testNotify},
-	{"FullBatchOutcomesAreRecordedByTheNextClaim", testCarriedSettle},
-	{"OrderedWorkerKeepsUpWithFewKeys", testOrderedKeepsUp},
-}
-
 // settleClaimer returns the store as a backend.SettleClaimer, or skips
 // the test for a store that is not one.
 func settleClaimer(t *testing.T, s backend.Store) backend.SettleClaimer {
