@@ -272,11 +272,7 @@ func testDeadOnlyWhenRecorded(t *testing.T, h Harness) {
 		t.Fatalf("the round ended before it reached the sink: %+v, %v", r.res, r.err)
 	}
 	other := h.OpenStore(t)
-	var stolen backend.Batch
-	outboxtest.Eventually(t, "the lease expires and another claim takes the record", func() bool {
-		stolen = claim(t, other, 1, time.Minute)
-		return stolen.Len() == 1
-	})
+	stolen := reclaim(t, other, "the lease expires and another claim takes the record")
 	settle(t, other, stolen.Token, backend.Outcome{ID: "slow", Kind: backend.OutcomePublished})
 	letGo()
 	r := <-done
