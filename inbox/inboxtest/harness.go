@@ -31,6 +31,7 @@ import (
 	"time"
 
 	"github.com/outboxrelay/outboxrelay/inbox"
+	"github.com/outboxrelay/outboxrelay/internal/conformance"
 )
 
 // Harness connects the suite to one implementation, on a fresh database.
@@ -82,32 +83,26 @@ type Purger interface {
 
 // Run runs every test of the suite, each on a fresh harness.
 func Run(t *testing.T, newHarness Factory) {
-	tests := []struct {
-		name string
-		fn   func(t *testing.T, h Harness)
-	}{
-		{"ProcessOnce", testProcessOnce},
-		{"DuplicateSkipsHandler", testDuplicateSkipsHandler},
-		{"HandlerErrorRollsBack", testHandlerErrorRollsBack},
-		{"PanicRollsBack", testPanicRollsBack},
-		{"CanceledContext", testCanceledContext},
-		{"InvalidIDs", testInvalidIDs},
-		{"HostileIDsAreDistinct", testHostileIDsAreDistinct},
-		{"ConcurrentRedeliveryThreeInstances", testConcurrentRedelivery},
-		{"RedeliveryTakesOverAfterFailure", testRedeliveryTakesOver},
-		{"ManyIDsThreeInstancesWithDeadlocks", testManyIDsWithDeadlocks},
-		{"ConsumersAreIndependent", testConsumersAreIndependent},
-		{"RetentionPurgesOnlyOlder", testRetention},
-		{"RetentionInBatches", testRetentionInBatches},
-		{"RetentionOfHostileIDs", testRetentionOfHostileIDs},
-		{"RetentionCountsFromCommit", testRetentionCountsFromCommit},
-	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			t.Parallel()
-			tc.fn(t, newHarness(t))
-		})
-	}
+	conformance.Run(t, newHarness, inboxTests)
+}
+
+// inboxTests are the tests of Run.
+var inboxTests = []conformance.Test[Harness]{
+	{Name: "ProcessOnce", Fn: testProcessOnce},
+	{Name: "DuplicateSkipsHandler", Fn: testDuplicateSkipsHandler},
+	{Name: "HandlerErrorRollsBack", Fn: testHandlerErrorRollsBack},
+	{Name: "PanicRollsBack", Fn: testPanicRollsBack},
+	{Name: "CanceledContext", Fn: testCanceledContext},
+	{Name: "InvalidIDs", Fn: testInvalidIDs},
+	{Name: "HostileIDsAreDistinct", Fn: testHostileIDsAreDistinct},
+	{Name: "ConcurrentRedeliveryThreeInstances", Fn: testConcurrentRedelivery},
+	{Name: "RedeliveryTakesOverAfterFailure", Fn: testRedeliveryTakesOver},
+	{Name: "ManyIDsThreeInstancesWithDeadlocks", Fn: testManyIDsWithDeadlocks},
+	{Name: "ConsumersAreIndependent", Fn: testConsumersAreIndependent},
+	{Name: "RetentionPurgesOnlyOlder", Fn: testRetention},
+	{Name: "RetentionInBatches", Fn: testRetentionInBatches},
+	{Name: "RetentionOfHostileIDs", Fn: testRetentionOfHostileIDs},
+	{Name: "RetentionCountsFromCommit", Fn: testRetentionCountsFromCommit},
 }
 
 // counter counts events by kind, as an inbox.Observer.

@@ -31,3 +31,19 @@ func TestAnyInChain(t *testing.T) {
 		}
 	}
 }
+
+// TestChainStopsAfterLimit: a chain longer than the limit is cut after
+// limit+1 errors, breadth first, nils left out.
+func TestChainStopsAfterLimit(t *testing.T) {
+	a, none := errors.New("a"), fmt.Errorf("no cause: %w", nil) // none wraps nil
+	top := fmt.Errorf("top: %w", errors.Join(a, none))
+	if got := Chain(top, 10); len(got) != 4 || got[0] != top || got[2] != a || got[3] != none {
+		t.Errorf("Chain = %v, want top, the join, a, none", got)
+	}
+	if got := Chain(top, 1); len(got) != 2 {
+		t.Errorf("Chain with limit 1 = %d errors, want 2", len(got))
+	}
+	if got := Chain(nil, 10); len(got) != 0 {
+		t.Errorf("Chain(nil) = %v, want none", got)
+	}
+}

@@ -1,11 +1,13 @@
 // Package secretfmt holds what the sinks (sink/tencentim and its fake,
 // sink/webhook), the stores' DSN handling and outboxctl share to keep
-// secrets out of formatted output and error texts.
+// secrets out of formatted output and error texts, and the walk of an
+// error chain that sink/sinktest checks for them.
 package secretfmt
 
 import (
 	"fmt"
 	"io"
+	"slices"
 )
 
 // Mark stands in for a secret, or a part of a text that was cut out
@@ -43,19 +45,24 @@ const maxChain = 100
 // than 100 errors counts as matching: too long to check, it is treated
 // as holding a secret.
 func AnyInChain(err error, match func(error) bool) bool {
+	errs := Chain(err, maxChain)
+	return len(errs) > maxChain || slices.ContainsFunc(errs, match)
+}
+
+// Chain returns err and every error it wraps, through Unwrap() error and
+// Unwrap() []error (errors.Join trees), breadth first, leaving out nils.
+// It stops after limit errors, and then returns limit+1, so that a
+// caller can tell a chain too long to walk whole.
+func Chain(err error, limit int) []error {
+	var out []error
 	queue := []error{err}
-	for seen := 0; len(queue) > 0; seen++ {
-		if seen == maxChain {
-			return true
-		}
+	for len(queue) > 0 && len(out) <= limit {
 		e := queue[0]
 		queue = queue[1:]
 		if e == nil {
 			continue
 		}
-		if match(e) {
-			return true
-		}
+		out = append(out, e)
 		switch u := e.(type) {
 		case interface{ Unwrap() error }:
 			queue = append(queue, u.Unwrap())
@@ -63,5 +70,5 @@ func AnyInChain(err error, match func(error) bool) bool {
 			queue = append(queue, u.Unwrap()...)
 		}
 	}
-	return false
+	return out
 }

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
+
+	"github.com/outboxrelay/outboxrelay/internal/secretfmt"
 )
 
 // leakRun is how many bytes of a secret in a row count as showing it.
@@ -68,25 +70,7 @@ const maxChain = 1000
 // Unwrap() []error (errors.Join trees), breadth first: what a sink's
 // tests check for secrets besides err's own text. It stops after 1,000
 // errors (and then returns 1,001).
-func Chain(err error) []error {
-	var out []error
-	queue := []error{err}
-	for len(queue) > 0 && len(out) <= maxChain {
-		e := queue[0]
-		queue = queue[1:]
-		if e == nil {
-			continue
-		}
-		out = append(out, e)
-		switch u := e.(type) {
-		case interface{ Unwrap() error }:
-			queue = append(queue, u.Unwrap())
-		case interface{ Unwrap() []error }:
-			queue = append(queue, u.Unwrap()...)
-		}
-	}
-	return out
-}
+func Chain(err error) []error { return secretfmt.Chain(err, maxChain) }
 
 // redacted is err, with every secret of the peer in its text replaced by
 // the secret's name: a failure that quotes what a sink delivered or

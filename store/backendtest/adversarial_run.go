@@ -56,9 +56,9 @@ type hostileSink struct {
 	calls     map[string]int
 	delivered []outbox.Message
 	finished  map[string]bool // delivered, or failed for good
-	inFlight  map[string]int
-	overlaps  int
 	corrupted []string
+
+	keys keyOverlaps // publishes of one key at once
 }
 
 func (s *hostileSink) Publish(ctx context.Context, m outbox.Message) error {
@@ -68,20 +68,8 @@ func (s *hostileSink) Publish(ctx context.Context, m outbox.Message) error {
 	if want, ok := s.sent[m.ID]; !ok || !sameMessage(want, m) {
 		s.corrupted = append(s.corrupted, m.ID)
 	}
-	if m.Key != "" {
-		s.inFlight[m.Key]++
-		if s.inFlight[m.Key] > 1 {
-			s.overlaps++
-		}
-	}
 	s.mu.Unlock()
-	defer func() {
-		s.mu.Lock()
-		if m.Key != "" {
-			s.inFlight[m.Key]--
-		}
-		s.mu.Unlock()
-	}()
+	defer s.keys.begin(m.Key)()
 	texts := HostileTexts()
 	text := texts[(try+len(m.ID))%len(texts)]
 	switch s.fate[m.ID] {
@@ -142,7 +130,7 @@ func testAdversarialRun(t *testing.T, h Harness, ordering bool) {
 			keys = append(keys, key)
 		}
 	}
-	sink := &hostileSink{sent: map[string]outbox.Message{}, fate: map[string]fate{}, calls: map[string]int{}, inFlight: map[string]int{}, finished: map[string]bool{}}
+	sink := &hostileSink{sent: map[string]outbox.Message{}, fate: map[string]fate{}, calls: map[string]int{}, finished: map[string]bool{}}
 	accepted, rejected := enqueueHostile(t, h, keys, perKey, sink)
 
 	logs := &outboxtest.LogBuffer{}
@@ -176,7 +164,7 @@ func testAdversarialRun(t *testing.T, h Harness, ordering bool) {
 	}
 	if ordering {
 		requireHostileKeyOrder(t, sink.delivered, sink.fate)
-		require.Zero(t, sink.overlaps, "two publishes of one key were in flight at once")
+		sink.keys.requireNone(t)
 	}
 	t.Logf("adversarial run (ordering %v): %d messages over %d keys and the empty key (%d keys rejected: %q); outcomes %v; "+
 		"%d sink calls; %d duplicates (%d lost leases, %d failed settles)",

@@ -17,35 +17,6 @@ import (
 	"github.com/outboxrelay/outboxrelay/outbox/outboxtest"
 )
 
-// RunAdversarialTests checks the store and the worker with hostile but
-// legal inputs: error texts and panic values that are not valid UTF-8,
-// huge or full of control characters; keys that sort and compare
-// awkwardly; leases lost while a sink hangs; and a run of several
-// workers, with Ordering on and off, that mixes all of it and requires
-// every accepted message to end published or dead, the others
-// untouched, no duplicate without a lost lease, and per-key order.
-func RunAdversarialTests(t *testing.T, newHarness Factory) {
-	tests := []struct {
-		name string
-		fn   func(t *testing.T, h Harness)
-	}{
-		{"SettleStoresAnyErrorTextValidAndBounded", testSettleHostileTexts},
-		{"ClaimWithACarriedSettleOfHostileTexts", testCarriedHostileSettle},
-		{"HostileErrorsAndPanicsNeverStallABatch", testHostileErrorsNeverStall},
-		{"OrderedClaimsDeliverEveryKeyInOrder", testOrderedHostileKeys},
-		{"DeadIsReportedOnlyWhenRecorded", testDeadOnlyWhenRecorded},
-		{"StatsDoNotCountExpiredLeases", testStatsExpiredLeases},
-		{"RunUnordered", func(t *testing.T, h Harness) { testAdversarialRun(t, h, false) }},
-		{"RunOrdered", func(t *testing.T, h Harness) { testAdversarialRun(t, h, true) }},
-	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			t.Parallel()
-			tc.fn(t, newHarness(t))
-		})
-	}
-}
-
 // requireStoredText checks what a store keeps as a last error: valid
 // UTF-8 within backend.MaxLastErrorBytes.
 func requireStoredText(t *testing.T, rec outbox.Record) {
@@ -162,7 +133,7 @@ func testHostileErrorsNeverStall(t *testing.T, h Harness) {
 	// Five first tries in a row fail: the worker holds the sink off, and
 	// probes it one record at a time until a retry goes through. Probes
 	// at every poll keep that quick; the breaker's own schedule is
-	// holdOffWorkerTests' business.
+	// testHeldOffSinkOnlyProbed's business.
 	w := newWorker(t, h.Store, sink, outbox.WorkerOptions{BatchSize: 4, Breaker: outbox.SinkBreaker{MaxProbeInterval: 20 * time.Millisecond}})
 	runWorker(t, w)
 	outboxtest.Eventually(t, "every record is published or dead", func() bool {
@@ -301,11 +272,7 @@ func testDeadOnlyWhenRecorded(t *testing.T, h Harness) {
 		t.Fatalf("the round ended before it reached the sink: %+v, %v", r.res, r.err)
 	}
 	other := h.OpenStore(t)
-	var stolen backend.Batch
-	outboxtest.Eventually(t, "the lease expires and another claim takes the record", func() bool {
-		stolen = claim(t, other, 1, time.Minute)
-		return stolen.Len() == 1
-	})
+	stolen := reclaim(t, other, "the lease expires and another claim takes the record")
 	settle(t, other, stolen.Token, backend.Outcome{ID: "slow", Kind: backend.OutcomePublished})
 	letGo()
 	r := <-done

@@ -13,18 +13,6 @@ import (
 	"github.com/outboxrelay/outboxrelay/outbox/outboxtest"
 )
 
-// afterCommitWorkerTests are the promises of PublishNow, the after-commit
-// publish a request waits for (issue 28: defects 2 and 11).
-var afterCommitWorkerTests = []struct {
-	name string
-	fn   func(t *testing.T, h Harness)
-}{
-	{"OrderedPublishNowLeavesALaterMessageDue", testOrderedPublishNowLeavesLaterDue},
-	{"PublishNowSinkCallBoundedByAfterCommitTimeout", testAfterCommitTimeout},
-	{"PublishNowHoldsOffAFailingSink", testPublishNowHoldsOff},
-	{"ADecoratedStoreKeepsItsFastPaths", testDecoratedStoreKeepsFastPaths},
-}
-
 // enqueueCommitted enqueues ms with a head start in a transaction of its
 // own and commits.
 func enqueueCommitted(t *testing.T, h Harness, headStart time.Duration, ms ...outbox.Message) {

@@ -23,30 +23,6 @@ type ConsumerHarness struct {
 	Consumer func(t *testing.T, name string) backend.Store
 }
 
-// RunConsumerTests checks the consumer contract: every consumer of an
-// outbox gets every message; status, attempts, errors, leases, fencing,
-// dead letters and per-key order are each consumer's own, so one
-// consumer's failures never hold up another. Every consumer's store
-// must also pass RunStoreTests and RunWorkerTests on its own.
-func RunConsumerTests(t *testing.T, newHarness func(t *testing.T) ConsumerHarness) {
-	tests := []struct {
-		name string
-		fn   func(t *testing.T, h ConsumerHarness)
-	}{
-		{"EveryConsumerGetsEveryMessage", testEveryConsumerGetsEveryMessage},
-		{"StateIsPerConsumer", testStateIsPerConsumer},
-		{"LeasesAndFencingArePerConsumer", testLeasesArePerConsumer},
-		{"OrderIsHeldPerConsumer", testOrderIsHeldPerConsumer},
-		{"HeadStartIsTheEnqueuingConsumers", testHeadStartIsTheEnqueuingConsumers},
-	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			t.Parallel()
-			tc.fn(t, newHarness(t))
-		})
-	}
-}
-
 // drain claims everything due in s, publishing it.
 func drain(t *testing.T, s backend.Store) []string {
 	t.Helper()

@@ -16,18 +16,6 @@ import (
 	"github.com/outboxrelay/outboxrelay/outbox/outboxtest"
 )
 
-// deliveryWorkerTests cover dead letters and per-key ordering.
-var deliveryWorkerTests = []struct {
-	name string
-	fn   func(t *testing.T, h Harness)
-}{
-	{"PermanentErrorIsADeadLetterAndTheHookFires", testPermanentIsDead},
-	{"MaxAttemptsEndsInADeadLetter", testMaxAttemptsDead},
-	{"PanickingDeadHookDoesNotStopTheWorker", testDeadHookPanics},
-	{"OrderingThreeWorkersFailingHeadsHoldOnlyTheirKeys", testOrderingThreeWorkers},
-	{"OrderingPublishNowStopsAKeyAtItsFirstFailure", testOrderingPublishNow},
-}
-
 type deadCall struct {
 	rec outbox.Record
 	err error
@@ -119,27 +107,55 @@ func keyedSeq(key string, seq int) outbox.Message {
 	return outbox.Message{ID: fmt.Sprintf("%s-%03d", key, seq), Key: key, Type: "T", Payload: p}
 }
 
-// orderSink wraps a sink and checks what ordering promises: never two
-// publishes of one key at once.
-type orderSink struct {
-	next     outbox.Sink
+// keyOverlaps checks what ordering promises of a sink's calls: never two
+// publishes of one key at once. Its methods are safe for concurrent use;
+// the zero value is ready.
+type keyOverlaps struct {
 	mu       sync.Mutex
 	inFlight map[string]int
-	overlaps int
+	overlaps int // how often a publish began while another of its key was in flight
+}
+
+// begin counts a publish of key as in flight until the end it returns is
+// called. Unkeyed messages (key "") have no order and are not counted.
+func (k *keyOverlaps) begin(key string) (end func()) {
+	if key == "" {
+		return func() {}
+	}
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.inFlight == nil {
+		k.inFlight = map[string]int{}
+	}
+	k.inFlight[key]++
+	if k.inFlight[key] > 1 {
+		k.overlaps++
+	}
+	return func() {
+		k.mu.Lock()
+		defer k.mu.Unlock()
+		k.inFlight[key]--
+	}
+}
+
+// requireNone fails t if two publishes of one key were ever in flight at
+// once.
+func (k *keyOverlaps) requireNone(t *testing.T) {
+	t.Helper()
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	require.Zero(t, k.overlaps, "two publishes of one key were in flight at once")
+}
+
+// orderSink wraps a sink and checks, in its keyOverlaps, that no two
+// publishes of one key run at once.
+type orderSink struct {
+	next outbox.Sink
+	keyOverlaps
 }
 
 func (s *orderSink) Publish(ctx context.Context, m outbox.Message) error {
-	s.mu.Lock()
-	s.inFlight[m.Key]++
-	if s.inFlight[m.Key] > 1 {
-		s.overlaps++
-	}
-	s.mu.Unlock()
-	defer func() {
-		s.mu.Lock()
-		s.inFlight[m.Key]--
-		s.mu.Unlock()
-	}()
+	defer s.begin(m.Key)()
 	time.Sleep(time.Millisecond) // widen the window in which an overlap would show
 	return s.next.Publish(ctx, m)
 }
@@ -187,7 +203,7 @@ func testOrderingThreeWorkers(t *testing.T, h Harness) {
 		}
 		return nil
 	})
-	check := &orderSink{next: flaky, inFlight: map[string]int{}}
+	check := &orderSink{next: flaky}
 	for i := range 3 {
 		w := newWorker(t, h.OpenStore(t), check, outbox.WorkerOptions{NodeID: fmt.Sprintf("ordered-%d", i), BatchSize: 5, Ordering: true})
 		runWorker(t, w)
@@ -204,9 +220,7 @@ func testOrderingThreeWorkers(t *testing.T, h Harness) {
 	waitDistinct(t, rec, keys*perKey)
 
 	requireKeyOrder(t, rec.Messages())
-	check.mu.Lock()
-	defer check.mu.Unlock()
-	require.Zero(t, check.overlaps, "two publishes of one key were in flight at once")
+	check.requireNone(t)
 }
 
 func testOrderingPublishNow(t *testing.T, h Harness) {

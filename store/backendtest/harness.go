@@ -66,6 +66,18 @@ type Harness struct {
 // ends.
 type Factory func(t *testing.T) Harness
 
+// storeAs returns s as a C, the interface of an optional capability, or
+// skips t for a store that lacks it; does says what a C does ("report
+// stats"), for the skip's message.
+func storeAs[C any](t *testing.T, s backend.Store, does string) C {
+	t.Helper()
+	c, ok := s.(C)
+	if !ok {
+		t.Skipf("%T does not %s", s, does)
+	}
+	return c
+}
+
 // slogJSON returns a debug-level JSON logger writing to w.
 func slogJSON(w io.Writer) *slog.Logger {
 	return slog.New(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: slog.LevelDebug}))

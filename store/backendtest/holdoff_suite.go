@@ -14,20 +14,6 @@ import (
 	"github.com/outboxrelay/outboxrelay/outbox/outboxtest"
 )
 
-// holdOffWorkerTests are the promises of a worker that holds off a
-// failing sink (outbox.SinkBreaker; issue 37, defect 7).
-var holdOffWorkerTests = []struct {
-	name string
-	fn   func(t *testing.T, h Harness)
-}{
-	{"HeldOffRetryableSinkIsOnlyProbed", func(t *testing.T, h Harness) {
-		testHeldOffSinkOnlyProbed(t, h, outboxtest.ErrInjected, holdOffFailures)
-	}},
-	{"HeldOffUnavailableSinkIsOnlyProbed", func(t *testing.T, h Harness) {
-		testHeldOffSinkOnlyProbed(t, h, outbox.Unavailable(outboxtest.ErrInjected), 1)
-	}},
-}
-
 // The breaker of testHeldOffSinkOnlyProbed, and how long its sink is
 // down.
 const (

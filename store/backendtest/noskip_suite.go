@@ -14,20 +14,6 @@ import (
 	"github.com/outboxrelay/outboxrelay/outbox/backend"
 )
 
-// noSkipStoreTests check that no committed message is passed over
-// whatever the order in which writers commit: a store that reads its
-// outbox past a position (a log) must not move that position past a
-// message whose transaction is still open, nor stall for good behind one
-// that rolled back.
-var noSkipStoreTests = []struct {
-	name string
-	fn   func(t *testing.T, h Harness)
-}{
-	{"LateCommitIsNotSkipped", testLateCommitNotSkipped},
-	{"RolledBackMessagesDoNotStallTheRest", testRolledBackDoesNotStall},
-	{"NoSkipUnderConcurrentWriters", testNoSkipConcurrentWriters},
-}
-
 // noSkipWait bounds how long the suite waits for a message to be
 // claimable once its transaction has ended.
 const noSkipWait = 30 * time.Second

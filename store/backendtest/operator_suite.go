@@ -13,30 +13,6 @@ import (
 	"github.com/outboxrelay/outboxrelay/outbox/backend"
 )
 
-// RunOperatorTests checks the operator contract (backend.Queue, and
-// backend.Outbox where the harness's store is one): what the dashboard,
-// outboxctl and outboxprom need of a store. Every store the tools should
-// work on runs it.
-func RunOperatorTests(t *testing.T, newHarness Factory) {
-	tests := []struct {
-		name string
-		fn   func(t *testing.T, h Harness)
-	}{
-		{"ListFiltersAndPages", testListFiltersAndPages},
-		{"ListRefusesBadFilters", testListRefusesBadFilters},
-		{"RequeueOneDeadLetter", testRequeueOne},
-		{"RequeueDeadByFilterCountsAndBounds", testRequeueDeadByFilter},
-		{"RequeuedRecordWaitsOnlyForItsKeyInFlight", testRequeueWaitsForKeyInFlight},
-		{"OutboxNamesItselfAndItsConsumers", testOutboxAndConsumers},
-	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			t.Parallel()
-			tc.fn(t, newHarness(t))
-		})
-	}
-}
-
 // queueOf returns h's store as a backend.Queue.
 func queueOf(t *testing.T, h Harness) backend.Queue {
 	t.Helper()

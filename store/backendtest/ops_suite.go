@@ -14,25 +14,11 @@ import (
 	"github.com/outboxrelay/outboxrelay/outbox/outboxtest"
 )
 
-// opsWorkerTests cover what operators see: stats, observer events and
-// retention. Stats and retention apply to stores that implement
-// backend.StatsReader and backend.Purger.
-var opsWorkerTests = []struct {
-	name string
-	fn   func(t *testing.T, h Harness)
-}{
-	{"StatsCountTheBacklog", testStats},
-	{"ObserverSeesEveryOutcome", testObserver},
-	{"RetentionDeletesOnlyOldPublishedRecords", testRetention},
-}
-
+// statsOf returns the stats of s, or skips t for a store that does not
+// report them.
 func statsOf(t *testing.T, s backend.Store) backend.Stats {
 	t.Helper()
-	sr, ok := s.(backend.StatsReader)
-	if !ok {
-		t.Skipf("%T does not report stats", s)
-	}
-	st, err := sr.Stats(context.Background())
+	st, err := storeAs[backend.StatsReader](t, s, "report stats").Stats(context.Background())
 	require.NoError(t, err)
 	return st
 }
@@ -132,9 +118,7 @@ func testObserver(t *testing.T, h Harness) {
 }
 
 func testRetention(t *testing.T, h Harness) {
-	if _, ok := h.Store.(backend.Purger); !ok {
-		t.Skipf("%T does not purge", h.Store)
-	}
+	storeAs[backend.Purger](t, h.Store, "purge")
 	enqueue(t, h, outbox.EnqueueOptions{}, msg("p1"), msg("p2"), msg("poison"))
 	sink := outboxtest.NewFlakySink(outboxtest.NewRecorder(), 1)
 	sink.FailIf(func(m outbox.Message) error {

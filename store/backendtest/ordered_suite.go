@@ -12,21 +12,6 @@ import (
 	"github.com/outboxrelay/outboxrelay/outbox/backend"
 )
 
-// orderedStoreTests are the Store contract's promises for ordered claims.
-var orderedStoreTests = []struct {
-	name string
-	fn   func(t *testing.T, h Harness)
-}{
-	{"OrderedClaimsOnlyKeyHeadsAndUnkeyed", testOrderedHeads},
-	{"OrderedFailingHeadHoldsOnlyItsKey", testOrderedFailingHead},
-	{"OrderedDeadHeadReleasesItsKey", testOrderedDeadHead},
-	{"OrderedClaimByIDsNeedsTheKeyHead", testOrderedIDs},
-	{"OrderedClaimsVisitEveryKey", testOrderedFairness},
-	{"OrderedClaimNeverReturnsARecordTwice", testOrderedNoRepeats},
-	{"OrderedRequeuedDeadLetterWaitsForItsKeyInFlight", testOrderedRequeueWaits},
-	{"OrderedTakeOverInPartsKeepsTheRestBack", testOrderedTakeOverInParts},
-}
-
 func keyed(id, key string) outbox.Message {
 	return outbox.Message{ID: id, Key: key, Type: "T", Payload: []byte(id)}
 }

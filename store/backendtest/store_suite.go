@@ -15,44 +15,6 @@ import (
 	"github.com/outboxrelay/outboxrelay/outbox/outboxtest"
 )
 
-// RunStoreTests checks every promise of the backend.Store contract against
-// the store newHarness makes. Each subtest gets its own harness and runs in
-// parallel with the others.
-func RunStoreTests(t *testing.T, newHarness Factory) {
-	tests := []struct {
-		name string
-		fn   func(t *testing.T, h Harness)
-	}{
-		{"EnqueueCommitIsVisible", testEnqueueCommit},
-		{"EnqueueRollbackLeavesNothing", testEnqueueRollback},
-		{"UncommittedIsNotClaimable", testUncommittedNotClaimable},
-		{"DuplicateIDRejected", testDuplicateID},
-		{"InvalidMessageRejectedAtomically", testInvalidMessage},
-		{"GetUnknownIsNotFound", testGetNotFound},
-		{"ClaimRespectsLimit", testClaimLimit},
-		{"ClaimInEnqueueOrder", testClaimOrder},
-		{"LeaseHidesRecord", testLeaseHides},
-		{"LeaseExpiryAllowsReclaim", testLeaseExpiry},
-		{"SettleIsFencedByToken", testSettleFenced},
-		{"SettlePublished", testSettlePublished},
-		{"SettleRetrySchedulesNextAttempt", testSettleRetry},
-		{"SettleDead", testSettleDead},
-		{"SettleRelease", testSettleRelease},
-		{"SettleTruncatesLastError", testSettleTruncates},
-		{"SettleIsIdempotent", testSettleIdempotent},
-		{"HeadStartDelaysWorkers", testHeadStart},
-		{"ClaimByIDs", testClaimByIDs},
-		{"ConcurrentClaimsAreDisjoint", testConcurrentClaims},
-		{"ClaimParamsValidated", testClaimValidation},
-	}
-	for _, tc := range append(append(append(tests, orderedStoreTests...), throughputStoreTests...), noSkipStoreTests...) {
-		t.Run(tc.name, func(t *testing.T) {
-			t.Parallel()
-			tc.fn(t, newHarness(t))
-		})
-	}
-}
-
 // msg returns a test message with a key, a type and a payload.
 func msg(id string) outbox.Message {
 	return outbox.Message{ID: id, Key: "order-1", Type: "OrderPlaced", Payload: []byte(`{"id":"` + id + `"}`)}
@@ -84,6 +46,18 @@ func claim(t *testing.T, s backend.Store, limit int, lease time.Duration) backen
 	t.Helper()
 	b, err := s.Claim(context.Background(), backend.ClaimParams{Owner: "test-node", Limit: limit, LeaseFor: lease})
 	require.NoError(t, err)
+	return b
+}
+
+// reclaim waits until a claim of s takes the one record whose lease the
+// test let run out (what says so to a failure), and returns its batch.
+func reclaim(t *testing.T, s backend.Store, what string) backend.Batch {
+	t.Helper()
+	var b backend.Batch
+	outboxtest.Eventually(t, what, func() bool {
+		b = claim(t, s, 10, time.Minute)
+		return b.Len() == 1
+	})
 	return b
 }
 
@@ -273,11 +247,7 @@ func testLeaseExpiry(t *testing.T, h Harness) {
 	enqueue(t, h, outbox.EnqueueOptions{}, msg("x"))
 	first := claim(t, h.Store, 10, 300*time.Millisecond)
 	require.Len(t, first.Records, 1)
-	var second backend.Batch
-	outboxtest.Eventually(t, "the expired lease lets the record be claimed again", func() bool {
-		second = claim(t, h.Store, 10, time.Minute)
-		return second.Len() == 1
-	})
+	second := reclaim(t, h.Store, "the expired lease lets the record be claimed again")
 	require.Equal(t, "x", second.Records[0].ID)
 	require.NotEqual(t, first.Token, second.Token)
 }
@@ -286,11 +256,7 @@ func testSettleFenced(t *testing.T, h Harness) {
 	enqueue(t, h, outbox.EnqueueOptions{}, msg("x"))
 	stale := claim(t, h.Store, 10, 200*time.Millisecond)
 	require.Len(t, stale.Records, 1)
-	var current backend.Batch
-	outboxtest.Eventually(t, "the lease expires and another worker claims the record", func() bool {
-		current = claim(t, h.Store, 10, time.Minute)
-		return current.Len() == 1
-	})
+	current := reclaim(t, h.Store, "the lease expires and another worker claims the record")
 
 	// The worker whose lease expired cannot overwrite the new owner's
 	// state, whatever outcome it reports.

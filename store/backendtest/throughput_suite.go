@@ -14,45 +14,15 @@ import (
 	"github.com/outboxrelay/outboxrelay/outbox/outboxtest"
 )
 
-// throughputStoreTests cover a claim that settles the previous batch.
-var throughputStoreTests = []struct {
-	name string
-	fn   func(t *testing.T, h Harness)
-}{
-	{"ClaimSettlesThePreviousBatchInItsTransaction", testClaimWithSettle},
-	{"ClaimSaysWhenDueWorkIsLeft", testClaimMore},
-}
-
-// throughputWorkerTests cover concurrent publishing, wake-ups and
-// carried settlements.
-var throughputWorkerTests = []struct {
-	name string
-	fn   func(t *testing.T, h Harness)
-}{
-	{"ConcurrencyKeepsEachKeyInOrder", testConcurrency},
-	{"NotifyWakesTheWorker", testNotify},
-	{"FullBatchOutcomesAreRecordedByTheNextClaim", testCarriedSettle},
-	{"OrderedWorkerKeepsUpWithFewKeys", testOrderedKeepsUp},
-}
-
-// settleClaimer returns the store as a backend.SettleClaimer, or skips
-// the test for a store that is not one.
-func settleClaimer(t *testing.T, s backend.Store) backend.SettleClaimer {
-	t.Helper()
-	sc, ok := s.(backend.SettleClaimer)
-	if !ok {
-		t.Skipf("%T does not settle and claim in one transaction", s)
-	}
-	return sc
-}
-
-// settleAndClaim records outcomes under token and claims up to limit.
+// settleAndClaim records outcomes under token and claims up to limit,
+// or skips t for a store that is not a backend.SettleClaimer.
 func settleAndClaim(t *testing.T, s backend.Store, token string, p backend.ClaimParams, outcomes ...backend.Outcome) (backend.SettleResult, backend.Batch) {
 	t.Helper()
 	if p.Owner == "" {
 		p.Owner, p.LeaseFor = "w", time.Minute
 	}
-	res, b, err := settleClaimer(t, s).SettleAndClaim(context.Background(), backend.Settlement{Token: token, Outcomes: outcomes}, p)
+	sc := storeAs[backend.SettleClaimer](t, s, "settle and claim in one transaction")
+	res, b, err := sc.SettleAndClaim(context.Background(), backend.Settlement{Token: token, Outcomes: outcomes}, p)
 	require.NoError(t, err)
 	return res, b
 }

@@ -19,43 +19,6 @@ import (
 	"github.com/outboxrelay/outboxrelay/outbox/outboxtest"
 )
 
-// RunWorkerTests checks the worker's promises (delivery, retries, the after-commit path), and the worker's
-// behaviour under failures and concurrency, through a real outbox.Worker on
-// the store newHarness makes.
-//
-// Whether a stopped worker leaves a goroutine behind is checked by
-// RunLeakTest, which cannot run beside other tests.
-func RunWorkerTests(t *testing.T, newHarness Factory) {
-	tests := []struct {
-		name string
-		fn   func(t *testing.T, h Harness)
-	}{
-		{"RepublishMarksPublished", testRepublish},
-		{"FailureKeepsPendingWithRetryCount", testFailureKeepsPending},
-		{"FailThenSucceedEndsPublished", testFailThenSucceed},
-		{"SyncSuccessMarksPublishedAndWorkerSkipsIt", testSyncSuccess},
-		{"SyncFailureLeavesPendingRetryCountUnchanged", testSyncFailure},
-		{"CancelStopsNewBatchesInFlightBoundedByPublishTimeout", testCancel},
-		{"StopDuringAClaimIsNotAFailure", testStopDuringClaim},
-		{"NoOpSinkSuccessMarksPublished", testNoOpSink},
-		{"FailingAndPanickingRecordsDoNotStopTheBatch", testBatchIsolation},
-		{"StoreErrorEndsRoundNextRoundRetries", testStoreErrors},
-		{"BatchSizeBoundsARound", testBatchSize},
-		{"RunTwiceIsRefused", testRunTwice},
-		{"LogFields", testLogFields},
-		{"PublishNowWithRunningWorkerDeliversOnce", testPublishNowOnce},
-		{"PublishNowFailingSinkWorkerDeliversLater", testPublishNowFailing},
-		{"ThreeWorkersFlakySinkNoLossNoDuplicate", testThreeWorkers},
-		{"CrashedWorkerRecordsDeliveredAfterLease", testCrashedWorker},
-	}
-	for _, tc := range append(append(append(append(append(tests, deliveryWorkerTests...), opsWorkerTests...), throughputWorkerTests...), afterCommitWorkerTests...), holdOffWorkerTests...) {
-		t.Run(tc.name, func(t *testing.T) {
-			t.Parallel()
-			tc.fn(t, newHarness(t))
-		})
-	}
-}
-
 // fastRetry makes failed records due again quickly.
 var fastRetry = outbox.FixedInterval{Interval: 20 * time.Millisecond}
 
