@@ -2,6 +2,7 @@ package backendtest
 
 import (
 	"context"
+	"database/sql"
 	"sync/atomic"
 	"testing"
 
@@ -49,6 +50,20 @@ func testDecoratedStoreKeepsFastPaths(t *testing.T, h Harness) {
 	require.Equal(t, inner.OrderedHeadStart != nil, got.OrderedHeadStart != nil, "OrderedHeadStart")
 	require.Equal(t, inner.EndHeadStart != nil, got.EndHeadStart != nil, "EndHeadStart")
 	require.Equal(t, inner.Purge != nil, got.Purge != nil, "Purge")
+	require.Equal(t, inner.Transactions != nil, got.Transactions != nil, "Transactions")
+	if inner.Transactions != nil {
+		// The writer's Do begins on the store's database through the
+		// decorator, and its after-commit publish delivers.
+		rec := outboxtest.NewRecorder()
+		writer, err := outbox.NewWriter(d, newWorker(t, d, rec, outbox.WorkerOptions{}))
+		require.NoError(t, err)
+		sent, err := writer.Do(ctx, func(context.Context, *sql.Tx) ([]outbox.Message, error) {
+			return []outbox.Message{{ID: "tx-do", Key: "k", Type: "T"}}, nil
+		})
+		require.NoError(t, err)
+		require.Len(t, sent, 1)
+		require.Equal(t, 1, rec.Len(), "published after the commit")
+	}
 
 	for _, ordered := range []bool{false, true} {
 		if (!ordered && inner.HeadStart == nil) || (ordered && inner.OrderedHeadStart == nil) {
