@@ -8,6 +8,7 @@
 package storecore
 
 import (
+	"cmp"
 	"fmt"
 	"regexp"
 )
@@ -41,18 +42,10 @@ type Common struct {
 
 // WithDefaults fills in the defaults of the zero fields.
 func (c Common) WithDefaults() Common {
-	if c.Table == "" {
-		c.Table = DefaultTable
-	}
-	if c.MaxPayloadBytes == 0 {
-		c.MaxPayloadBytes = DefaultMaxPayloadBytes
-	}
-	if c.MaxHeaderBytes == 0 {
-		c.MaxHeaderBytes = DefaultMaxHeaderBytes
-	}
-	if c.MaxClaimBytes == 0 {
-		c.MaxClaimBytes = DefaultMaxClaimBytes
-	}
+	c.Table = cmp.Or(c.Table, DefaultTable)
+	c.MaxPayloadBytes = cmp.Or(c.MaxPayloadBytes, DefaultMaxPayloadBytes)
+	c.MaxHeaderBytes = cmp.Or(c.MaxHeaderBytes, DefaultMaxHeaderBytes)
+	c.MaxClaimBytes = cmp.Or(c.MaxClaimBytes, DefaultMaxClaimBytes)
 	return c
 }
 
