@@ -21,17 +21,6 @@ type ContainerProcess struct {
 	stderr *bytes.Buffer
 }
 
-// startContainer runs internal/testcontainer, which starts the test image
-// (the same environment chooses it) and prints its server's DSN.
-func startContainer() (string, error) {
-	p, dsn, err := StartContainer()
-	if err != nil {
-		return "", err
-	}
-	container = p
-	return dsn, nil
-}
-
 // StartContainer runs internal/testcontainer with args (none for MySQL
 // or MariaDB, "postgres" for PostgreSQL), which starts the test image
 // that the environment chooses and prints its server's DSN. The

@@ -30,18 +30,11 @@ package testutil
 
 import (
 	"context"
-	"crypto/rand"
 	"database/sql"
-	"encoding/hex"
 	"fmt"
 	"io"
 	"log"
-	"os"
-	"regexp"
-	"strings"
-	"sync"
 	"testing"
-	"time"
 
 	mysqldrv "github.com/go-sql-driver/mysql"
 
@@ -71,162 +64,80 @@ func init() {
 	_ = mysqldrv.SetLogger(log.New(io.Discard, "", 0))
 }
 
-var (
-	serverOnce sync.Once
-	serverDSN  string
-	serverErr  error
-	adminDB    *sql.DB
-	// container is the program that started the container findServer
-	// uses, if any.
-	container *ContainerProcess
-	// serverVersion is what the server's VERSION() said.
-	serverVersion string
-)
+// mysqlServers are the tests' MySQL or MariaDB servers.
+var mysqlServers = NewServers(Kind{
+	Name:         "MySQL/MariaDB",
+	Package:      "testutil",
+	EnvDSN:       EnvDSN,
+	EnvImage:     EnvImage,
+	DefaultImage: DefaultImage,
+	ExampleDSN:   "root@tcp(127.0.0.1:3306)/",
+	Driver:       "mysql",
+	Prepare: func(dsn string) (string, error) {
+		cfg, err := dsnsafe.Parse(dsn) // the driver's errors can quote the password
+		if err != nil {
+			return "", err
+		}
+		cfg.DBName = ""
+		return cfg.FormatDSN(), nil
+	},
+	VersionSQL: "SELECT VERSION()",
+	Redact:     Redact,
+	CreateSQL:  "CREATE DATABASE `%s` CHARACTER SET utf8mb4",
+	DropSQL:    "DROP DATABASE IF EXISTS `%s`",
+	WithDatabase: func(server, name string) (string, error) {
+		cfg, err := mysqldrv.ParseDSN(server)
+		if err != nil {
+			return "", err
+		}
+		cfg.DBName = name
+		return cfg.FormatDSN(), nil
+	},
+	Kill: killConnections,
+})
 
 // Server describes the test server, for a test's log: its VERSION() and
 // where it came from (EnvDSN or the container's image).
 func Server(t testing.TB) string {
 	t.Helper()
-	ServerDSN(t)
-	if container != nil {
-		return fmt.Sprintf("%s, in a container of %s started by testcontainers", serverVersion, image())
-	}
-	return fmt.Sprintf("%s, from %s", serverVersion, EnvDSN)
+	return mysqlServers.Server(t)
 }
 
 // Main runs a package's tests and then terminates the container they
 // started, if any, and returns the exit code for os.Exit:
 //
 //	func TestMain(m *testing.M) { os.Exit(testutil.Main(m)) }
-func Main(m *testing.M) int {
-	code := m.Run()
-	if container != nil {
-		if err := container.Stop(); err != nil {
-			fmt.Fprintf(os.Stderr, "testutil: terminate the test container: %v\n", err)
-			if code == 0 {
-				code = 1
-			}
-		}
-	}
-	return code
-}
+func Main(m *testing.M) int { return mysqlServers.Main(m) }
 
 // ServerDSN returns the DSN of the test server (no database selected),
 // starting a container if need be. It fails t if there is no server.
 func ServerDSN(t testing.TB) string {
 	t.Helper()
-	serverOnce.Do(func() { serverDSN, adminDB, serverErr = findServer() })
-	if serverErr != nil {
-		t.Fatalf("no MySQL/MariaDB for tests: %v\n"+
-			"Provide one: set %s to a server DSN, e.g. %s='root@tcp(127.0.0.1:3306)/', "+
-			"or run Docker so that testcontainers-go can start %s (or the image in %s).", serverErr, EnvDSN, EnvDSN, image(), EnvImage)
-	}
-	return serverDSN
-}
-
-func findServer() (string, *sql.DB, error) {
-	dsn := os.Getenv(EnvDSN)
-	if dsn == "" {
-		var err error
-		if dsn, err = startContainer(); err != nil {
-			return "", nil, fmt.Errorf("%s is not set and no container of %s could be started: %w", EnvDSN, image(), err)
-		}
-	}
-	cfg, err := dsnsafe.Parse(dsn) // the driver's errors can quote the password
-	if err != nil {
-		return "", nil, fmt.Errorf("%s: %w", EnvDSN, err)
-	}
-	cfg.DBName = ""
-	dsn = cfg.FormatDSN()
-	db, err := sql.Open("mysql", dsn)
-	if err != nil {
-		return "", nil, err
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	if err := db.QueryRowContext(ctx, "SELECT VERSION()").Scan(&serverVersion); err != nil {
-		_ = db.Close()
-		return "", nil, fmt.Errorf("cannot reach the server at %s: %w", Redact(dsn), err)
-	}
-	return dsn, db, nil
-}
-
-// image is the container image to start.
-func image() string {
-	if img := os.Getenv(EnvImage); img != "" {
-		return img
-	}
-	return DefaultImage
-}
-
-// Database is a fresh database on the test server, dropped when the test
-// ends.
-type Database struct {
-	// DB is a connection pool on the database, closed when the test ends.
-	DB *sql.DB
-	// DSN reaches the database, for further pools or child processes.
-	DSN string
-	// Name is the database's name.
-	Name string
+	return mysqlServers.ServerDSN(t)
 }
 
 // NewDatabase creates a fresh, uniquely named database for t.
 func NewDatabase(t testing.TB) *Database {
 	t.Helper()
-	server := ServerDSN(t)
-	name := databaseName(t.Name())
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	if _, err := adminDB.ExecContext(ctx, "CREATE DATABASE `"+name+"` CHARACTER SET utf8mb4"); err != nil {
-		t.Fatalf("testutil: create database %s: %v", name, err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		if _, err := adminDB.ExecContext(ctx, "DROP DATABASE IF EXISTS `"+name+"`"); err != nil {
-			t.Errorf("testutil: drop database %s: %v", name, err)
-		}
-	})
-	cfg, err := mysqldrv.ParseDSN(server)
-	if err != nil {
-		t.Fatalf("testutil: %v", err)
-	}
-	cfg.DBName = name
-	d := &Database{DSN: cfg.FormatDSN(), Name: name}
-	d.DB = d.Open(t)
-	return d
-}
-
-// Open returns another, independent connection pool on the database, as a
-// second process would have. It is closed when the test ends (before the
-// database is dropped).
-func (d *Database) Open(t testing.TB) *sql.DB {
-	t.Helper()
-	return OpenDSN(t, d.DSN)
+	return mysqlServers.NewDatabase(t)
 }
 
 // OpenDSN opens a pool on dsn and closes it when the test ends.
 func OpenDSN(t testing.TB, dsn string) *sql.DB {
 	t.Helper()
-	db, err := sql.Open("mysql", dsn)
-	if err != nil {
-		t.Fatalf("testutil: open: %v", err)
-	}
-	t.Cleanup(func() { _ = db.Close() })
-	return db
+	return mysqlServers.OpenDSN(t, dsn)
 }
 
-// KillConnections kills every server connection to the database except the
-// one it runs on, as a network failure or a DBA would, and returns how
-// many it killed.
-func (d *Database) KillConnections(ctx context.Context) (int, error) {
-	conn, err := adminDB.Conn(ctx)
+// killConnections kills every connection to database name except
+// admin's own (Database.KillConnections).
+func killConnections(ctx context.Context, admin *sql.DB, name string) (int, error) {
+	conn, err := admin.Conn(ctx)
 	if err != nil {
 		return 0, err
 	}
 	defer conn.Close()
 	rows, err := conn.QueryContext(ctx,
-		"SELECT ID FROM information_schema.PROCESSLIST WHERE DB = ? AND ID <> CONNECTION_ID()", d.Name)
+		"SELECT ID FROM information_schema.PROCESSLIST WHERE DB = ? AND ID <> CONNECTION_ID()", name)
 	if err != nil {
 		return 0, err
 	}
@@ -251,20 +162,6 @@ func (d *Database) KillConnections(ctx context.Context) (int, error) {
 		}
 	}
 	return killed, nil
-}
-
-var unsafeChars = regexp.MustCompile(`[^a-z0-9_]+`)
-
-// databaseName makes a valid, unique database name (at most 64 characters)
-// that still tells which test it belongs to.
-func databaseName(testName string) string {
-	var b [4]byte
-	_, _ = rand.Read(b[:])
-	base := unsafeChars.ReplaceAllString(strings.ToLower(testName), "_")
-	if len(base) > 40 {
-		base = base[len(base)-40:]
-	}
-	return "ort_" + base + "_" + hex.EncodeToString(b[:])
 }
 
 // Redact returns dsn with its password masked, for messages.

@@ -5,16 +5,15 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"regexp"
 	"strconv"
+	"time"
 
 	"github.com/outboxrelay/outboxrelay/outbox/backend"
+	"github.com/outboxrelay/outboxrelay/store/internal/storecore"
 )
 
 // MaxConsumerNameLength is the longest consumer name.
-const MaxConsumerNameLength = 64
-
-var consumerNameRE = regexp.MustCompile(fmt.Sprintf(`^[A-Za-z0-9_][A-Za-z0-9_.-]{0,%d}$`, MaxConsumerNameLength-1))
+const MaxConsumerNameLength = storecore.MaxConsumerNameLength
 
 // Errors of the consumer registry (backend's).
 var (
@@ -38,12 +37,10 @@ const (
 // backend.ConsumerInfo).
 type ConsumerInfo = backend.ConsumerInfo
 
-func validConsumerName(name string) error {
-	if !consumerNameRE.MatchString(name) {
-		return fmt.Errorf("mysql store: consumer name %q: must be 1 to %d letters, digits, '_', '.' or '-', not starting with '.' or '-'", name, MaxConsumerNameLength)
-	}
-	return nil
-}
+// validConsumerName refuses a name that is not 1 to
+// MaxConsumerNameLength letters, digits, '_', '.' or '-', not starting
+// with '.' or '-'.
+func validConsumerName(name string) error { return storecore.CheckConsumerName(dialect.What, name) }
 
 // AddConsumer registers a named consumer of the table, starting from
 // now or from the beginning (see StartFrom). It returns an error wrapping
@@ -188,24 +185,8 @@ FROM {consumers} c WHERE c.id <> 0 ORDER BY c.name`))
 	if err != nil {
 		return nil, s.wrap("consumers", err)
 	}
-	defer rows.Close()
-	var out []ConsumerInfo
-	for rows.Next() {
-		var (
-			c               ConsumerInfo
-			startSeq, atSeq int64
-			created         dbTime
-		)
-		if err := rows.Scan(&c.Name, &startSeq, &atSeq, &created, &c.Removing, &c.Backfilling); err != nil {
-			return nil, s.wrap("consumers", err)
-		}
-		c.StartSeq, c.CreatedAt = startSeq+1, created.t
-		if c.Backfilling {
-			c.BackfillAt = atSeq
-		}
-		out = append(out, c)
-	}
-	if err := rows.Err(); err != nil {
+	out, err := storecore.ReadConsumers(rows, func(t dbTime) time.Time { return t.t })
+	if err != nil {
 		return nil, s.wrap("consumers", err)
 	}
 	return out, nil

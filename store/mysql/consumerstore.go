@@ -8,6 +8,7 @@ import (
 
 	"github.com/outboxrelay/outboxrelay/outbox"
 	"github.com/outboxrelay/outboxrelay/outbox/backend"
+	"github.com/outboxrelay/outboxrelay/store/internal/storecore"
 )
 
 // Consumer returns the store of the named consumer, for outbox.NewWorker:
@@ -66,22 +67,23 @@ func (c *ConsumerStore) Name() string { return c.name }
 // consumer that is not registered, or still backfilling below them,
 // gets them without one.
 func (c *ConsumerStore) Enqueue(ctx context.Context, tx backend.Execer, opts *backend.EnqueueOptions, msgs ...backend.Message) error {
-	if opts == nil || opts.HeadStart == 0 || len(msgs) == 0 {
-		return c.parent.Enqueue(ctx, tx, opts, msgs...)
+	headStart, err := storecore.HeadStart(c.what, opts)
+	if err != nil {
+		return err
 	}
-	if opts.HeadStart < 0 {
-		return fmt.Errorf("%s: enqueue: HeadStart %v: must not be negative", c.what, opts.HeadStart)
+	if headStart == 0 || len(msgs) == 0 {
+		return c.parent.Enqueue(ctx, tx, opts, msgs...)
 	}
 	db, ok := tx.(*sql.DB)
 	if !ok {
-		return c.enqueueWithHeadStart(ctx, tx, opts.HeadStart, msgs)
+		return c.enqueueWithHeadStart(ctx, tx, headStart, msgs)
 	}
 	own, err := db.BeginTx(ctx, nil) // the messages and the consumer's records commit together
 	if err != nil {
 		return c.wrap("enqueue", err)
 	}
 	defer func() { _ = own.Rollback() }()
-	if err := c.enqueueWithHeadStart(ctx, own, opts.HeadStart, msgs); err != nil {
+	if err := c.enqueueWithHeadStart(ctx, own, headStart, msgs); err != nil {
 		return err
 	}
 	if err := own.Commit(); err != nil {
@@ -134,8 +136,8 @@ func (c *ConsumerStore) EndHeadStart(ctx context.Context, ids []string) (int, er
 	if len(ids) == 0 {
 		return 0, nil
 	}
-	if len(ids) > backend.MaxClaimLimit {
-		return 0, fmt.Errorf("%s: end head start: %d IDs: more than %d", c.what, len(ids), backend.MaxClaimLimit)
+	if err := storecore.CheckIDs(c.what, "end head start", ids); err != nil {
+		return 0, err
 	}
 	t, err := c.resolve(ctx)
 	if err != nil {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/outboxrelay/outboxrelay/outbox"
 	"github.com/outboxrelay/outboxrelay/outbox/backend"
+	"github.com/outboxrelay/outboxrelay/store/internal/storecore"
 )
 
 // One INSERT statement carries at most this many rows and (roughly) bytes,
@@ -45,12 +46,9 @@ func (s *Store) Enqueue(ctx context.Context, tx backend.Execer, opts *backend.En
 	if tx == nil {
 		return errors.New("mysql store: enqueue: tx is nil")
 	}
-	var headStart time.Duration
-	if opts != nil {
-		headStart = opts.HeadStart
-	}
-	if headStart < 0 {
-		return fmt.Errorf("mysql store: enqueue: HeadStart %v: must not be negative", headStart)
+	headStart, err := storecore.HeadStart(dialect.What, opts)
+	if err != nil {
+		return err
 	}
 	rows, err := s.encodeRows(msgs)
 	if err != nil {
@@ -151,19 +149,11 @@ type insertRow struct {
 }
 
 func (s *Store) encodeRows(msgs []outbox.Message) ([]insertRow, error) {
+	if err := storecore.CheckMessages(dialect.What, msgs, checkNoTrailingSpace); err != nil {
+		return nil, err
+	}
 	rows := make([]insertRow, len(msgs))
-	seen := make(map[string]struct{}, len(msgs))
 	for i, m := range msgs {
-		if err := m.Validate(); err != nil {
-			return nil, fmt.Errorf("mysql store: enqueue: message %d: %w", i, err)
-		}
-		if err := checkNoTrailingSpace(m); err != nil {
-			return nil, fmt.Errorf("mysql store: enqueue: message %d: %w", i, err)
-		}
-		if _, dup := seen[m.ID]; dup {
-			return nil, fmt.Errorf("mysql store: enqueue: message ID %q appears twice: %w", m.ID, outbox.ErrDuplicateID)
-		}
-		seen[m.ID] = struct{}{}
 		headers, err := encodeHeaders(m.Headers)
 		if err != nil {
 			return nil, fmt.Errorf("mysql store: enqueue: message %q: headers: %w", m.ID, err)

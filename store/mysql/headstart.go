@@ -2,13 +2,12 @@ package mysql
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"slices"
 	"strings"
 	"time"
 
 	"github.com/outboxrelay/outboxrelay/outbox/backend"
+	"github.com/outboxrelay/outboxrelay/store/internal/storecore"
 )
 
 var (
@@ -40,13 +39,11 @@ func (s *Store) OrderedHeadStartBatch(ctx context.Context, ids []string, minLeft
 }
 
 func (s *Store) headStartBatch(ctx context.Context, ids []string, minLeft time.Duration, ordered bool) (backend.Batch, time.Duration, error) {
-	switch {
-	case len(ids) == 0:
+	if len(ids) == 0 {
 		return backend.Batch{}, 0, nil
-	case len(ids) > backend.MaxClaimLimit:
-		return backend.Batch{}, 0, fmt.Errorf("mysql store: head start batch: %d IDs: more than %d", len(ids), backend.MaxClaimLimit)
-	case minLeft < 0:
-		return backend.Batch{}, 0, errors.New("mysql store: head start batch: minLeft must not be negative")
+	}
+	if err := storecore.CheckHeadStartBatch(dialect.What, ids, minLeft); err != nil {
+		return backend.Batch{}, 0, err
 	}
 	// A head start is only on what this build enqueued, and Enqueue
 	// refuses IDs that end in a space: the only ones an ID of the list
@@ -177,11 +174,11 @@ func olderLeftOut(mine map[uint64]string, taken map[uint64]bool, k string, id ui
 // them at once. It returns how many it changed.
 func (s *Store) EndHeadStart(ctx context.Context, ids []string) (int, error) {
 	ids = slices.DeleteFunc(slices.Clone(ids), func(id string) bool { return strings.HasSuffix(id, " ") }) // see HeadStartBatch
-	switch {
-	case len(ids) == 0:
+	if len(ids) == 0 {
 		return 0, nil
-	case len(ids) > backend.MaxClaimLimit:
-		return 0, fmt.Errorf("%s: end head start: %d IDs: more than %d", s.what, len(ids), backend.MaxClaimLimit)
+	}
+	if err := storecore.CheckIDs(s.what, "end head start", ids); err != nil {
+		return 0, err
 	}
 	n, err := execRetrying(ctx, s.db, s.t.renderList(`UPDATE {outbox} SET writer_until = UTC_TIMESTAMP(6)
 WHERE event_id IN ({list}) AND writer_token = ? AND writer_until > UTC_TIMESTAMP(6)`, len(ids), append(anyArgs(ids), headStartID)...))

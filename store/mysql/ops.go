@@ -6,7 +6,6 @@ package mysql
 import (
 	"context"
 	"database/sql"
-	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -14,6 +13,7 @@ import (
 
 	"github.com/outboxrelay/outboxrelay/outbox"
 	"github.com/outboxrelay/outboxrelay/outbox/backend"
+	"github.com/outboxrelay/outboxrelay/store/internal/storecore"
 )
 
 var (
@@ -119,30 +119,8 @@ func (s *channel) Stats(ctx context.Context) (backend.Stats, error) {
 	if err != nil {
 		return backend.Stats{}, s.wrap("stats", err)
 	}
-	defer rows.Close()
-	st := backend.Stats{ByType: map[string]backend.TypeStats{}}
-	for rows.Next() {
-		var (
-			status, typ string
-			n, leased   int
-			oldestMicro int64
-		)
-		if err := rows.Scan(&status, &typ, &n, &leased, &oldestMicro); err != nil {
-			return backend.Stats{}, s.wrap("stats", err)
-		}
-		ts := st.ByType[typ]
-		if status == string(outbox.StatusPending) {
-			st.Pending += n
-			st.Leased += leased
-			ts.Pending += n
-			st.OldestPending = max(st.OldestPending, time.Duration(oldestMicro)*time.Microsecond)
-		} else {
-			st.Dead += n
-			ts.Dead += n
-		}
-		st.ByType[typ] = ts
-	}
-	if err := rows.Err(); err != nil {
+	st, err := storecore.ReadStats(rows)
+	if err != nil {
 		return backend.Stats{}, s.wrap("stats", err)
 	}
 	return st, nil
@@ -361,13 +339,7 @@ func (s *channel) Requeue(ctx context.Context, id string) error {
 		return nil
 	}
 	rec, err := s.get(ctx, id)
-	if errors.Is(err, outbox.ErrNotFound) {
-		return fmt.Errorf("%s: requeue %q: %w", s.what, id, outbox.ErrNotFound)
-	}
-	if rec.ID == "" && err != nil {
-		return err
-	}
-	return fmt.Errorf("%s: requeue %q: status %s: %w", s.what, id, rec.Status, ErrNotDead)
+	return storecore.NotRequeued(s.what, id, rec, err)
 }
 
 // execRequeue locks the dead letters sel selects and requeues them, in
@@ -414,12 +386,7 @@ func (s *channel) RequeueDead(ctx context.Context, f DeadFilter, opts RequeueOpt
 		return 0, err
 	}
 	fl := deadFilter(f)
-	total := 0
-	for opts.Limit == 0 || total < opts.Limit {
-		step := opts.BatchSize
-		if opts.Limit > 0 {
-			step = min(step, opts.Limit-total)
-		}
+	return storecore.RequeueInSteps(opts, func(step int) (int, error) {
 		var n int64
 		err := retryTransient(ctx, func() error {
 			var err error
@@ -427,15 +394,11 @@ func (s *channel) RequeueDead(ctx context.Context, f DeadFilter, opts RequeueOpt
 				fl.where()+" ORDER BY s.id LIMIT "+strconv.Itoa(step)+" FOR UPDATE SKIP LOCKED", fl.args...)
 			return err
 		})
-		total += int(n)
 		if err != nil {
-			return total, s.wrap("requeue", err)
+			return int(n), s.wrap("requeue", err)
 		}
-		if int(n) < step {
-			break
-		}
-	}
-	return total, nil
+		return int(n), nil
+	})
 }
 
 // purgeableSQL is the condition of a message o that retention may

@@ -118,18 +118,6 @@ func runBatchedGroup(ctx context.Context, conn *sql.Conn, ddl string, k batchKey
 
 // distinct lists the values of k's grouping column.
 func distinct(ctx context.Context, conn *sql.Conn, k batchKey) ([]any, error) {
-	rows, err := conn.QueryContext(ctx, fmt.Sprintf("SELECT DISTINCT %s FROM %s ORDER BY %[1]s", k.grouping, k.table))
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var out []any
-	for rows.Next() {
-		var v string
-		if err := rows.Scan(&v); err != nil {
-			return nil, err
-		}
-		out = append(out, v)
-	}
-	return out, rows.Err()
+	values, err := column[string](ctx, conn, statement{text: fmt.Sprintf("SELECT DISTINCT %s FROM %s ORDER BY %[1]s", k.grouping, k.table)})
+	return anyArgs(values), err
 }

@@ -196,7 +196,7 @@ func dataStepNote(ddl string) string {
 // version after from up to to, ending with the statements that record
 // the version reached. Migrate runs the same statements.
 func SchemaSQL(table string, from, to int) (string, error) {
-	if err := (Options{Table: table}).withDefaults().validate(); err != nil {
+	if _, err := (Options{Table: table}).checked(); err != nil {
 		return "", err
 	}
 	switch {

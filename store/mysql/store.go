@@ -1,28 +1,27 @@
 package mysql
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"errors"
 	"fmt"
-	"regexp"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/outboxrelay/outboxrelay/outbox"
 	"github.com/outboxrelay/outboxrelay/outbox/backend"
+	"github.com/outboxrelay/outboxrelay/store/internal/storecore"
 )
 
 // DefaultTable is the table name when Options.Table is empty.
-const DefaultTable = "outbox"
+const DefaultTable = storecore.DefaultTable
 
 // MaxTableLength is the longest table name accepted. It leaves room under
 // MySQL's 64-character identifier limit for the names of companion tables
 // derived from it.
 const MaxTableLength = 48
-
-var tableNameRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 
 // Options configures a Store. The zero value means all defaults.
 type Options struct {
@@ -67,58 +66,29 @@ type Options struct {
 
 // Defaults of the size options.
 const (
-	DefaultMaxPayloadBytes = 1 << 20
-	DefaultMaxHeaderBytes  = 16 << 10
-	DefaultMaxClaimBytes   = 16 << 20
+	DefaultMaxPayloadBytes = storecore.DefaultMaxPayloadBytes
+	DefaultMaxHeaderBytes  = storecore.DefaultMaxHeaderBytes
+	DefaultMaxClaimBytes   = storecore.DefaultMaxClaimBytes
 )
 
-// The largest MaxPayloadBytes and MaxHeaderBytes accepted; the options'
-// docs and validation errors state them.
-const (
-	payloadBytesCeiling = 64 << 20
-	headerBytesCeiling  = 65535 // the headers column is a TEXT
-)
-
-// withDefaults fills in the size options.
-func (o Options) withDefaults() Options {
-	if o.Table == "" {
-		o.Table = DefaultTable
-	}
-	if o.MaxPayloadBytes == 0 {
-		o.MaxPayloadBytes = DefaultMaxPayloadBytes
-	}
-	if o.MaxHeaderBytes == 0 {
-		o.MaxHeaderBytes = DefaultMaxHeaderBytes
-	}
-	if o.MaxClaimBytes == 0 {
-		o.MaxClaimBytes = DefaultMaxClaimBytes
-	}
-	if o.GapTimeout == 0 {
-		o.GapTimeout = DefaultGapTimeout
-	}
-	return o
+// dialect is what MySQL allows of the options every store has.
+var dialect = storecore.Dialect{
+	What:           "mysql store",
+	MaxTableLength: MaxTableLength,
+	MaxHeaderBytes: 65535, // the headers column is a TEXT
 }
 
-// validate checks options with defaults filled in; each error names the
-// field and the value.
-func (o Options) validate() error {
-	var errs []error
-	if len(o.Table) > MaxTableLength || !tableNameRE.MatchString(o.Table) {
-		errs = append(errs, fmt.Errorf("mysql store: Table %q: must be letters, digits and underscores, not starting with a digit, at most %d characters", o.Table, MaxTableLength))
-	}
-	if o.MaxPayloadBytes < 0 || o.MaxPayloadBytes > payloadBytesCeiling {
-		errs = append(errs, fmt.Errorf("mysql store: MaxPayloadBytes %d: must be 1 to %d (0 for the default)", o.MaxPayloadBytes, payloadBytesCeiling))
-	}
-	if o.MaxHeaderBytes < 0 || o.MaxHeaderBytes > headerBytesCeiling {
-		errs = append(errs, fmt.Errorf("mysql store: MaxHeaderBytes %d: must be 1 to %d (0 for the default)", o.MaxHeaderBytes, headerBytesCeiling))
-	}
-	if o.MaxClaimBytes < 0 {
-		errs = append(errs, fmt.Errorf("mysql store: MaxClaimBytes %d: must not be negative (0 for the default)", o.MaxClaimBytes))
-	}
+// checked returns o with its defaults filled in, and an error for each
+// field that is wrong, naming the field and the value.
+func (o Options) checked() (Options, error) {
+	c := storecore.Common{Table: o.Table, MaxPayloadBytes: o.MaxPayloadBytes, MaxHeaderBytes: o.MaxHeaderBytes, MaxClaimBytes: o.MaxClaimBytes}.WithDefaults()
+	o.Table, o.MaxPayloadBytes, o.MaxHeaderBytes, o.MaxClaimBytes = c.Table, c.MaxPayloadBytes, c.MaxHeaderBytes, c.MaxClaimBytes
+	o.GapTimeout = cmp.Or(o.GapTimeout, DefaultGapTimeout)
+	errs := c.Validate(dialect)
 	if o.GapTimeout < 0 || o.GapTimeout > time.Minute {
 		errs = append(errs, fmt.Errorf("mysql store: GapTimeout %v: must be 1µs to 1m (0 for the default)", o.GapTimeout))
 	}
-	return errors.Join(errs...)
+	return o, errors.Join(errs...)
 }
 
 // Store is the backend.Store for MySQL 8.0+ and MariaDB 10.6+. It is
@@ -189,8 +159,8 @@ func New(db *sql.DB, opts Options) (*Store, error) {
 	if db == nil {
 		return nil, errors.New("mysql store: db is nil")
 	}
-	opts = opts.withDefaults()
-	if err := opts.validate(); err != nil {
+	opts, err := opts.checked()
+	if err != nil {
 		return nil, err
 	}
 	return &Store{

@@ -5,17 +5,15 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"regexp"
 	"time"
 
 	"github.com/outboxrelay/outboxrelay/outbox"
 	"github.com/outboxrelay/outboxrelay/outbox/backend"
+	"github.com/outboxrelay/outboxrelay/store/internal/storecore"
 )
 
 // MaxConsumerNameLength is the longest consumer name.
-const MaxConsumerNameLength = 64
-
-var consumerNameRE = regexp.MustCompile(fmt.Sprintf(`^[A-Za-z0-9_][A-Za-z0-9_.-]{0,%d}$`, MaxConsumerNameLength-1))
+const MaxConsumerNameLength = storecore.MaxConsumerNameLength
 
 // StartFrom says where a new consumer starts (backend.StartFrom).
 type StartFrom = backend.StartFrom
@@ -32,12 +30,10 @@ var (
 	ErrConsumerExists  = backend.ErrConsumerExists
 )
 
-func validConsumerName(name string) error {
-	if !consumerNameRE.MatchString(name) {
-		return fmt.Errorf("postgres store: consumer name %q: must be 1 to %d letters, digits, '_', '.' or '-', not starting with '.' or '-'", name, MaxConsumerNameLength)
-	}
-	return nil
-}
+// validConsumerName refuses a name that is not 1 to
+// MaxConsumerNameLength letters, digits, '_', '.' or '-', not starting
+// with '.' or '-'.
+func validConsumerName(name string) error { return storecore.CheckConsumerName(dialect.What, name) }
 
 // ConsumerStore is a named consumer of an outbox table: a backend.Store
 // (and backend.Queue) with its own delivery state, so that its status,
@@ -87,16 +83,17 @@ func (c *ConsumerStore) Name() string { return c.consumer }
 // tx, due when the head start ends; a consumer that is not registered
 // gets them without one.
 func (c *ConsumerStore) Enqueue(ctx context.Context, tx backend.Execer, opts *backend.EnqueueOptions, msgs ...backend.Message) error {
-	if opts == nil || opts.HeadStart == 0 || len(msgs) == 0 {
+	headStart, err := storecore.HeadStart(c.what, opts)
+	if err != nil {
+		return err
+	}
+	if headStart == 0 || len(msgs) == 0 {
 		return c.s.Enqueue(ctx, tx, opts, msgs...)
 	}
-	if opts.HeadStart < 0 {
-		return fmt.Errorf("%s: enqueue: HeadStart %v: must not be negative", c.what, opts.HeadStart)
-	}
 	if db, ok := tx.(*sql.DB); ok {
-		return inTx(ctx, db, func(tx *sql.Tx) error { return c.enqueueWithHeadStart(ctx, tx, opts.HeadStart, msgs) })
+		return inTx(ctx, db, func(tx *sql.Tx) error { return c.enqueueWithHeadStart(ctx, tx, headStart, msgs) })
 	}
-	return c.enqueueWithHeadStart(ctx, tx, opts.HeadStart, msgs)
+	return c.enqueueWithHeadStart(ctx, tx, headStart, msgs)
 }
 
 // enqueueWithHeadStart writes msgs to the outbox, due at once, and this
@@ -220,16 +217,14 @@ func (s *Store) AddConsumer(ctx context.Context, name string, from StartFrom) er
 	if from != StartNow && from != StartBeginning {
 		return fmt.Errorf("postgres store: add consumer %q: from %v: must be StartNow or StartBeginning", name, from)
 	}
-	res, err := s.db.ExecContext(ctx, s.t.render(`INSERT INTO {consumers} (name, start_seq, walked_xid, walked_seq)
+	n, err := execCount(ctx, s.db, s.t.render(`INSERT INTO {consumers} (name, start_seq, walked_xid, walked_seq)
 SELECT $1, CASE WHEN $2 THEN 0 ELSE last.seq END, CASE WHEN $2 THEN '0'::xid8 ELSE `+horizonSQL+` END, 0
 FROM (SELECT coalesce(max(seq), 0) AS seq FROM {outbox}) last
 ON CONFLICT (name) DO NOTHING`), name, from == StartBeginning)
 	if err != nil {
 		return s.wrap("add consumer", err)
 	}
-	if n, err := res.RowsAffected(); err != nil {
-		return s.wrap("add consumer", err)
-	} else if n == 0 {
+	if n == 0 {
 		return fmt.Errorf("postgres store: add consumer %q: %w", name, ErrConsumerExists)
 	}
 	return nil
@@ -254,11 +249,7 @@ func (s *Store) RemoveConsumer(ctx context.Context, name string) (int, error) {
 		if _, err := tx.ExecContext(ctx, s.t.render("DELETE FROM {ranges} WHERE consumer_id = $1"), id); err != nil {
 			return err
 		}
-		res, err := tx.ExecContext(ctx, s.t.render("DELETE FROM {state} WHERE consumer_id = $1"), id)
-		if err != nil {
-			return err
-		}
-		n, err = res.RowsAffected()
+		n, err = execCount(ctx, tx, s.t.render("DELETE FROM {state} WHERE consumer_id = $1"), id)
 		return err
 	})
 	if errors.Is(err, ErrUnknownConsumer) {
@@ -280,24 +271,8 @@ FROM {consumers} c WHERE c.id <> 0 ORDER BY name`))
 	if err != nil {
 		return nil, s.wrap("consumers", err)
 	}
-	defer rows.Close()
-	var out []backend.ConsumerInfo
-	for rows.Next() {
-		var (
-			ci              backend.ConsumerInfo
-			startSeq, atSeq int64
-		)
-		if err := rows.Scan(&ci.Name, &startSeq, &atSeq, &ci.CreatedAt, &ci.Removing, &ci.Backfilling); err != nil {
-			return nil, s.wrap("consumers", err)
-		}
-		ci.StartSeq = startSeq + 1
-		ci.CreatedAt = ci.CreatedAt.UTC()
-		if ci.Backfilling {
-			ci.BackfillAt = atSeq
-		}
-		out = append(out, ci)
-	}
-	if err := rows.Err(); err != nil {
+	out, err := storecore.ReadConsumers(rows, time.Time.UTC)
+	if err != nil {
 		return nil, s.wrap("consumers", err)
 	}
 	return out, nil

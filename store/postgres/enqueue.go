@@ -12,6 +12,7 @@ import (
 
 	"github.com/outboxrelay/outboxrelay/outbox"
 	"github.com/outboxrelay/outboxrelay/outbox/backend"
+	"github.com/outboxrelay/outboxrelay/store/internal/storecore"
 )
 
 // Enqueue stores msgs as pending through tx, normally the caller's
@@ -43,12 +44,9 @@ func (s *Store) Enqueue(ctx context.Context, tx backend.Execer, opts *backend.En
 	if tx == nil {
 		return errors.New("postgres store: enqueue: tx is nil")
 	}
-	var headStart time.Duration
-	if opts != nil {
-		headStart = opts.HeadStart
-	}
-	if headStart < 0 {
-		return fmt.Errorf("postgres store: enqueue: HeadStart %v: must not be negative", headStart)
+	headStart, err := storecore.HeadStart(dialect.What, opts)
+	if err != nil {
+		return err
 	}
 	if len(msgs) == 0 {
 		return nil
@@ -91,16 +89,12 @@ func (s *Store) insert(ctx context.Context, tx backend.Execer, headStart time.Du
 	if s.notifies(time.Now()) {
 		channel = s.opts.Table
 	}
-	res, err := tx.ExecContext(ctx, s.t.render(insertLogSQL), cols.ids, cols.keys, cols.types, cols.payloads, cols.headers, cols.occurred,
+	n, err := execCount(ctx, tx, s.t.render(insertLogSQL), cols.ids, cols.keys, cols.types, cols.payloads, cols.headers, cols.occurred,
 		headStart.Microseconds(), lease, channel)
 	if err != nil {
 		if classify(err) == ClassDuplicate {
 			return fmt.Errorf("postgres store: enqueue: a message ID already exists: %w", outbox.ErrDuplicateID)
 		}
-		return s.wrap("enqueue", err)
-	}
-	n, err := res.RowsAffected()
-	if err != nil {
 		return s.wrap("enqueue", err)
 	}
 	if int(n) == len(cols.ids) {
@@ -153,18 +147,10 @@ func (s *Store) encode(msgs []outbox.Message) (columns, error) {
 		ids: make([]string, len(msgs)), keys: make([][]byte, len(msgs)), types: make([][]byte, len(msgs)),
 		payloads: make([][]byte, len(msgs)), headers: make([]*string, len(msgs)), occurred: make([]*time.Time, len(msgs)),
 	}
-	seen := make(map[string]struct{}, len(msgs))
+	if err := storecore.CheckMessages(dialect.What, msgs, checkNoNUL); err != nil {
+		return columns{}, err
+	}
 	for i, m := range msgs {
-		if err := m.Validate(); err != nil {
-			return columns{}, fmt.Errorf("postgres store: enqueue: message %d: %w", i, err)
-		}
-		if strings.ContainsRune(m.ID, 0) {
-			return columns{}, fmt.Errorf("postgres store: enqueue: message %d: %w: ID %q contains a NUL character, which PostgreSQL text cannot hold", i, outbox.ErrInvalidMessage, m.ID)
-		}
-		if _, dup := seen[m.ID]; dup {
-			return columns{}, fmt.Errorf("postgres store: enqueue: message ID %q appears twice: %w", m.ID, outbox.ErrDuplicateID)
-		}
-		seen[m.ID] = struct{}{}
 		if len(m.Payload) > s.opts.MaxPayloadBytes {
 			return columns{}, fmt.Errorf("postgres store: enqueue: message %q: %w: Payload of %d bytes exceeds MaxPayloadBytes (%d)", m.ID, outbox.ErrInvalidMessage, len(m.Payload), s.opts.MaxPayloadBytes)
 		}
@@ -197,6 +183,15 @@ func (s *Store) encode(msgs []outbox.Message) (columns, error) {
 		}
 	}
 	return c, nil
+}
+
+// checkNoNUL rejects IDs that contain a NUL character, which PostgreSQL
+// text cannot hold. (Keys and types are bytea: any is fine.)
+func checkNoNUL(m outbox.Message) error {
+	if strings.ContainsRune(m.ID, 0) {
+		return fmt.Errorf("%w: ID %q contains a NUL character, which PostgreSQL text cannot hold", outbox.ErrInvalidMessage, m.ID)
+	}
+	return nil
 }
 
 // notifies says whether an Enqueue at now notifies: always, unless

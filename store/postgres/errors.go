@@ -104,11 +104,9 @@ func retryable(err error) bool {
 // lost connection. A service may use it to retry its own command
 // transaction.
 func IsTransient(err error) bool {
-	switch classify(err) {
-	case ClassSerialization, ClassDeadlock, ClassLockTimeout, ClassConnection:
-		return true
-	}
-	return false
+	// pgerr's transient failures, and the lost connections that only pgx
+	// knows as such (classify).
+	return pgerr.IsTransient(err) || classify(err) == ClassConnection
 }
 
 // IsDuplicateKey reports whether err is a unique violation (23505). A

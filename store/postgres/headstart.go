@@ -2,11 +2,10 @@ package postgres
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"time"
 
 	"github.com/outboxrelay/outboxrelay/outbox/backend"
+	"github.com/outboxrelay/outboxrelay/store/internal/storecore"
 )
 
 // HeadStartBatch returns, without writing anything, those of ids that
@@ -55,13 +54,11 @@ WHERE m.held AND (m.event_key = '\x' OR NOT (
 ORDER BY o.seq`
 
 func (s *Store) headStartBatch(ctx context.Context, ids []string, minLeft time.Duration, stmt string) (backend.Batch, time.Duration, error) {
-	switch {
-	case len(ids) == 0:
+	if len(ids) == 0 {
 		return backend.Batch{}, 0, nil
-	case len(ids) > backend.MaxClaimLimit:
-		return backend.Batch{}, 0, fmt.Errorf("postgres store: head start batch: %d IDs: more than %d", len(ids), backend.MaxClaimLimit)
-	case minLeft < 0:
-		return backend.Batch{}, 0, errors.New("postgres store: head start batch: minLeft must not be negative")
+	}
+	if err := storecore.CheckHeadStartBatch(dialect.What, ids, minLeft); err != nil {
+		return backend.Batch{}, 0, err
 	}
 	rows, err := s.db.QueryContext(ctx, s.t.render(stmt), int64(0), ids, s.headStart, minLeft.Microseconds())
 	if err != nil {
@@ -119,8 +116,8 @@ func (c *channel) endHeadStart(ctx context.Context, ids []string, stmt string, a
 	if len(ids) == 0 {
 		return 0, nil
 	}
-	if len(ids) > backend.MaxClaimLimit {
-		return 0, fmt.Errorf("%s: end head start: %d IDs: more than %d", c.what, len(ids), backend.MaxClaimLimit)
+	if err := storecore.CheckIDs(c.what, "end head start", ids); err != nil {
+		return 0, err
 	}
 	t, err := c.resolve(ctx)
 	if err != nil {

@@ -89,7 +89,7 @@ func newListener(connect func(ctx context.Context) (*pgx.Conn, error), opts List
 	if opts.Table == "" {
 		opts.Table = DefaultTable
 	}
-	if err := (Options{Table: opts.Table}).withDefaults().validate(); err != nil {
+	if _, err := (Options{Table: opts.Table}).checked(); err != nil {
 		return nil, fmt.Errorf("postgres listener: %w", err)
 	}
 	if opts.Logger == nil {

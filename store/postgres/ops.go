@@ -2,7 +2,6 @@ package postgres
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -10,6 +9,7 @@ import (
 
 	"github.com/outboxrelay/outboxrelay/outbox"
 	"github.com/outboxrelay/outboxrelay/outbox/backend"
+	"github.com/outboxrelay/outboxrelay/store/internal/storecore"
 )
 
 // The operator contract (backend.Queue), shared by the Store (the
@@ -64,31 +64,8 @@ func (c *channel) Stats(ctx context.Context) (backend.Stats, error) {
 	if err != nil {
 		return backend.Stats{}, c.wrap("stats", err)
 	}
-	defer rows.Close()
-	st := backend.Stats{ByType: map[string]backend.TypeStats{}}
-	for rows.Next() {
-		var (
-			status      string
-			typ         []byte
-			n, leased   int
-			oldestMicro int64
-		)
-		if err := rows.Scan(&status, &typ, &n, &leased, &oldestMicro); err != nil {
-			return backend.Stats{}, c.wrap("stats", err)
-		}
-		ts := st.ByType[string(typ)]
-		if status == string(outbox.StatusPending) {
-			st.Pending += n
-			st.Leased += leased
-			ts.Pending += n
-			st.OldestPending = max(st.OldestPending, time.Duration(oldestMicro)*time.Microsecond)
-		} else {
-			st.Dead += n
-			ts.Dead += n
-		}
-		st.ByType[string(typ)] = ts
-	}
-	if err := rows.Err(); err != nil {
+	st, err := storecore.ReadStats(rows)
+	if err != nil {
 		return backend.Stats{}, c.wrap("stats", err)
 	}
 	return st, nil
@@ -200,25 +177,17 @@ func (c *channel) Requeue(ctx context.Context, id string) error {
 	if err != nil {
 		return err
 	}
-	res, err := c.db.ExecContext(ctx, t.render(`UPDATE {state} s SET status = 'pending', retry_count = 0,
+	n, err := execCount(ctx, c.db, t.render(`UPDATE {state} s SET status = 'pending', retry_count = 0,
 	next_attempt_at = statement_timestamp(), lease_token = 0, finished_at = NULL
 FROM {outbox} o WHERE s.consumer_id = {c} AND o.seq = s.seq AND o.event_id = $1 AND s.status = 'dead'`), id)
 	if err != nil {
 		return c.wrap("requeue", err)
 	}
-	if n, err := res.RowsAffected(); err != nil {
-		return c.wrap("requeue", err)
-	} else if n == 1 {
+	if n == 1 {
 		return nil
 	}
 	r, err := c.get(ctx, id)
-	if errors.Is(err, outbox.ErrNotFound) {
-		return fmt.Errorf("%s: requeue %q: %w", c.what, id, outbox.ErrNotFound)
-	}
-	if r.ID == "" && err != nil {
-		return err
-	}
-	return fmt.Errorf("%s: requeue %q: status %s: %w", c.what, id, r.Status, ErrNotDead)
+	return storecore.NotRequeued(c.what, id, r, err)
 }
 
 // CountDead counts the dead letters that match f.
@@ -254,28 +223,13 @@ func (c *channel) RequeueDead(ctx context.Context, f backend.DeadFilter, opts ba
 WHERE s.consumer_id = {c} AND s.seq IN (SELECT s.seq FROM {state} s JOIN {outbox} o ON o.seq = s.seq
 	WHERE s.consumer_id = {c} AND s.status = 'dead'` + fl.where() + `
 	ORDER BY s.seq LIMIT $` + strconv.Itoa(limitArg) + ` FOR UPDATE OF s SKIP LOCKED)`)
-	total := 0
-	for {
-		step := opts.BatchSize
-		if opts.Limit > 0 {
-			step = min(step, opts.Limit-total)
-		}
-		if step <= 0 {
-			return total, nil
-		}
-		res, err := c.db.ExecContext(ctx, q, append(append([]any{}, fl.args...), step)...)
+	return storecore.RequeueInSteps(opts, func(step int) (int, error) {
+		n, err := execCount(ctx, c.db, q, append(append([]any{}, fl.args...), step)...)
 		if err != nil {
-			return total, c.wrap("requeue dead", err)
+			return 0, c.wrap("requeue dead", err)
 		}
-		n, err := res.RowsAffected()
-		if err != nil {
-			return total, c.wrap("requeue dead", err)
-		}
-		total += int(n)
-		if int(n) < step {
-			return total, nil
-		}
-	}
+		return int(n), nil
+	})
 }
 
 // PurgePublished deletes up to limit messages that every consumer has
@@ -294,7 +248,7 @@ func (s *Store) PurgePublished(ctx context.Context, olderThan time.Duration, lim
 	// read again once locked: a message one of whose rows another
 	// transaction holds (a requeue of a dead letter) or changed since
 	// the statement began is left for a later purge.
-	res, err := s.db.ExecContext(ctx, s.t.render(`WITH candidates AS MATERIALIZED (
+	n, err := execCount(ctx, s.db, s.t.render(`WITH candidates AS MATERIALIZED (
 	SELECT o.seq FROM {outbox} o WHERE `+s.purgeable()+`
 	ORDER BY o.created_at LIMIT $2 FOR UPDATE OF o SKIP LOCKED
 ), final AS MATERIALIZED (
@@ -308,10 +262,6 @@ func (s *Store) PurgePublished(ctx context.Context, olderThan time.Duration, lim
 	DELETE FROM {state} x USING victims v WHERE x.seq = v.seq
 )
 DELETE FROM {outbox} o USING victims v WHERE o.seq = v.seq`), olderThan.Microseconds(), limit)
-	if err != nil {
-		return 0, s.wrap("purge", err)
-	}
-	n, err := res.RowsAffected()
 	if err != nil {
 		return 0, s.wrap("purge", err)
 	}

@@ -52,7 +52,7 @@ func renderSchema(table, sqlText string) string {
 // statements end with a COMMENT ON TABLE that records the version, which
 // Migrate and Verify read.
 func SchemaSQL(table string, from, to int) (string, error) {
-	if err := (Options{Table: table}).withDefaults().validate(); err != nil {
+	if _, err := (Options{Table: table}).checked(); err != nil {
 		return "", err
 	}
 	if from < 0 || to > SchemaVersion || from >= to {

@@ -5,7 +5,6 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"regexp"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -15,19 +14,16 @@ import (
 
 	"github.com/outboxrelay/outboxrelay/outbox"
 	"github.com/outboxrelay/outboxrelay/outbox/backend"
+	"github.com/outboxrelay/outboxrelay/store/internal/storecore"
 )
 
 // DefaultTable is the table name when Options.Table is empty.
-const DefaultTable = "outbox"
+const DefaultTable = storecore.DefaultTable
 
 // MaxTableLength is the longest table name accepted. It leaves room
 // under PostgreSQL's 63-byte identifier limit for the companion tables
 // and indexes derived from it.
 const MaxTableLength = 40
-
-// Table names are lower case, so that operators' unquoted SQL (which
-// PostgreSQL folds to lower case) names the same table the store quotes.
-var tableNameRE = regexp.MustCompile(`^[a-z_][a-z0-9_]*$`)
 
 // Options configures a Store. The zero value means all defaults.
 type Options struct {
@@ -79,52 +75,31 @@ type Options struct {
 
 // Defaults of the size options.
 const (
-	DefaultMaxPayloadBytes = 1 << 20
-	DefaultMaxHeaderBytes  = 16 << 10
-	DefaultMaxClaimBytes   = 16 << 20
+	DefaultMaxPayloadBytes = storecore.DefaultMaxPayloadBytes
+	DefaultMaxHeaderBytes  = storecore.DefaultMaxHeaderBytes
+	DefaultMaxClaimBytes   = storecore.DefaultMaxClaimBytes
 )
 
-const (
-	payloadBytesCeiling = 64 << 20
-	headerBytesCeiling  = 1 << 20
-)
-
-func (o Options) withDefaults() Options {
-	if o.Table == "" {
-		o.Table = DefaultTable
-	}
-	if o.MaxPayloadBytes == 0 {
-		o.MaxPayloadBytes = DefaultMaxPayloadBytes
-	}
-	if o.MaxHeaderBytes == 0 {
-		o.MaxHeaderBytes = DefaultMaxHeaderBytes
-	}
-	if o.MaxClaimBytes == 0 {
-		o.MaxClaimBytes = DefaultMaxClaimBytes
-	}
-	return o
+// dialect is what PostgreSQL allows of the options every store has.
+// Table names are lower case, so that operators' unquoted SQL (which
+// PostgreSQL folds to lower case) names the same table the store quotes.
+var dialect = storecore.Dialect{
+	What:           "postgres store",
+	MaxTableLength: MaxTableLength,
+	LowerCaseTable: true,
+	MaxHeaderBytes: 1 << 20,
 }
 
-// validate checks options with defaults filled in; each error names the
-// field and the value.
-func (o Options) validate() error {
-	var errs []error
-	if len(o.Table) > MaxTableLength || !tableNameRE.MatchString(o.Table) {
-		errs = append(errs, fmt.Errorf("postgres store: Table %q: must be lower-case letters, digits and underscores, not starting with a digit, at most %d characters", o.Table, MaxTableLength))
-	}
-	if o.MaxPayloadBytes < 0 || o.MaxPayloadBytes > payloadBytesCeiling {
-		errs = append(errs, fmt.Errorf("postgres store: MaxPayloadBytes %d: must be 1 to %d (0 for the default)", o.MaxPayloadBytes, payloadBytesCeiling))
-	}
-	if o.MaxHeaderBytes < 0 || o.MaxHeaderBytes > headerBytesCeiling {
-		errs = append(errs, fmt.Errorf("postgres store: MaxHeaderBytes %d: must be 1 to %d (0 for the default)", o.MaxHeaderBytes, headerBytesCeiling))
-	}
-	if o.MaxClaimBytes < 0 {
-		errs = append(errs, fmt.Errorf("postgres store: MaxClaimBytes %d: must not be negative (0 for the default)", o.MaxClaimBytes))
-	}
+// checked returns o with its defaults filled in, and an error for each
+// field that is wrong, naming the field and the value.
+func (o Options) checked() (Options, error) {
+	c := storecore.Common{Table: o.Table, MaxPayloadBytes: o.MaxPayloadBytes, MaxHeaderBytes: o.MaxHeaderBytes, MaxClaimBytes: o.MaxClaimBytes}.WithDefaults()
+	o.Table, o.MaxPayloadBytes, o.MaxHeaderBytes, o.MaxClaimBytes = c.Table, c.MaxPayloadBytes, c.MaxHeaderBytes, c.MaxClaimBytes
+	errs := c.Validate(dialect)
 	if o.NotifyInterval < 0 || o.NotifyInterval > time.Minute {
 		errs = append(errs, fmt.Errorf("postgres store: NotifyInterval %v: must be 0 (notify on every Enqueue) to 1m", o.NotifyInterval))
 	}
-	return errors.Join(errs...)
+	return o, errors.Join(errs...)
 }
 
 // Store is the backend.Store for PostgreSQL 13 and later, on
@@ -193,8 +168,8 @@ func New(db *sql.DB, opts Options) (*Store, error) {
 	if db == nil {
 		return nil, errors.New("postgres store: db is nil")
 	}
-	opts = opts.withDefaults()
-	if err := opts.validate(); err != nil {
+	opts, err := opts.checked()
+	if err != nil {
 		return nil, err
 	}
 	hs, err := newToken()
@@ -250,6 +225,16 @@ func (c *channel) wrap(op string, err error) error {
 		return fmt.Errorf("%s: %s: table %q or its companion tables do not exist (run Store.Migrate): %w", c.what, op, c.s.opts.Table, err)
 	}
 	return fmt.Errorf("%s: %s: %w", c.what, op, err)
+}
+
+// execCount runs a statement through db and returns how many rows it
+// changed.
+func execCount(ctx context.Context, db backend.Execer, q string, args ...any) (int64, error) {
+	res, err := db.ExecContext(ctx, q, args...)
+	if err != nil {
+		return 0, err
+	}
+	return res.RowsAffected()
 }
 
 // target names a consumer's tables and renders its statements.
