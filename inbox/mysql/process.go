@@ -9,6 +9,7 @@ import (
 	mysqldrv "github.com/go-sql-driver/mysql"
 
 	"github.com/outboxrelay/outboxrelay/inbox"
+	"github.com/outboxrelay/outboxrelay/inbox/internal/sqlinbox"
 	"github.com/outboxrelay/outboxrelay/inbox/internal/txproc"
 	"github.com/outboxrelay/outboxrelay/internal/mysqlerr"
 )
@@ -37,46 +38,10 @@ import (
 //
 // When ctx is done, Process stops and returns ctx's error, wrapped.
 func (ib *Inbox) Process(ctx context.Context, id string, h inbox.Handler) (inbox.Result, error) {
-	return txproc.Process(ctx, txproc.Params{
-		What: "mysql inbox", Consumer: ib.consumer, MaxAttempts: ib.opts.MaxAttempts,
-		Observer: ib.opts.Observer, Log: ib.log,
-		Once: ib.processOnce, Transient: mysqlerr.IsTransient, Wrap: ib.wrap,
-	}, id, h)
+	return ib.core.Process(ctx, id, h)
 }
 
-// processOnce is one transaction of Process.
-func (ib *Inbox) processOnce(ctx context.Context, id string, h inbox.Handler) (inbox.Result, error) {
-	tx, err := ib.db.BeginTx(ctx, ib.txOpts)
-	if err != nil {
-		return 0, err
-	}
-	defer func() { _ = tx.Rollback() }()
-	if _, err := tx.ExecContext(ctx, ib.sql.insert, ib.consumer, id); err != nil {
-		if mysqlerr.IsDuplicateKey(err) {
-			return inbox.Duplicate, nil
-		}
-		return 0, err
-	}
-	if err := txproc.Call(ctx, ib.log, id, tx, h); err != nil {
-		var pe *inbox.PanicError
-		if !errors.As(err, &pe) && isDatabaseConflict(err) {
-			return 0, &txproc.ConflictError{Err: err}
-		}
-		return 0, &txproc.HandlerError{Err: err}
-	}
-	if err := ib.stamp(ctx, tx, id); err != nil {
-		return 0, err
-	}
-	if err := tx.Commit(); err != nil {
-		if errors.Is(err, sql.ErrTxDone) {
-			return 0, txproc.ErrEndedTx
-		}
-		return 0, err
-	}
-	return inbox.Processed, nil
-}
-
-// stamp sets the row's processed_at to the database clock, as the
+// Stamp sets the row's processed_at to the database clock, as the
 // transaction's last statement before COMMIT: the retention window counts
 // from the end of the handler's work, however long it took. (The INSERT's
 // time is never committed. Until the commit no purge sees the row: Purge
@@ -88,8 +53,8 @@ func (ib *Inbox) processOnce(ctx context.Context, id string, h inbox.Handler) (i
 // statement, or swallowed an error after which the server had rolled it
 // back) and the handler's later statements ran outside it: committing
 // would report a message processed that no record keeps.
-func (ib *Inbox) stamp(ctx context.Context, tx *sql.Tx, id string) error {
-	res, err := tx.ExecContext(ctx, ib.sql.stamp, ib.consumer, id)
+func (dialect) Stamp(ctx context.Context, tx *sql.Tx, st sqlinbox.Statements, consumer, id string) error {
+	res, err := tx.ExecContext(ctx, st.Stamp, consumer, id)
 	if errors.Is(err, sql.ErrTxDone) {
 		return txproc.ErrEndedTx
 	}
@@ -103,29 +68,21 @@ func (ib *Inbox) stamp(ctx context.Context, tx *sql.Tx, id string) error {
 	// No row changed: gone, or the clock has not moved since the INSERT
 	// (the server counts changed rows, not matched ones).
 	var one int
-	err = tx.QueryRowContext(ctx, ib.sql.contains, ib.consumer, id).Scan(&one)
+	err = tx.QueryRowContext(ctx, st.Contains, consumer, id).Scan(&one)
 	if errors.Is(err, sql.ErrNoRows) {
 		return &txproc.HandlerError{Err: errors.New("the message's record is no longer in the handler's transaction: the transaction ended inside the handler, by a ROLLBACK statement or after an error the handler did not return")}
 	}
 	return err
 }
 
-// isDatabaseConflict reports whether a handler's error is the database's
-// conflict (not, say, a timeout of a network call the handler made):
-// a server error that IsTransient accepts, or a connection the driver
-// found broken.
-func isDatabaseConflict(err error) bool {
+// IsHandlerConflict reports whether a handler's error is the
+// database's conflict (not, say, a timeout of a network call the handler
+// made): a server error that IsTransient accepts, or a connection the
+// driver found broken.
+func (dialect) IsHandlerConflict(_ context.Context, _ *sql.Tx, err error) bool {
 	var me *mysqldrv.MySQLError
 	if errors.As(err, &me) {
 		return mysqlerr.IsTransient(err)
 	}
 	return errors.Is(err, driver.ErrBadConn) || errors.Is(err, mysqldrv.ErrInvalidConn) || errors.Is(err, sql.ErrConnDone)
 }
-
-// isNoTable reports the server's "table doesn't exist".
-func isNoTable(err error) bool {
-	var me *mysqldrv.MySQLError
-	return errors.As(err, &me) && me.Number == erNoSuchTable
-}
-
-const erNoSuchTable = 1146

@@ -3,17 +3,14 @@ package mysql
 import (
 	"context"
 	"database/sql"
-	"fmt"
 	"strings"
 	"time"
 
-	"github.com/outboxrelay/outboxrelay/inbox"
-	"github.com/outboxrelay/outboxrelay/inbox/internal/txproc"
-	"github.com/outboxrelay/outboxrelay/internal/mysqlerr"
+	"github.com/outboxrelay/outboxrelay/inbox/internal/sqlinbox"
 )
 
 // MaxPurgeBatch is the largest batch Purge accepts.
-const MaxPurgeBatch = 10000
+const MaxPurgeBatch = sqlinbox.MaxPurgeBatch
 
 // Purge deletes the consumer's records of messages processed longer ago
 // than olderThan (on the database clock), oldest first, and returns how
@@ -35,49 +32,13 @@ const MaxPurgeBatch = 10000
 // the retention window must be longer than any redelivery can be late
 // (DefaultRetention, 7 days, is the documented choice).
 func (ib *Inbox) Purge(ctx context.Context, olderThan time.Duration, batch int) (int, error) {
-	if olderThan <= 0 || batch < 1 || batch > MaxPurgeBatch {
-		return 0, fmt.Errorf("mysql inbox: purge: older than %v, batch %d: want a positive age and a batch of 1 to %d", olderThan, batch, MaxPurgeBatch)
-	}
-	deleted := 0
-	defer func() {
-		if deleted > 0 {
-			txproc.Observe(ctx, ib.opts.Observer, inbox.Event{Kind: inbox.EventPurged, Consumer: ib.consumer, Count: deleted})
-		}
-	}()
-	for {
-		if err := ctx.Err(); err != nil {
-			return deleted, ib.wrap("purge", err)
-		}
-		found, n, err := ib.purgeBatch(ctx, olderThan, batch)
-		deleted += n
-		if err != nil {
-			return deleted, ib.wrap("purge", err)
-		}
-		if found < batch {
-			return deleted, nil
-		}
-	}
+	return ib.core.Purge(ctx, olderThan, batch)
 }
 
-// purgeBatch deletes one batch, retrying it while it conflicts. It
-// returns how many old records it found and how many it deleted.
-func (ib *Inbox) purgeBatch(ctx context.Context, olderThan time.Duration, batch int) (found, deleted int, err error) {
-	policy := txproc.NewBackoff()
-	for try := 1; ; try++ {
-		found, deleted, err = ib.purgeOnce(ctx, olderThan, batch)
-		if err == nil || !mysqlerr.IsTransient(err) || try >= ib.opts.MaxAttempts {
-			return found, deleted, err
-		}
-		if werr := txproc.Pause(ctx, policy); werr != nil {
-			return 0, 0, werr
-		}
-	}
-}
-
-// purgeOnce is one batch, in a READ COMMITTED transaction (whatever the
-// server's default): the SELECT is a plain read, which takes no locks and
-// sees no transaction in progress, and the DELETE locks only the rows it
-// names. A single DELETE … ORDER BY processed_at LIMIT n would leave the
+// PurgeBatch is one batch of Purge, in a READ COMMITTED transaction
+// (whatever the server's default): the SELECT is a plain read, which
+// takes no locks and sees no transaction in progress, and the DELETE
+// locks only the rows it names. A single DELETE … ORDER BY processed_at LIMIT n would leave the
 // choice of index to the optimizer, which for a consumer that owns most
 // of the table reads the whole primary key range (and sorts it) and
 // locks every row on the way, waiting for each message in progress.
@@ -85,18 +46,13 @@ func (ib *Inbox) purgeBatch(ctx context.Context, olderThan time.Duration, batch 
 // The DELETE checks the age again: a record deleted by another purge
 // meanwhile and inserted again by a redelivery is a new record, and
 // waiting for its transaction does not make it old.
-func (ib *Inbox) purgeOnce(ctx context.Context, olderThan time.Duration, batch int) (found, deleted int, err error) {
-	tx, err := ib.db.BeginTx(ctx, &sql.TxOptions{Isolation: sql.LevelReadCommitted})
-	if err != nil {
-		return 0, 0, err
-	}
-	defer func() { _ = tx.Rollback() }()
+func (dialect) PurgeBatch(ctx context.Context, tx *sql.Tx, st sqlinbox.Statements, consumer string, olderThan time.Duration, batch int) (found, deleted int, err error) {
 	age := olderThan.Microseconds()
-	rows, err := tx.QueryContext(ctx, ib.sql.purgeOldest, ib.consumer, age, batch)
+	rows, err := tx.QueryContext(ctx, st.PurgeOldest, consumer, age, batch)
 	if err != nil {
 		return 0, 0, err
 	}
-	args := []any{ib.consumer, age}
+	args := []any{consumer, age}
 	for rows.Next() {
 		var id []byte
 		if err := rows.Scan(&id); err != nil {
@@ -110,10 +66,10 @@ func (ib *Inbox) purgeOnce(ctx context.Context, olderThan time.Duration, batch i
 	}
 	found = len(args) - 2
 	if found == 0 {
-		return 0, 0, tx.Commit()
+		return 0, 0, nil
 	}
 	ids := strings.Repeat("?, ", found-1) + "?"
-	res, err := tx.ExecContext(ctx, strings.Replace(ib.sql.purge, "{ids}", ids, 1), args...)
+	res, err := tx.ExecContext(ctx, strings.Replace(st.Purge, "{ids}", ids, 1), args...)
 	if err != nil {
 		return 0, 0, err
 	}
@@ -121,5 +77,5 @@ func (ib *Inbox) purgeOnce(ctx context.Context, olderThan time.Duration, batch i
 	if err != nil {
 		return 0, 0, err
 	}
-	return found, int(n), tx.Commit()
+	return found, int(n), nil
 }

@@ -5,10 +5,11 @@ import (
 	"database/sql"
 	"database/sql/driver"
 	_ "embed"
-	"fmt"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/outboxrelay/outboxrelay/inbox/internal/sqlinbox"
 )
 
 // SchemaVersion is the version of the inbox schema this build makes and
@@ -36,41 +37,18 @@ var requiredColumns = []string{"consumer", "msg_id", "processed_at"}
 // tool (golang-migrate, goose, atlas) or a DBA to apply instead of
 // Migrate. Migrate runs the same statements.
 func SchemaSQL(table string) (string, error) {
-	opts := Options{Table: table, Consumer: "x"}.withDefaults()
-	if err := opts.validate(); err != nil {
-		return "", err
-	}
-	var b strings.Builder
-	for _, st := range schemaStatements(opts.Table) {
-		fmt.Fprintf(&b, "%s;\n\n", st)
-	}
-	return strings.TrimSuffix(b.String(), "\n"), nil
+	return sqlinbox.SchemaSQL(dialect{}, table)
 }
 
-// schemaStatements are the statements of create.sql, without comments,
-// with the names of table filled in.
-func schemaStatements(table string) []string {
-	names := strings.NewReplacer(
-		"{inbox}", "`"+table+"`",
-		"{schema_version}", "`"+table+schemaVersionSuffix+"`",
+// Schema is the statements of create.sql, without comments, with the
+// names of table filled in.
+func (dialect) Schema(table string) []string {
+	return sqlinbox.SplitSchema(createSQL, strings.NewReplacer(
+		"{inbox}", quote(table),
+		"{schema_version}", quote(table+sqlinbox.SchemaVersionSuffix),
 		"{version}", strconv.Itoa(SchemaVersion),
-	)
-	var out []string
-	for _, chunk := range strings.Split(createSQL, ";\n") {
-		var lines []string
-		for _, line := range strings.Split(chunk, "\n") {
-			if !strings.HasPrefix(line, "--") {
-				lines = append(lines, line)
-			}
-		}
-		if st := strings.TrimSpace(strings.Join(lines, "\n")); st != "" {
-			out = append(out, names.Replace(st))
-		}
-	}
-	return out
+	))
 }
-
-const schemaVersionSuffix = "_schema_version"
 
 // Migrate creates the inbox table and <table>_schema_version if they do
 // not exist, records the schema version, and checks that the table has
@@ -82,9 +60,9 @@ const schemaVersionSuffix = "_schema_version"
 // lacks; one recorded at a newer schema version than this build knows
 // fails too.
 func (ib *Inbox) Migrate(ctx context.Context) error {
-	conn, err := ib.db.Conn(ctx)
+	conn, err := ib.core.DB().Conn(ctx)
 	if err != nil {
-		return ib.wrap("migrate", err)
+		return ib.core.Wrap("migrate", err)
 	}
 	locked := false
 	defer func() { ib.closeSession(conn, locked) }()
@@ -94,15 +72,15 @@ func (ib *Inbox) Migrate(ctx context.Context) error {
 	locked = true
 	version, err := ib.recordedVersion(ctx, conn)
 	if err != nil {
-		return ib.wrap("migrate: read the schema version", err)
+		return ib.core.Wrap("migrate: read the schema version", err)
 	}
-	switch {
-	case version > SchemaVersion:
-		return fmt.Errorf("mysql inbox: migrate: table %q is at schema version %d, newer than this build's %d: upgrade the module", ib.table, version, SchemaVersion)
-	case version < SchemaVersion:
-		for _, st := range schemaStatements(ib.table) {
+	if err := ib.core.CheckVersion(version, SchemaVersion); err != nil {
+		return err
+	}
+	if version < SchemaVersion {
+		for _, st := range (dialect{}).Schema(ib.Table()) {
 			if _, err := conn.ExecContext(ctx, st); err != nil {
-				return ib.wrap("migrate to schema version "+strconv.Itoa(SchemaVersion), err)
+				return ib.core.Wrap("migrate to schema version "+strconv.Itoa(SchemaVersion), err)
 			}
 		}
 	}
@@ -113,8 +91,8 @@ func (ib *Inbox) Migrate(ctx context.Context) error {
 // there is no record.
 func (ib *Inbox) recordedVersion(ctx context.Context, conn *sql.Conn) (int, error) {
 	var v sql.NullInt64
-	err := conn.QueryRowContext(ctx, "SELECT MAX(version) FROM `"+ib.table+schemaVersionSuffix+"`").Scan(&v)
-	if isNoTable(err) {
+	err := conn.QueryRowContext(ctx, "SELECT MAX(version) FROM "+quote(ib.Table()+sqlinbox.SchemaVersionSuffix)).Scan(&v)
+	if (dialect{}).IsNoTable(err) {
 		return 0, nil
 	}
 	return int(v.Int64), err
@@ -124,21 +102,21 @@ func (ib *Inbox) recordedVersion(ctx context.Context, conn *sql.Conn) (int, erro
 // primary key (consumer, msg_id).
 func (ib *Inbox) verify(ctx context.Context, conn *sql.Conn) error {
 	rows, err := conn.QueryContext(ctx,
-		"SELECT COLUMN_NAME, COLUMN_KEY FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = ?", ib.table)
+		"SELECT COLUMN_NAME, COLUMN_KEY FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = ?", ib.Table())
 	if err != nil {
-		return ib.wrap("migrate: read the table's columns", err)
+		return ib.core.Wrap("migrate: read the table's columns", err)
 	}
 	defer rows.Close()
 	key := map[string]string{}
 	for rows.Next() {
 		var name, k string
 		if err := rows.Scan(&name, &k); err != nil {
-			return ib.wrap("migrate: read the table's columns", err)
+			return ib.core.Wrap("migrate: read the table's columns", err)
 		}
 		key[strings.ToLower(name)] = k
 	}
 	if err := rows.Err(); err != nil {
-		return ib.wrap("migrate: read the table's columns", err)
+		return ib.core.Wrap("migrate: read the table's columns", err)
 	}
 	var missing []string
 	for _, c := range requiredColumns {
@@ -150,7 +128,7 @@ func (ib *Inbox) verify(ctx context.Context, conn *sql.Conn) error {
 		missing = append(missing, "primary key (consumer, msg_id)")
 	}
 	if len(missing) > 0 {
-		return fmt.Errorf("mysql inbox: migrate: table %q exists but is not an inbox table: it lacks %s", ib.table, strings.Join(missing, ", "))
+		return ib.core.NotInboxTable(missing)
 	}
 	return nil
 }
@@ -167,14 +145,14 @@ const migrationUnlockSQL = "DO RELEASE_LOCK(CONCAT('outboxrelay_inbox_', LEFT(SH
 func (ib *Inbox) lockMigration(ctx context.Context, conn *sql.Conn) error {
 	for {
 		var got sql.NullInt64
-		if err := conn.QueryRowContext(ctx, migrationLockSQL, ib.table).Scan(&got); err != nil {
-			return ib.wrap("migrate: wait for other instances' Migrate", err)
+		if err := conn.QueryRowContext(ctx, migrationLockSQL, ib.Table()).Scan(&got); err != nil {
+			return ib.core.Wrap("migrate: wait for other instances' Migrate", err)
 		}
 		if got.Valid && got.Int64 == 1 {
 			return nil
 		}
 		if err := ctx.Err(); err != nil {
-			return ib.wrap("migrate: wait for other instances' Migrate", err)
+			return ib.core.Wrap("migrate: wait for other instances' Migrate", err)
 		}
 	}
 }
@@ -185,7 +163,7 @@ func (ib *Inbox) closeSession(conn *sql.Conn, locked bool) {
 	if locked {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
-		if _, err := conn.ExecContext(ctx, migrationUnlockSQL, ib.table); err != nil {
+		if _, err := conn.ExecContext(ctx, migrationUnlockSQL, ib.Table()); err != nil {
 			// driver.ErrBadConn makes database/sql close the connection.
 			_ = conn.Raw(func(any) error { return driver.ErrBadConn })
 		}

@@ -8,7 +8,9 @@ import (
 	"fmt"
 
 	"github.com/outboxrelay/outboxrelay/inbox"
+	"github.com/outboxrelay/outboxrelay/inbox/internal/sqlinbox"
 	"github.com/outboxrelay/outboxrelay/inbox/internal/txproc"
+	"github.com/outboxrelay/outboxrelay/internal/pgerr"
 )
 
 // Process runs h once per message id of the inbox's consumer: in one
@@ -37,49 +39,10 @@ import (
 //
 // When ctx is done, Process stops and returns ctx's error, wrapped.
 func (ib *Inbox) Process(ctx context.Context, id string, h inbox.Handler) (inbox.Result, error) {
-	return txproc.Process(ctx, txproc.Params{
-		What: "postgres inbox", Consumer: ib.consumer, MaxAttempts: ib.opts.MaxAttempts,
-		Observer: ib.opts.Observer, Log: ib.log,
-		Once: ib.processOnce, Transient: isTransient, Wrap: ib.wrap,
-	}, id, h)
+	return ib.core.Process(ctx, id, h)
 }
 
-// processOnce is one transaction of Process.
-func (ib *Inbox) processOnce(ctx context.Context, id string, h inbox.Handler) (inbox.Result, error) {
-	tx, err := ib.db.BeginTx(ctx, ib.txOpts)
-	if err != nil {
-		return 0, err
-	}
-	defer func() { _ = tx.Rollback() }()
-	res, err := tx.ExecContext(ctx, ib.sql.insert, ib.consumer, []byte(id))
-	if err != nil {
-		return 0, err
-	}
-	if n, err := res.RowsAffected(); err != nil {
-		return 0, err
-	} else if n == 0 {
-		return inbox.Duplicate, nil // the deferred ROLLBACK ends a transaction that wrote nothing
-	}
-	if err := txproc.Call(ctx, ib.log, id, tx, h); err != nil {
-		var pe *inbox.PanicError
-		if !errors.As(err, &pe) && isDatabaseConflict(ctx, tx, err) {
-			return 0, &txproc.ConflictError{Err: err}
-		}
-		return 0, &txproc.HandlerError{Err: err}
-	}
-	if err := ib.stamp(ctx, tx, id); err != nil {
-		return 0, err
-	}
-	if err := tx.Commit(); err != nil {
-		if errors.Is(err, sql.ErrTxDone) {
-			return 0, txproc.ErrEndedTx
-		}
-		return 0, err
-	}
-	return inbox.Processed, nil
-}
-
-// stamp sets the row's processed_at to the database clock, as the
+// Stamp sets the row's processed_at to the database clock, as the
 // transaction's last statement before COMMIT: the retention window counts
 // from the end of the handler's work, however long it took. (Until the
 // commit no purge sees the row: PostgreSQL shows no transaction another's
@@ -93,12 +56,12 @@ func (ib *Inbox) processOnce(ctx context.Context, id string, h inbox.Handler) (i
 // until the rollback (in_failed_sql_transaction). Either way, committing
 // would report a message processed that no record keeps, or whose writes
 // are partly lost.
-func (ib *Inbox) stamp(ctx context.Context, tx *sql.Tx, id string) error {
-	res, err := tx.ExecContext(ctx, ib.sql.stamp, ib.consumer, []byte(id))
+func (dialect) Stamp(ctx context.Context, tx *sql.Tx, st sqlinbox.Statements, consumer, id string) error {
+	res, err := tx.ExecContext(ctx, st.Stamp, consumer, []byte(id))
 	switch {
 	case errors.Is(err, sql.ErrTxDone):
 		return txproc.ErrEndedTx
-	case classify(err) == classFailedTransaction:
+	case pgerr.Classify(err) == pgerr.FailedTransaction:
 		return &txproc.HandlerError{Err: fmt.Errorf("a statement of the handler's transaction failed and the handler did not return its error: %w", err)}
 	case err != nil:
 		return err
@@ -110,21 +73,21 @@ func (ib *Inbox) stamp(ctx context.Context, tx *sql.Tx, id string) error {
 	return &txproc.HandlerError{Err: errors.New("the message's record is no longer in the handler's transaction: the transaction ended inside the handler, by a ROLLBACK or COMMIT statement")}
 }
 
-// isDatabaseConflict reports whether a handler's error is the database's
+// IsHandlerConflict reports whether a handler's error is the database's
 // conflict (not, say, a timeout of a network call the handler made): a
 // server error with a transient SQLSTATE, a connection database/sql or
 // the driver found broken, or a network error when the transaction's own
 // connection turns out to be gone as well.
-func isDatabaseConflict(ctx context.Context, tx *sql.Tx, err error) bool {
-	if _, ok := sqlState(err); ok {
-		return isTransient(err)
+func (dialect) IsHandlerConflict(ctx context.Context, tx *sql.Tx, err error) bool {
+	if _, ok := pgerr.SQLState(err); ok {
+		return pgerr.IsTransient(err)
 	}
 	if errors.Is(err, driver.ErrBadConn) || errors.Is(err, sql.ErrConnDone) {
 		return true
 	}
-	if classify(err) != classConnection {
+	if pgerr.Classify(err) != pgerr.Connection {
 		return false
 	}
 	_, perr := tx.ExecContext(ctx, "SELECT 1")
-	return perr != nil && classify(perr) == classConnection
+	return perr != nil && pgerr.Classify(perr) == pgerr.Connection
 }

@@ -3,15 +3,13 @@ package postgres
 import (
 	"context"
 	"database/sql"
-	"fmt"
 	"time"
 
-	"github.com/outboxrelay/outboxrelay/inbox"
-	"github.com/outboxrelay/outboxrelay/inbox/internal/txproc"
+	"github.com/outboxrelay/outboxrelay/inbox/internal/sqlinbox"
 )
 
 // MaxPurgeBatch is the largest batch Purge accepts.
-const MaxPurgeBatch = 10000
+const MaxPurgeBatch = sqlinbox.MaxPurgeBatch
 
 // Purge deletes the consumer's records of messages processed longer ago
 // than olderThan (on the database clock), oldest first, and returns how
@@ -36,61 +34,21 @@ const MaxPurgeBatch = 10000
 // the retention window must be longer than any redelivery can be late
 // (DefaultRetention, 7 days, is the documented choice).
 func (ib *Inbox) Purge(ctx context.Context, olderThan time.Duration, batch int) (int, error) {
-	if olderThan <= 0 || batch < 1 || batch > MaxPurgeBatch {
-		return 0, fmt.Errorf("postgres inbox: purge: older than %v, batch %d: want a positive age and a batch of 1 to %d", olderThan, batch, MaxPurgeBatch)
-	}
-	deleted := 0
-	defer func() {
-		if deleted > 0 {
-			txproc.Observe(ctx, ib.opts.Observer, inbox.Event{Kind: inbox.EventPurged, Consumer: ib.consumer, Count: deleted})
-		}
-	}()
-	for {
-		if err := ctx.Err(); err != nil {
-			return deleted, ib.wrap("purge", err)
-		}
-		n, err := ib.purgeBatch(ctx, olderThan, batch)
-		deleted += n
-		if err != nil {
-			return deleted, ib.wrap("purge", err)
-		}
-		if n < batch {
-			return deleted, nil
-		}
-	}
+	return ib.core.Purge(ctx, olderThan, batch)
 }
 
-// purgeBatch deletes one batch, retrying it while it conflicts, and
-// returns how many records it deleted.
-func (ib *Inbox) purgeBatch(ctx context.Context, olderThan time.Duration, batch int) (int, error) {
-	policy := txproc.NewBackoff()
-	for try := 1; ; try++ {
-		n, err := ib.purgeOnce(ctx, olderThan, batch)
-		if err == nil || !isTransient(err) || try >= ib.opts.MaxAttempts || ctx.Err() != nil {
-			return n, err
-		}
-		if werr := txproc.Pause(ctx, policy); werr != nil {
-			return 0, fmt.Errorf("%w (after: %v)", werr, err)
-		}
-	}
-}
-
-// purgeOnce is one batch: one DELETE in a READ COMMITTED transaction of
-// its own (whatever the server's default), which sees no transaction in
-// progress and locks only the rows it deletes.
-func (ib *Inbox) purgeOnce(ctx context.Context, olderThan time.Duration, batch int) (int, error) {
-	tx, err := ib.db.BeginTx(ctx, &sql.TxOptions{Isolation: sql.LevelReadCommitted})
+// PurgeBatch is one batch of Purge: one DELETE in a READ COMMITTED
+// transaction of its own (whatever the server's default), which sees no
+// transaction in progress and locks only the rows it deletes. It finds
+// as many old records as it deletes.
+func (dialect) PurgeBatch(ctx context.Context, tx *sql.Tx, st sqlinbox.Statements, consumer string, olderThan time.Duration, batch int) (found, deleted int, err error) {
+	res, err := tx.ExecContext(ctx, st.Purge, consumer, olderThan.Seconds(), batch)
 	if err != nil {
-		return 0, err
-	}
-	defer func() { _ = tx.Rollback() }()
-	res, err := tx.ExecContext(ctx, ib.sql.purge, ib.consumer, olderThan.Seconds(), batch)
-	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	n, err := res.RowsAffected()
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
-	return int(n), tx.Commit()
+	return int(n), int(n), nil
 }

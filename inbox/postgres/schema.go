@@ -9,6 +9,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/outboxrelay/outboxrelay/inbox/internal/sqlinbox"
 )
 
 // SchemaVersion is the version of the inbox schema this build makes and
@@ -31,47 +33,24 @@ var createSQL string
 // writes, with their types.
 var requiredColumns = map[string]string{"consumer": "text", "msg_id": "bytea", "processed_at": "timestamp with time zone"}
 
-const schemaVersionSuffix = "_schema_version"
-
 // SchemaSQL returns the SQL that creates the inbox table named table at
 // the current SchemaVersion, with its names filled in, for a migration
 // tool (golang-migrate, goose, atlas) or a DBA to apply instead of
 // Migrate. Migrate runs the same statements, in one transaction.
 func SchemaSQL(table string) (string, error) {
-	opts := Options{Table: table, Consumer: "x"}.withDefaults()
-	if err := opts.validate(); err != nil {
-		return "", err
-	}
-	var b strings.Builder
-	for _, st := range schemaStatements(opts.Table) {
-		fmt.Fprintf(&b, "%s;\n\n", st)
-	}
-	return strings.TrimSuffix(b.String(), "\n"), nil
+	return sqlinbox.SchemaSQL(dialect{}, table)
 }
 
-// schemaStatements are the statements of create.sql, without comments,
-// with the names of table filled in.
-func schemaStatements(table string) []string {
-	names := strings.NewReplacer(
+// Schema is the statements of create.sql, without comments, with the
+// names of table filled in.
+func (dialect) Schema(table string) []string {
+	return sqlinbox.SplitSchema(createSQL, strings.NewReplacer(
 		"{inbox}", quote(table),
-		"{schema_version}", quote(table+schemaVersionSuffix),
+		"{schema_version}", quote(table+sqlinbox.SchemaVersionSuffix),
 		"{pkey}", quote(table+"_pkey"),
 		"{processed_idx}", quote(table+"_processed_idx"),
 		"{version}", strconv.Itoa(SchemaVersion),
-	)
-	var out []string
-	for _, chunk := range strings.Split(createSQL, ";\n") {
-		var lines []string
-		for _, line := range strings.Split(chunk, "\n") {
-			if !strings.HasPrefix(line, "--") {
-				lines = append(lines, line)
-			}
-		}
-		if st := strings.TrimSpace(strings.Join(lines, "\n")); st != "" {
-			out = append(out, names.Replace(st))
-		}
-	}
-	return out
+	))
 }
 
 // Migrate creates the inbox table, its index and <table>_schema_version
@@ -88,34 +67,34 @@ func schemaStatements(table string) []string {
 // lacks; one recorded at a newer schema version than this build knows
 // fails too.
 func (ib *Inbox) Migrate(ctx context.Context) error {
-	tx, err := ib.db.BeginTx(ctx, &sql.TxOptions{Isolation: sql.LevelReadCommitted})
+	tx, err := ib.core.DB().BeginTx(ctx, &sql.TxOptions{Isolation: sql.LevelReadCommitted})
 	if err != nil {
-		return ib.wrap("migrate", err)
+		return ib.core.Wrap("migrate", err)
 	}
 	defer func() { _ = tx.Rollback() }()
-	if _, err := tx.ExecContext(ctx, migrationLockSQL, ib.table); err != nil {
-		return ib.wrap("migrate: wait for other instances' Migrate", err)
+	if _, err := tx.ExecContext(ctx, migrationLockSQL, ib.Table()); err != nil {
+		return ib.core.Wrap("migrate: wait for other instances' Migrate", err)
 	}
 	version, err := ib.recordedVersion(ctx, tx)
 	if err != nil {
-		return ib.wrap("migrate: read the schema version", err)
+		return ib.core.Wrap("migrate: read the schema version", err)
 	}
-	switch {
-	case version > SchemaVersion:
-		return fmt.Errorf("postgres inbox: migrate: table %q is at schema version %d, newer than this build's %d: upgrade the module", ib.table, version, SchemaVersion)
-	case version < SchemaVersion:
+	if err := ib.core.CheckVersion(version, SchemaVersion); err != nil {
+		return err
+	}
+	if version < SchemaVersion {
 		// A table of that name the inbox did not make is refused before
 		// any DDL touches it.
-		if exists, err := ib.exists(ctx, tx, ib.table); err != nil {
-			return ib.wrap("migrate: look for the table", err)
+		if exists, err := ib.exists(ctx, tx, ib.Table()); err != nil {
+			return ib.core.Wrap("migrate: look for the table", err)
 		} else if exists {
 			if err := ib.verify(ctx, tx); err != nil {
 				return err
 			}
 		}
-		for _, st := range schemaStatements(ib.table) {
+		for _, st := range (dialect{}).Schema(ib.Table()) {
 			if _, err := tx.ExecContext(ctx, st); err != nil {
-				return ib.wrap("migrate to schema version "+strconv.Itoa(SchemaVersion), err)
+				return ib.core.Wrap("migrate to schema version "+strconv.Itoa(SchemaVersion), err)
 			}
 		}
 	}
@@ -123,7 +102,7 @@ func (ib *Inbox) Migrate(ctx context.Context) error {
 		return err
 	}
 	if err := tx.Commit(); err != nil {
-		return ib.wrap("migrate: commit", err)
+		return ib.core.Wrap("migrate: commit", err)
 	}
 	return nil
 }
@@ -136,11 +115,11 @@ const migrationLockSQL = "SELECT pg_advisory_xact_lock(hashtextextended('outboxr
 // recordedVersion reads the highest recorded schema version; 0 when
 // there is no record.
 func (ib *Inbox) recordedVersion(ctx context.Context, tx *sql.Tx) (int, error) {
-	if exists, err := ib.exists(ctx, tx, ib.table+schemaVersionSuffix); err != nil || !exists {
+	if exists, err := ib.exists(ctx, tx, ib.Table()+sqlinbox.SchemaVersionSuffix); err != nil || !exists {
 		return 0, err
 	}
 	var v sql.NullInt64
-	err := tx.QueryRowContext(ctx, "SELECT max(version) FROM "+quote(ib.table+schemaVersionSuffix)).Scan(&v)
+	err := tx.QueryRowContext(ctx, "SELECT max(version) FROM "+quote(ib.Table()+sqlinbox.SchemaVersionSuffix)).Scan(&v)
 	return int(v.Int64), err
 }
 
@@ -164,9 +143,9 @@ const verifySQL = `SELECT a.attname, format_type(a.atttypid, NULL),
 // types it writes, and the primary key (consumer, msg_id) its ON
 // CONFLICT names.
 func (ib *Inbox) verify(ctx context.Context, tx *sql.Tx) error {
-	rows, err := tx.QueryContext(ctx, verifySQL, quote(ib.table))
+	rows, err := tx.QueryContext(ctx, verifySQL, quote(ib.Table()))
 	if err != nil {
-		return ib.wrap("migrate: read the table's columns", err)
+		return ib.core.Wrap("migrate: read the table's columns", err)
 	}
 	defer rows.Close()
 	types, key := map[string]string{}, map[int]string{}
@@ -174,7 +153,7 @@ func (ib *Inbox) verify(ctx context.Context, tx *sql.Tx) error {
 		var name, typ string
 		var pos int
 		if err := rows.Scan(&name, &typ, &pos); err != nil {
-			return ib.wrap("migrate: read the table's columns", err)
+			return ib.core.Wrap("migrate: read the table's columns", err)
 		}
 		types[name] = typ
 		if pos > 0 {
@@ -182,7 +161,7 @@ func (ib *Inbox) verify(ctx context.Context, tx *sql.Tx) error {
 		}
 	}
 	if err := rows.Err(); err != nil {
-		return ib.wrap("migrate: read the table's columns", err)
+		return ib.core.Wrap("migrate: read the table's columns", err)
 	}
 	var missing []string
 	for _, c := range slices.Sorted(maps.Keys(requiredColumns)) {
@@ -197,7 +176,7 @@ func (ib *Inbox) verify(ctx context.Context, tx *sql.Tx) error {
 		missing = append(missing, "primary key (consumer, msg_id)")
 	}
 	if len(missing) > 0 {
-		return fmt.Errorf("postgres inbox: migrate: table %q exists but is not an inbox table: it lacks %s", ib.table, strings.Join(missing, ", "))
+		return ib.core.NotInboxTable(missing)
 	}
 	return nil
 }
