@@ -41,34 +41,20 @@ func (ib *Inbox) Process(ctx context.Context, id string, h inbox.Handler) (inbox
 	return ib.core.Process(ctx, id, h)
 }
 
-// Stamp sets the row's processed_at to the database clock, as the
-// transaction's last statement before COMMIT: the retention window counts
-// from the end of the handler's work, however long it took. (The INSERT's
-// time is never committed. Until the commit no purge sees the row: Purge
-// reads the records it deletes without locks, which skips transactions in
+// Unstamped checks, when the stamp changed no row, whether the row is
+// gone or the clock has not moved since the INSERT (the server counts
+// changed rows, not matched ones). (The INSERT's time is never
+// committed. Until the commit no purge sees the row: Purge reads the
+// records it deletes without locks, which skips transactions in
 // progress.)
 //
-// The row must still be the transaction's. When it is not, the
-// transaction it was inserted in has ended (the handler ran a ROLLBACK
-// statement, or swallowed an error after which the server had rolled it
-// back) and the handler's later statements ran outside it: committing
-// would report a message processed that no record keeps.
-func (dialect) Stamp(ctx context.Context, tx *sql.Tx, st sqlinbox.Statements, consumer, id string) error {
-	res, err := tx.ExecContext(ctx, st.Stamp, consumer, id)
-	if errors.Is(err, sql.ErrTxDone) {
-		return txproc.ErrEndedTx
-	}
-	if err != nil {
-		return err
-	}
-	n, err := res.RowsAffected()
-	if err != nil || n == 1 {
-		return err
-	}
-	// No row changed: gone, or the clock has not moved since the INSERT
-	// (the server counts changed rows, not matched ones).
+// The row is gone when the transaction it was inserted in has ended (the
+// handler ran a ROLLBACK statement, or swallowed an error after which
+// the server had rolled it back) and the handler's later statements ran
+// outside it.
+func (dialect) Unstamped(ctx context.Context, tx *sql.Tx, st sqlinbox.Statements, consumer, id string) error {
 	var one int
-	err = tx.QueryRowContext(ctx, st.Contains, consumer, id).Scan(&one)
+	err := tx.QueryRowContext(ctx, st.Contains, consumer, id).Scan(&one)
 	if errors.Is(err, sql.ErrNoRows) {
 		return &txproc.HandlerError{Err: errors.New("the message's record is no longer in the handler's transaction: the transaction ended inside the handler, by a ROLLBACK statement or after an error the handler did not return")}
 	}

@@ -69,13 +69,6 @@ func (dialect) PurgeBatch(ctx context.Context, tx *sql.Tx, st sqlinbox.Statement
 		return 0, 0, nil
 	}
 	ids := strings.Repeat("?, ", found-1) + "?"
-	res, err := tx.ExecContext(ctx, strings.Replace(st.Purge, "{ids}", ids, 1), args...)
-	if err != nil {
-		return 0, 0, err
-	}
-	n, err := res.RowsAffected()
-	if err != nil {
-		return 0, 0, err
-	}
-	return found, int(n), nil
+	deleted, err = sqlinbox.Exec(ctx, tx, strings.Replace(st.Purge, "{ids}", ids, 1), args...)
+	return found, deleted, err
 }

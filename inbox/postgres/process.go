@@ -5,7 +5,6 @@ import (
 	"database/sql"
 	"database/sql/driver"
 	"errors"
-	"fmt"
 
 	"github.com/outboxrelay/outboxrelay/inbox"
 	"github.com/outboxrelay/outboxrelay/inbox/internal/sqlinbox"
@@ -42,34 +41,13 @@ func (ib *Inbox) Process(ctx context.Context, id string, h inbox.Handler) (inbox
 	return ib.core.Process(ctx, id, h)
 }
 
-// Stamp sets the row's processed_at to the database clock, as the
-// transaction's last statement before COMMIT: the retention window counts
-// from the end of the handler's work, however long it took. (Until the
-// commit no purge sees the row: PostgreSQL shows no transaction another's
-// uncommitted rows.)
-//
-// The row must still be the transaction's own (its xmin the
-// transaction's ID). When it is not, the transaction it was inserted in
-// has ended inside the handler (a ROLLBACK or COMMIT statement) and the
-// handler's later statements ran outside it; when a statement failed and
-// the handler swallowed the error, PostgreSQL refuses every statement
-// until the rollback (in_failed_sql_transaction). Either way, committing
-// would report a message processed that no record keeps, or whose writes
-// are partly lost.
-func (dialect) Stamp(ctx context.Context, tx *sql.Tx, st sqlinbox.Statements, consumer, id string) error {
-	res, err := tx.ExecContext(ctx, st.Stamp, consumer, []byte(id))
-	switch {
-	case errors.Is(err, sql.ErrTxDone):
-		return txproc.ErrEndedTx
-	case pgerr.Classify(err) == pgerr.FailedTransaction:
-		return &txproc.HandlerError{Err: fmt.Errorf("a statement of the handler's transaction failed and the handler did not return its error: %w", err)}
-	case err != nil:
-		return err
-	}
-	n, err := res.RowsAffected()
-	if err != nil || n == 1 {
-		return err
-	}
+// Unstamped: the stamp changes the row only while it is the
+// transaction's own (its xmin the transaction's ID). When it is not, the
+// transaction it was inserted in has ended inside the handler (a
+// ROLLBACK or COMMIT statement) and the handler's later statements ran
+// outside it. (Until the commit no purge sees the row: PostgreSQL shows
+// no transaction another's uncommitted rows.)
+func (dialect) Unstamped(context.Context, *sql.Tx, sqlinbox.Statements, string, string) error {
 	return &txproc.HandlerError{Err: errors.New("the message's record is no longer in the handler's transaction: the transaction ended inside the handler, by a ROLLBACK or COMMIT statement")}
 }
 

@@ -42,13 +42,6 @@ func (ib *Inbox) Purge(ctx context.Context, olderThan time.Duration, batch int) 
 // transaction in progress and locks only the rows it deletes. It finds
 // as many old records as it deletes.
 func (dialect) PurgeBatch(ctx context.Context, tx *sql.Tx, st sqlinbox.Statements, consumer string, olderThan time.Duration, batch int) (found, deleted int, err error) {
-	res, err := tx.ExecContext(ctx, st.Purge, consumer, olderThan.Seconds(), batch)
-	if err != nil {
-		return 0, 0, err
-	}
-	n, err := res.RowsAffected()
-	if err != nil {
-		return 0, 0, err
-	}
-	return int(n), int(n), nil
+	n, err := sqlinbox.Exec(ctx, tx, st.Purge, consumer, olderThan.Seconds(), batch)
+	return n, n, err
 }

@@ -7,8 +7,6 @@ import (
 	"fmt"
 	"maps"
 	"slices"
-	"strconv"
-	"strings"
 
 	"github.com/outboxrelay/outboxrelay/inbox/internal/sqlinbox"
 )
@@ -23,8 +21,7 @@ import (
 const SchemaVersion = 1
 
 // createSQL makes the current version from nothing, and records it. Its
-// names are written {inbox}, {schema_version}, {pkey} and
-// {processed_idx}, the version {version}.
+// table name is written {table}, the version {version}.
 //
 //go:embed schema/create.sql
 var createSQL string
@@ -41,17 +38,7 @@ func SchemaSQL(table string) (string, error) {
 	return sqlinbox.SchemaSQL(dialect{}, table)
 }
 
-// Schema is the statements of create.sql, without comments, with the
-// names of table filled in.
-func (dialect) Schema(table string) []string {
-	return sqlinbox.SplitSchema(createSQL, strings.NewReplacer(
-		"{inbox}", quote(table),
-		"{schema_version}", quote(table+sqlinbox.SchemaVersionSuffix),
-		"{pkey}", quote(table+"_pkey"),
-		"{processed_idx}", quote(table+"_processed_idx"),
-		"{version}", strconv.Itoa(SchemaVersion),
-	))
-}
+func (dialect) Schema() (string, int) { return createSQL, SchemaVersion }
 
 // Migrate creates the inbox table, its index and <table>_schema_version
 // if they do not exist, records the schema version, and checks that the
@@ -67,44 +54,21 @@ func (dialect) Schema(table string) []string {
 // lacks; one recorded at a newer schema version than this build knows
 // fails too.
 func (ib *Inbox) Migrate(ctx context.Context) error {
-	tx, err := ib.core.DB().BeginTx(ctx, &sql.TxOptions{Isolation: sql.LevelReadCommitted})
+	return ib.core.Migrate(ctx)
+}
+
+// migration is one Migrate in one transaction, DDL and all.
+type migration struct {
+	tx    *sql.Tx
+	table string
+}
+
+func (dialect) BeginMigration(ctx context.Context, db *sql.DB, table string) (sqlinbox.Migration, error) {
+	tx, err := db.BeginTx(ctx, &sql.TxOptions{Isolation: sql.LevelReadCommitted})
 	if err != nil {
-		return ib.core.Wrap("migrate", err)
+		return nil, err
 	}
-	defer func() { _ = tx.Rollback() }()
-	if _, err := tx.ExecContext(ctx, migrationLockSQL, ib.Table()); err != nil {
-		return ib.core.Wrap("migrate: wait for other instances' Migrate", err)
-	}
-	version, err := ib.recordedVersion(ctx, tx)
-	if err != nil {
-		return ib.core.Wrap("migrate: read the schema version", err)
-	}
-	if err := ib.core.CheckVersion(version, SchemaVersion); err != nil {
-		return err
-	}
-	if version < SchemaVersion {
-		// A table of that name the inbox did not make is refused before
-		// any DDL touches it.
-		if exists, err := ib.exists(ctx, tx, ib.Table()); err != nil {
-			return ib.core.Wrap("migrate: look for the table", err)
-		} else if exists {
-			if err := ib.verify(ctx, tx); err != nil {
-				return err
-			}
-		}
-		for _, st := range (dialect{}).Schema(ib.Table()) {
-			if _, err := tx.ExecContext(ctx, st); err != nil {
-				return ib.core.Wrap("migrate to schema version "+strconv.Itoa(SchemaVersion), err)
-			}
-		}
-	}
-	if err := ib.verify(ctx, tx); err != nil {
-		return err
-	}
-	if err := tx.Commit(); err != nil {
-		return ib.core.Wrap("migrate: commit", err)
-	}
-	return nil
+	return &migration{tx: tx, table: table}, nil
 }
 
 // migrationLockSQL takes the advisory lock that makes Migrates of one
@@ -112,23 +76,22 @@ func (ib *Inbox) Migrate(ctx context.Context) error {
 // (advisory locks are) and table name.
 const migrationLockSQL = "SELECT pg_advisory_xact_lock(hashtextextended('outboxrelay inbox ' || $1, 0))"
 
-// recordedVersion reads the highest recorded schema version; 0 when
-// there is no record.
-func (ib *Inbox) recordedVersion(ctx context.Context, tx *sql.Tx) (int, error) {
-	if exists, err := ib.exists(ctx, tx, ib.Table()+sqlinbox.SchemaVersionSuffix); err != nil || !exists {
+func (m *migration) Lock(ctx context.Context) error {
+	_, err := m.tx.ExecContext(ctx, migrationLockSQL, m.table)
+	return err
+}
+
+// Version reads the highest recorded schema version; 0 when there is no
+// record.
+func (m *migration) Version(ctx context.Context) (int, error) {
+	versions := quote(m.table + sqlinbox.SchemaVersionSuffix)
+	var exists bool
+	if err := m.tx.QueryRowContext(ctx, "SELECT to_regclass($1) IS NOT NULL", versions).Scan(&exists); err != nil || !exists {
 		return 0, err
 	}
 	var v sql.NullInt64
-	err := tx.QueryRowContext(ctx, "SELECT max(version) FROM "+quote(ib.Table()+sqlinbox.SchemaVersionSuffix)).Scan(&v)
+	err := m.tx.QueryRowContext(ctx, "SELECT max(version) FROM "+versions).Scan(&v)
 	return int(v.Int64), err
-}
-
-// exists reports whether the search_path finds a table (or a view) of
-// that name.
-func (ib *Inbox) exists(ctx context.Context, tx *sql.Tx, table string) (bool, error) {
-	var exists bool
-	err := tx.QueryRowContext(ctx, "SELECT to_regclass($1) IS NOT NULL", quote(table)).Scan(&exists)
-	return exists, err
 }
 
 // verifySQL lists the columns of a table, with their types and whether
@@ -139,13 +102,13 @@ const verifySQL = `SELECT a.attname, format_type(a.atttypid, NULL),
   FROM pg_attribute a
  WHERE a.attrelid = to_regclass($1) AND a.attnum > 0 AND NOT a.attisdropped`
 
-// verify checks that the table has the columns the inbox needs, of the
+// Lacks checks that the table has the columns the inbox needs, of the
 // types it writes, and the primary key (consumer, msg_id) its ON
-// CONFLICT names.
-func (ib *Inbox) verify(ctx context.Context, tx *sql.Tx) error {
-	rows, err := tx.QueryContext(ctx, verifySQL, quote(ib.Table()))
+// CONFLICT names. A table the search_path does not find has no columns.
+func (m *migration) Lacks(ctx context.Context) (exists bool, missing []string, err error) {
+	rows, err := m.tx.QueryContext(ctx, verifySQL, quote(m.table))
 	if err != nil {
-		return ib.core.Wrap("migrate: read the table's columns", err)
+		return false, nil, err
 	}
 	defer rows.Close()
 	types, key := map[string]string{}, map[int]string{}
@@ -153,7 +116,7 @@ func (ib *Inbox) verify(ctx context.Context, tx *sql.Tx) error {
 		var name, typ string
 		var pos int
 		if err := rows.Scan(&name, &typ, &pos); err != nil {
-			return ib.core.Wrap("migrate: read the table's columns", err)
+			return false, nil, err
 		}
 		types[name] = typ
 		if pos > 0 {
@@ -161,9 +124,8 @@ func (ib *Inbox) verify(ctx context.Context, tx *sql.Tx) error {
 		}
 	}
 	if err := rows.Err(); err != nil {
-		return ib.core.Wrap("migrate: read the table's columns", err)
+		return false, nil, err
 	}
-	var missing []string
 	for _, c := range slices.Sorted(maps.Keys(requiredColumns)) {
 		switch typ, ok := types[c]; {
 		case !ok:
@@ -175,8 +137,15 @@ func (ib *Inbox) verify(ctx context.Context, tx *sql.Tx) error {
 	if len(missing) == 0 && (len(key) != 2 || key[1] != "consumer" || key[2] != "msg_id") {
 		missing = append(missing, "primary key (consumer, msg_id)")
 	}
-	if len(missing) > 0 {
-		return ib.core.NotInboxTable(missing)
-	}
-	return nil
+	return len(types) > 0, missing, nil
 }
+
+func (m *migration) Exec(ctx context.Context, statement string) error {
+	_, err := m.tx.ExecContext(ctx, statement)
+	return err
+}
+
+func (m *migration) Commit() error { return m.tx.Commit() }
+
+// Close rolls back what Commit did not keep, which releases the lock.
+func (m *migration) Close() { _ = m.tx.Rollback() }

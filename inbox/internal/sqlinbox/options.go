@@ -1,6 +1,7 @@
 package sqlinbox
 
 import (
+	"cmp"
 	"database/sql"
 	"errors"
 	"fmt"
@@ -44,18 +45,10 @@ type Options struct {
 // WithDefaults fills in the defaults: DefaultTable, DefaultMaxAttempts,
 // READ COMMITTED, slog.Default().
 func (o Options) WithDefaults() Options {
-	if o.Table == "" {
-		o.Table = DefaultTable
-	}
-	if o.MaxAttempts == 0 {
-		o.MaxAttempts = DefaultMaxAttempts
-	}
-	if o.Isolation == sql.LevelDefault {
-		o.Isolation = sql.LevelReadCommitted
-	}
-	if o.Logger == nil {
-		o.Logger = slog.Default()
-	}
+	o.Table = cmp.Or(o.Table, DefaultTable)
+	o.MaxAttempts = cmp.Or(o.MaxAttempts, DefaultMaxAttempts)
+	o.Isolation = cmp.Or(o.Isolation, sql.LevelReadCommitted) // over sql.LevelDefault
+	o.Logger = cmp.Or(o.Logger, slog.Default())
 	return o
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"fmt"
 
 	"github.com/outboxrelay/outboxrelay/inbox"
 	"github.com/outboxrelay/outboxrelay/inbox/internal/txproc"
@@ -15,7 +16,7 @@ func (ib *Inbox) Process(ctx context.Context, id string, h inbox.Handler) (inbox
 	return txproc.Process(ctx, txproc.Params{
 		What: ib.d.Name(), Consumer: ib.opts.Consumer, MaxAttempts: ib.opts.MaxAttempts,
 		Observer: ib.opts.Observer, Log: ib.log,
-		Once: ib.processOnce, Transient: ib.d.IsTransient, Wrap: ib.Wrap,
+		Once: ib.processOnce, Transient: ib.d.IsTransient, Wrap: ib.wrap,
 	}, id, h)
 }
 
@@ -39,7 +40,7 @@ func (ib *Inbox) processOnce(ctx context.Context, id string, h inbox.Handler) (i
 		}
 		return 0, &txproc.HandlerError{Err: err}
 	}
-	if err := ib.d.Stamp(ctx, tx, ib.sql, ib.opts.Consumer, id); err != nil {
+	if err := ib.stamp(ctx, tx, id); err != nil {
 		return 0, err
 	}
 	if err := tx.Commit(); err != nil {
@@ -57,13 +58,31 @@ func (ib *Inbox) processOnce(ctx context.Context, id string, h inbox.Handler) (i
 // any: MySQL fails it with a duplicate key, PostgreSQL's ON CONFLICT DO
 // NOTHING inserts no row.
 func (ib *Inbox) insert(ctx context.Context, tx *sql.Tx, id string) (bool, error) {
-	res, err := tx.ExecContext(ctx, ib.sql.Insert, ib.opts.Consumer, ib.d.IDArg(id))
-	if err != nil {
-		if ib.d.IsDuplicateKey(err) {
-			return false, nil
-		}
-		return false, err
+	n, err := Exec(ctx, tx, ib.sql.Insert, ib.opts.Consumer, ib.d.IDArg(id))
+	if ib.d.IsDuplicateKey(err) {
+		return false, nil
 	}
-	n, err := res.RowsAffected()
 	return n == 1, err
+}
+
+// stamp sets the row's processed_at to the database clock, as the
+// transaction's last statement before COMMIT: the retention window
+// counts from the end of the handler's work, however long it took.
+//
+// The row must still be the transaction's own. When it is not, the
+// handler ended the transaction (a ROLLBACK or COMMIT statement), or a
+// statement of it failed and the handler did not return the error, and
+// committing would report a message processed that no record keeps, or
+// whose writes are partly lost: that is the handler's failure.
+func (ib *Inbox) stamp(ctx context.Context, tx *sql.Tx, id string) error {
+	n, err := Exec(ctx, tx, ib.sql.Stamp, ib.opts.Consumer, ib.d.IDArg(id))
+	switch {
+	case errors.Is(err, sql.ErrTxDone):
+		return txproc.ErrEndedTx
+	case ib.d.IsFailedTransaction(err):
+		return &txproc.HandlerError{Err: fmt.Errorf("a statement of the handler's transaction failed and the handler did not return its error: %w", err)}
+	case err != nil || n == 1:
+		return err
+	}
+	return ib.d.Unstamped(ctx, tx, ib.sql, ib.opts.Consumer, id)
 }

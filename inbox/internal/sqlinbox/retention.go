@@ -31,12 +31,12 @@ func (ib *Inbox) Purge(ctx context.Context, olderThan time.Duration, batch int) 
 	}()
 	for {
 		if err := ctx.Err(); err != nil {
-			return deleted, ib.Wrap("purge", err)
+			return deleted, ib.wrap("purge", err)
 		}
 		found, n, err := ib.purgeBatch(ctx, olderThan, batch)
 		deleted += n
 		if err != nil {
-			return deleted, ib.Wrap("purge", err)
+			return deleted, ib.wrap("purge", err)
 		}
 		if found < batch {
 			return deleted, nil
