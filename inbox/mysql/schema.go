@@ -30,28 +30,7 @@ var createSQL string
 // writes.
 var requiredColumns = []string{"consumer", "msg_id", "processed_at"}
 
-// SchemaSQL returns the SQL that creates the inbox table named table at
-// the current SchemaVersion, with its names filled in, for a migration
-// tool (golang-migrate, goose, atlas) or a DBA to apply instead of
-// Migrate. Migrate runs the same statements.
-func SchemaSQL(table string) (string, error) {
-	return sqlinbox.SchemaSQL(dialect{}, table)
-}
-
 func (dialect) Schema() (string, int) { return createSQL, SchemaVersion }
-
-// Migrate creates the inbox table and <table>_schema_version if they do
-// not exist, records the schema version, and checks that the table has
-// the columns the inbox needs. It is idempotent and safe to run from
-// several instances at start-up: they take turns on a named lock
-// (GET_LOCK). When the table is already current it runs no DDL, so a
-// database user without CREATE rights may call it. A table of the same
-// name that the inbox did not make fails, before any DDL, with an error
-// naming what it lacks; one recorded at a newer schema version than this
-// build knows fails too.
-func (ib *Inbox) Migrate(ctx context.Context) error {
-	return ib.core.Migrate(ctx)
-}
 
 // migration is one Migrate on a connection of its own: MySQL commits
 // each DDL statement as it runs, so there is no transaction to hold.

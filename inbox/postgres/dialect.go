@@ -1,16 +1,23 @@
 package postgres
 
 import (
+	"context"
+	"database/sql"
+	"database/sql/driver"
+	"errors"
 	"regexp"
+	"time"
 
 	"github.com/outboxrelay/outboxrelay/inbox/internal/sqlinbox"
+	"github.com/outboxrelay/outboxrelay/inbox/internal/txproc"
 	"github.com/outboxrelay/outboxrelay/internal/pgerr"
 )
 
 // dialect is PostgreSQL's part of the inbox (sqlinbox has the rest): the
-// SQL below, the error classification of internal/pgerr, and
-// Unstamped, IsHandlerConflict, PurgeBatch and Schema beside what they
-// serve.
+// SQL, the error classification of internal/pgerr, and below them how a
+// stamp that changed no row is told, which of a handler's errors are
+// conflicts, and how a purge picks its batch. The schema and the
+// migration are in schema.go.
 type dialect struct{}
 
 var _ sqlinbox.Dialect = dialect{}
@@ -70,4 +77,42 @@ func (dialect) IsNoTable(err error) bool      { return pgerr.Classify(err) == pg
 // rollback (in_failed_sql_transaction).
 func (dialect) IsFailedTransaction(err error) bool {
 	return pgerr.Classify(err) == pgerr.FailedTransaction
+}
+
+// Unstamped: the stamp changes the row only while it is the
+// transaction's own (its xmin the transaction's ID). When it is not, the
+// transaction it was inserted in has ended inside the handler (a
+// ROLLBACK or COMMIT statement) and the handler's later statements ran
+// outside it. (Until the commit no purge sees the row: PostgreSQL shows
+// no transaction another's uncommitted rows.)
+func (dialect) Unstamped(context.Context, *sql.Tx, sqlinbox.Statements, string, string) error {
+	return &txproc.HandlerError{Err: errors.New("the message's record is no longer in the handler's transaction: the transaction ended inside the handler, by a ROLLBACK or COMMIT statement")}
+}
+
+// IsHandlerConflict reports whether a handler's error is the database's
+// conflict (not, say, a timeout of a network call the handler made): a
+// server error with a transient SQLSTATE, a connection database/sql or
+// the driver found broken, or a network error when the transaction's own
+// connection turns out to be gone as well.
+func (dialect) IsHandlerConflict(ctx context.Context, tx *sql.Tx, err error) bool {
+	if _, ok := pgerr.SQLState(err); ok {
+		return pgerr.IsTransient(err)
+	}
+	if errors.Is(err, driver.ErrBadConn) || errors.Is(err, sql.ErrConnDone) {
+		return true
+	}
+	if pgerr.Classify(err) != pgerr.Connection {
+		return false
+	}
+	_, perr := tx.ExecContext(ctx, "SELECT 1")
+	return perr != nil && pgerr.Classify(perr) == pgerr.Connection
+}
+
+// PurgeBatch is one batch of Purge: one DELETE in a READ COMMITTED
+// transaction of its own (whatever the server's default), which sees no
+// transaction in progress and locks only the rows it deletes. It finds
+// as many old records as it deletes.
+func (dialect) PurgeBatch(ctx context.Context, tx *sql.Tx, st sqlinbox.Statements, consumer string, olderThan time.Duration, batch int) (found, deleted int, err error) {
+	n, err := sqlinbox.Exec(ctx, tx, st.Purge, consumer, olderThan.Seconds(), batch)
+	return n, n, err
 }

@@ -30,32 +30,7 @@ var createSQL string
 // writes, with their types.
 var requiredColumns = map[string]string{"consumer": "text", "msg_id": "bytea", "processed_at": "timestamp with time zone"}
 
-// SchemaSQL returns the SQL that creates the inbox table named table at
-// the current SchemaVersion, with its names filled in, for a migration
-// tool (golang-migrate, goose, atlas) or a DBA to apply instead of
-// Migrate. Migrate runs the same statements, in one transaction.
-func SchemaSQL(table string) (string, error) {
-	return sqlinbox.SchemaSQL(dialect{}, table)
-}
-
 func (dialect) Schema() (string, int) { return createSQL, SchemaVersion }
-
-// Migrate creates the inbox table, its index and <table>_schema_version
-// if they do not exist, records the schema version, and checks that the
-// table has the columns and the primary key the inbox needs. It runs in
-// one transaction, so a failure leaves nothing half made. It is
-// idempotent and safe to run from several instances at start-up: they
-// take turns on a transaction-scoped advisory lock
-// (pg_advisory_xact_lock, keyed by the table's name), which the commit
-// releases, and which also keeps two CREATE TABLE IF NOT EXISTS from
-// racing. When the table is already current it runs no DDL, so a
-// database user without CREATE rights may call it. A table of the same
-// name that the inbox did not make fails with an error naming what it
-// lacks; one recorded at a newer schema version than this build knows
-// fails too.
-func (ib *Inbox) Migrate(ctx context.Context) error {
-	return ib.core.Migrate(ctx)
-}
 
 // migration is one Migrate in one transaction, DDL and all.
 type migration struct {
