@@ -2,4 +2,4 @@ package mysql
 
 // PurgeOldestSQL is the statement with which Purge reads a batch, for
 // the plan tests.
-func (ib *Inbox) PurgeOldestSQL() string { return ib.sql.purgeOldest }
+func (ib *Inbox) PurgeOldestSQL() string { return ib.core.Statements().PurgeOldest }

@@ -22,9 +22,9 @@ func TestOptionsDefaults(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, DefaultTable, ib.Table())
 	require.Equal(t, "activity", ib.Consumer())
-	require.Equal(t, DefaultMaxAttempts, ib.opts.MaxAttempts)
-	require.Equal(t, sql.LevelReadCommitted, ib.txOpts.Isolation)
-	require.NotNil(t, ib.log)
+	require.Equal(t, DefaultMaxAttempts, ib.core.Options().MaxAttempts)
+	require.Equal(t, sql.LevelReadCommitted, ib.core.Options().Isolation)
+	require.NotNil(t, ib.core.Options().Logger)
 }
 
 func TestOptionsOverrides(t *testing.T) {
@@ -33,9 +33,9 @@ func TestOptionsOverrides(t *testing.T) {
 		Isolation: sql.LevelRepeatableRead, Logger: logger})
 	require.NoError(t, err)
 	require.Equal(t, "activity_inbox", ib.Table())
-	require.Equal(t, 3, ib.opts.MaxAttempts)
-	require.Equal(t, sql.LevelRepeatableRead, ib.txOpts.Isolation)
-	require.Same(t, logger, ib.opts.Logger)
+	require.Equal(t, 3, ib.core.Options().MaxAttempts)
+	require.Equal(t, sql.LevelRepeatableRead, ib.core.Options().Isolation)
+	require.Same(t, logger, ib.core.Options().Logger)
 }
 
 func TestOptionsValidation(t *testing.T) {

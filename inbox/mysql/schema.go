@@ -5,10 +5,10 @@ import (
 	"database/sql"
 	"database/sql/driver"
 	_ "embed"
-	"fmt"
-	"strconv"
 	"strings"
 	"time"
+
+	"github.com/outboxrelay/outboxrelay/inbox/internal/sqlinbox"
 )
 
 // SchemaVersion is the version of the inbox schema this build makes and
@@ -21,8 +21,7 @@ import (
 const SchemaVersion = 1
 
 // createSQL makes the current version from nothing, and records it. Its
-// table names are written {inbox} and {schema_version}, the version
-// {version}.
+// table name is written {table}, the version {version}.
 //
 //go:embed schema/create.sql
 var createSQL string
@@ -31,128 +30,22 @@ var createSQL string
 // writes.
 var requiredColumns = []string{"consumer", "msg_id", "processed_at"}
 
-// SchemaSQL returns the SQL that creates the inbox table named table at
-// the current SchemaVersion, with its names filled in, for a migration
-// tool (golang-migrate, goose, atlas) or a DBA to apply instead of
-// Migrate. Migrate runs the same statements.
-func SchemaSQL(table string) (string, error) {
-	opts := Options{Table: table, Consumer: "x"}.withDefaults()
-	if err := opts.validate(); err != nil {
-		return "", err
-	}
-	var b strings.Builder
-	for _, st := range schemaStatements(opts.Table) {
-		fmt.Fprintf(&b, "%s;\n\n", st)
-	}
-	return strings.TrimSuffix(b.String(), "\n"), nil
+func (dialect) Schema() (string, int) { return createSQL, SchemaVersion }
+
+// migration is one Migrate on a connection of its own: MySQL commits
+// each DDL statement as it runs, so there is no transaction to hold.
+type migration struct {
+	conn   *sql.Conn
+	table  string
+	locked bool
 }
 
-// schemaStatements are the statements of create.sql, without comments,
-// with the names of table filled in.
-func schemaStatements(table string) []string {
-	names := strings.NewReplacer(
-		"{inbox}", "`"+table+"`",
-		"{schema_version}", "`"+table+schemaVersionSuffix+"`",
-		"{version}", strconv.Itoa(SchemaVersion),
-	)
-	var out []string
-	for _, chunk := range strings.Split(createSQL, ";\n") {
-		var lines []string
-		for _, line := range strings.Split(chunk, "\n") {
-			if !strings.HasPrefix(line, "--") {
-				lines = append(lines, line)
-			}
-		}
-		if st := strings.TrimSpace(strings.Join(lines, "\n")); st != "" {
-			out = append(out, names.Replace(st))
-		}
-	}
-	return out
-}
-
-const schemaVersionSuffix = "_schema_version"
-
-// Migrate creates the inbox table and <table>_schema_version if they do
-// not exist, records the schema version, and checks that the table has
-// the columns the inbox needs. It is idempotent and safe to run from
-// several instances at start-up: they take turns on a named lock
-// (GET_LOCK). When the table is already current it runs no DDL, so a
-// database user without CREATE rights may call it. A table of the same
-// name that the inbox did not make fails with an error naming what it
-// lacks; one recorded at a newer schema version than this build knows
-// fails too.
-func (ib *Inbox) Migrate(ctx context.Context) error {
-	conn, err := ib.db.Conn(ctx)
+func (dialect) BeginMigration(ctx context.Context, db *sql.DB, table string) (sqlinbox.Migration, error) {
+	conn, err := db.Conn(ctx)
 	if err != nil {
-		return ib.wrap("migrate", err)
+		return nil, err
 	}
-	locked := false
-	defer func() { ib.closeSession(conn, locked) }()
-	if err := ib.lockMigration(ctx, conn); err != nil {
-		return err
-	}
-	locked = true
-	version, err := ib.recordedVersion(ctx, conn)
-	if err != nil {
-		return ib.wrap("migrate: read the schema version", err)
-	}
-	switch {
-	case version > SchemaVersion:
-		return fmt.Errorf("mysql inbox: migrate: table %q is at schema version %d, newer than this build's %d: upgrade the module", ib.table, version, SchemaVersion)
-	case version < SchemaVersion:
-		for _, st := range schemaStatements(ib.table) {
-			if _, err := conn.ExecContext(ctx, st); err != nil {
-				return ib.wrap("migrate to schema version "+strconv.Itoa(SchemaVersion), err)
-			}
-		}
-	}
-	return ib.verify(ctx, conn)
-}
-
-// recordedVersion reads the highest recorded schema version; 0 when
-// there is no record.
-func (ib *Inbox) recordedVersion(ctx context.Context, conn *sql.Conn) (int, error) {
-	var v sql.NullInt64
-	err := conn.QueryRowContext(ctx, "SELECT MAX(version) FROM `"+ib.table+schemaVersionSuffix+"`").Scan(&v)
-	if isNoTable(err) {
-		return 0, nil
-	}
-	return int(v.Int64), err
-}
-
-// verify checks that the table has the columns the inbox needs and the
-// primary key (consumer, msg_id).
-func (ib *Inbox) verify(ctx context.Context, conn *sql.Conn) error {
-	rows, err := conn.QueryContext(ctx,
-		"SELECT COLUMN_NAME, COLUMN_KEY FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = ?", ib.table)
-	if err != nil {
-		return ib.wrap("migrate: read the table's columns", err)
-	}
-	defer rows.Close()
-	key := map[string]string{}
-	for rows.Next() {
-		var name, k string
-		if err := rows.Scan(&name, &k); err != nil {
-			return ib.wrap("migrate: read the table's columns", err)
-		}
-		key[strings.ToLower(name)] = k
-	}
-	if err := rows.Err(); err != nil {
-		return ib.wrap("migrate: read the table's columns", err)
-	}
-	var missing []string
-	for _, c := range requiredColumns {
-		if _, ok := key[c]; !ok {
-			missing = append(missing, "column "+c)
-		}
-	}
-	if len(missing) == 0 && (key["consumer"] != "PRI" || key["msg_id"] != "PRI") {
-		missing = append(missing, "primary key (consumer, msg_id)")
-	}
-	if len(missing) > 0 {
-		return fmt.Errorf("mysql inbox: migrate: table %q exists but is not an inbox table: it lacks %s", ib.table, strings.Join(missing, ", "))
-	}
-	return nil
+	return &migration{conn: conn, table: table}, nil
 }
 
 // migrationLockSQL takes the named lock that makes Migrates of one table
@@ -162,33 +55,84 @@ const migrationLockSQL = "SELECT GET_LOCK(CONCAT('outboxrelay_inbox_', LEFT(SHA1
 // migrationUnlockSQL releases the lock migrationLockSQL takes.
 const migrationUnlockSQL = "DO RELEASE_LOCK(CONCAT('outboxrelay_inbox_', LEFT(SHA1(CONCAT(DATABASE(), '.', ?)), 40)))"
 
-// lockMigration takes the migration lock on conn, waiting while another
-// instance migrates, until ctx is done.
-func (ib *Inbox) lockMigration(ctx context.Context, conn *sql.Conn) error {
+// Lock takes the migration lock on the connection, waiting while
+// another instance migrates, until ctx is done.
+func (m *migration) Lock(ctx context.Context) error {
 	for {
 		var got sql.NullInt64
-		if err := conn.QueryRowContext(ctx, migrationLockSQL, ib.table).Scan(&got); err != nil {
-			return ib.wrap("migrate: wait for other instances' Migrate", err)
+		if err := m.conn.QueryRowContext(ctx, migrationLockSQL, m.table).Scan(&got); err != nil {
+			return err
 		}
 		if got.Valid && got.Int64 == 1 {
+			m.locked = true
 			return nil
 		}
 		if err := ctx.Err(); err != nil {
-			return ib.wrap("migrate: wait for other instances' Migrate", err)
+			return err
 		}
 	}
 }
 
-// closeSession gives conn back to the pool with the migration lock
-// released; when that fails, it is closed instead, which releases it.
-func (ib *Inbox) closeSession(conn *sql.Conn, locked bool) {
-	if locked {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		if _, err := conn.ExecContext(ctx, migrationUnlockSQL, ib.table); err != nil {
-			// driver.ErrBadConn makes database/sql close the connection.
-			_ = conn.Raw(func(any) error { return driver.ErrBadConn })
+// Version reads the highest recorded schema version; 0 when there is no
+// record.
+func (m *migration) Version(ctx context.Context) (int, error) {
+	var v sql.NullInt64
+	err := m.conn.QueryRowContext(ctx, "SELECT MAX(version) FROM "+quote(m.table+sqlinbox.SchemaVersionSuffix)).Scan(&v)
+	if (dialect{}).IsNoTable(err) {
+		return 0, nil
+	}
+	return int(v.Int64), err
+}
+
+// Lacks checks that the table has the columns the inbox needs and the
+// primary key (consumer, msg_id).
+func (m *migration) Lacks(ctx context.Context) (exists bool, missing []string, err error) {
+	rows, err := m.conn.QueryContext(ctx,
+		"SELECT COLUMN_NAME, COLUMN_KEY FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = ?", m.table)
+	if err != nil {
+		return false, nil, err
+	}
+	defer rows.Close()
+	key := map[string]string{}
+	for rows.Next() {
+		var name, k string
+		if err := rows.Scan(&name, &k); err != nil {
+			return false, nil, err
+		}
+		key[strings.ToLower(name)] = k
+	}
+	if err := rows.Err(); err != nil {
+		return false, nil, err
+	}
+	for _, c := range requiredColumns {
+		if _, ok := key[c]; !ok {
+			missing = append(missing, "column "+c)
 		}
 	}
-	_ = conn.Close()
+	if len(missing) == 0 && (key["consumer"] != "PRI" || key["msg_id"] != "PRI") {
+		missing = append(missing, "primary key (consumer, msg_id)")
+	}
+	return len(key) > 0, missing, nil
+}
+
+func (m *migration) Exec(ctx context.Context, statement string) error {
+	_, err := m.conn.ExecContext(ctx, statement)
+	return err
+}
+
+// Commit has nothing to do: every statement committed as it ran.
+func (m *migration) Commit() error { return nil }
+
+// Close gives the connection back to the pool with the migration lock
+// released; when that fails, it is closed instead, which releases it.
+func (m *migration) Close() {
+	if m.locked {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if _, err := m.conn.ExecContext(ctx, migrationUnlockSQL, m.table); err != nil {
+			// driver.ErrBadConn makes database/sql close the connection.
+			_ = m.conn.Raw(func(any) error { return driver.ErrBadConn })
+		}
+	}
+	_ = m.conn.Close()
 }

@@ -3,40 +3,37 @@ package postgres
 import (
 	"context"
 	"database/sql"
-	"errors"
-	"fmt"
 	"log/slog"
-	"regexp"
-	"strings"
 	"time"
 
 	"github.com/outboxrelay/outboxrelay/inbox"
-	"github.com/outboxrelay/outboxrelay/inbox/internal/txproc"
+	"github.com/outboxrelay/outboxrelay/inbox/internal/sqlinbox"
 )
 
 // DefaultTable is the table name when Options.Table is empty.
-const DefaultTable = "inbox"
+const DefaultTable = sqlinbox.DefaultTable
 
 // MaxTableLength is the longest table name accepted. It leaves room under
 // PostgreSQL's 63-byte identifier limit for <table>_schema_version.
-const MaxTableLength = 48
+const MaxTableLength = sqlinbox.MaxTableLength
 
 // MaxConsumerLength is the longest consumer name.
-const MaxConsumerLength = txproc.MaxConsumerLength
+const MaxConsumerLength = sqlinbox.MaxConsumerLength
 
 // DefaultMaxAttempts is Options.MaxAttempts' default.
-const DefaultMaxAttempts = txproc.DefaultMaxAttempts
+const DefaultMaxAttempts = sqlinbox.DefaultMaxAttempts
 
 // MaxMaxAttempts is the largest Options.MaxAttempts accepted.
-const MaxMaxAttempts = txproc.MaxMaxAttempts
+const MaxMaxAttempts = sqlinbox.MaxMaxAttempts
+
+// MaxPurgeBatch is the largest batch Purge accepts.
+const MaxPurgeBatch = sqlinbox.MaxPurgeBatch
 
 // DefaultRetention is the retention window the package documents and
 // examples use: processed IDs are kept 7 days (NServiceBus keeps its
 // deduplication records as long by default). Purge takes the window as an
 // argument; the inbox deletes nothing by itself.
 const DefaultRetention = 7 * 24 * time.Hour
-
-var tableNameRE = regexp.MustCompile(`^[a-z_][a-z0-9_]*$`)
 
 // Options configures an Inbox. The zero value, with Consumer set, is
 // every default.
@@ -78,42 +75,11 @@ type Options struct {
 	Logger *slog.Logger
 }
 
-func (o Options) withDefaults() Options {
-	if o.Table == "" {
-		o.Table = DefaultTable
-	}
-	c := o.common().WithDefaults()
-	o.MaxAttempts, o.Isolation, o.Logger = c.MaxAttempts, c.Isolation, c.Logger
-	return o
-}
-
-// common is what o shares with every inbox's options.
-func (o Options) common() txproc.Common {
-	return txproc.Common{Consumer: o.Consumer, MaxAttempts: o.MaxAttempts, Isolation: o.Isolation, Logger: o.Logger}
-}
-
-// validate checks options with defaults filled in; each error names the
-// field and the value.
-func (o Options) validate() error {
-	var errs []error
-	if len(o.Table) > MaxTableLength || !tableNameRE.MatchString(o.Table) {
-		errs = append(errs, fmt.Errorf("postgres inbox: Table %q: must be lower-case letters, digits and underscores, not starting with a digit, at most %d characters", o.Table, MaxTableLength))
-	}
-	errs = append(errs, o.common().Validate("postgres inbox")...)
-	return errors.Join(errs...)
-}
-
 // Inbox is the inbox.Inbox of one consumer on PostgreSQL 13+. It is safe
 // for concurrent use, by many goroutines and by many processes on one
 // database.
 type Inbox struct {
-	db       *sql.DB
-	table    string // validated, unquoted
-	consumer string
-	opts     Options
-	txOpts   *sql.TxOptions
-	log      *slog.Logger
-	sql      statements
+	core *sqlinbox.Inbox
 }
 
 var _ inbox.Inbox = (*Inbox)(nil)
@@ -124,91 +90,103 @@ var _ inbox.Inbox = (*Inbox)(nil)
 // database; call Migrate once (say, at start-up) to create the table.
 // Invalid options fail with an error naming the field.
 func New(db *sql.DB, opts Options) (*Inbox, error) {
-	if db == nil {
-		return nil, errors.New("postgres inbox: db is nil")
-	}
-	opts = opts.withDefaults()
-	if err := opts.validate(); err != nil {
+	// sqlinbox.Options has the fields of Options, in their order.
+	core, err := sqlinbox.New(db, dialect{}, sqlinbox.Options(opts))
+	if err != nil {
 		return nil, err
 	}
-	return &Inbox{
-		db:       db,
-		table:    opts.Table,
-		consumer: opts.Consumer,
-		opts:     opts,
-		txOpts:   &sql.TxOptions{Isolation: opts.Isolation},
-		log:      opts.Logger.With(slog.String("inbox", opts.Table), slog.String("consumer", opts.Consumer)),
-		sql:      newStatements(opts.Table),
-	}, nil
+	return &Inbox{core: core}, nil
 }
 
 // Table returns the name of the inbox table.
-func (ib *Inbox) Table() string { return ib.table }
+func (ib *Inbox) Table() string { return ib.core.Options().Table }
 
 // Consumer returns the consumer name.
-func (ib *Inbox) Consumer() string { return ib.consumer }
+func (ib *Inbox) Consumer() string { return ib.core.Options().Consumer }
 
 // Contains reports whether the consumer has processed message id (and
 // retention has not deleted the record yet). For tests and operators; it
 // is safe for concurrent use.
 func (ib *Inbox) Contains(ctx context.Context, id string) (bool, error) {
-	if err := inbox.ValidateID(id); err != nil {
-		return false, fmt.Errorf("postgres inbox: contains: %w", err)
-	}
-	var one int
-	err := ib.db.QueryRowContext(ctx, ib.sql.contains, ib.consumer, []byte(id)).Scan(&one)
-	switch {
-	case errors.Is(err, sql.ErrNoRows):
-		return false, nil
-	case err != nil:
-		return false, ib.wrap("contains", err)
-	}
-	return true, nil
+	return ib.core.Contains(ctx, id)
 }
 
-// statements are the inbox's SQL with its table name filled in. msg_id
-// is bytea: every ID is passed as its UTF-8 bytes.
-type statements struct {
-	insert, stamp, contains, purge string
+// Process runs h once per message id of the inbox's consumer: in one
+// transaction it inserts the row (consumer, id), runs h, sets the row's
+// processed_at to the database clock (the transaction's last statement:
+// the retention window counts from there), and commits. An id already
+// recorded returns inbox.Duplicate without running h. An error from h (or
+// a panic, as an *inbox.PanicError) rolls back the row and h's writes and
+// is returned: the message can be processed again.
+//
+// The row's primary key does the duplicate check: INSERT … ON CONFLICT
+// DO NOTHING. A concurrent Process of the same id (another goroutine,
+// process or host) waits in its INSERT until the transaction holding the
+// row ends: it then inserts nothing (inbox.Duplicate) if that transaction
+// committed, and inserts the row and runs h if it rolled back. Waiting
+// redeliveries never deadlock each other, and no unique violation is
+// raised. A transaction rolled back by a deadlock (handlers locking
+// shared rows in different orders), a serialization failure (under
+// REPEATABLE READ or SERIALIZABLE), a lock timeout (lock_timeout) or a
+// lost connection is begun again, after a randomised backoff, up to
+// Options.MaxAttempts transactions; h is called again in the new one. A
+// conflict error that h returns counts the same, provided it is the
+// database's (h must return it, not swallow it). A commit whose
+// connection was lost is tried again too: the new transaction finds the
+// row if the commit had applied, and returns inbox.Duplicate.
+//
+// When ctx is done, Process stops and returns ctx's error, wrapped.
+func (ib *Inbox) Process(ctx context.Context, id string, h inbox.Handler) (inbox.Result, error) {
+	return ib.core.Process(ctx, id, h)
 }
 
-func newStatements(table string) statements {
-	r := strings.NewReplacer("{inbox}", quote(table))
-	return statements{
-		// The primary key is the arbiter: a second INSERT of a key waits
-		// for the transaction holding it, then inserts nothing if it
-		// committed.
-		insert: r.Replace(`INSERT INTO {inbox} (consumer, msg_id, processed_at) VALUES ($1, $2, clock_timestamp())
- ON CONFLICT (consumer, msg_id) DO NOTHING`),
-		// The last statement before COMMIT; xmin proves the row is still
-		// this transaction's own (see stamp).
-		stamp: r.Replace(`UPDATE {inbox} SET processed_at = clock_timestamp()
- WHERE consumer = $1 AND msg_id = $2 AND xmin = pg_current_xact_id()::xid`),
-		contains: r.Replace(`SELECT 1 FROM {inbox} WHERE consumer = $1 AND msg_id = $2`),
-		// The oldest rows of one consumer through the index (consumer,
-		// processed_at), locked as they are read; a row another
-		// transaction holds (another purge's) is skipped, not waited for.
-		// Rows of transactions in progress are invisible to it. The rows
-		// are then deleted by their physical address (ctid, stable while
-		// the row is locked): a Tid Scan, where a join on the key let the
-		// planner hash the whole table.
-		purge: r.Replace(`DELETE FROM {inbox} WHERE ctid = ANY (ARRAY(
-  SELECT ctid FROM {inbox}
-   WHERE consumer = $1 AND processed_at < statement_timestamp() - make_interval(secs => $2)
-   ORDER BY processed_at
-   LIMIT $3
-   FOR UPDATE SKIP LOCKED))`),
-	}
+// Purge deletes the consumer's records of messages processed longer ago
+// than olderThan (on the database clock), oldest first, and returns how
+// many it deleted. A record's age counts from the end of its handler's
+// transaction (see Process), so a message whose handler ran longer than
+// olderThan is kept as long as any other; a message whose handler is
+// still running is neither deleted nor waited for (its row is invisible
+// to every other transaction until it commits).
+//
+// It deletes in batches of at most batch rows, each one short
+// transaction of its own (one DELETE), until a batch deletes fewer than
+// batch rows; ctx ends it between batches. A batch reads the oldest
+// records through the index (consumer, processed_at), so it reads about
+// as many rows as it deletes, however large the table, and it locks them
+// with SKIP LOCKED: purges running at once on several instances delete
+// different rows and never wait for each other. Other consumers' records
+// are never touched. A deadlock, serialization failure, lock timeout or
+// lost connection is retried (a batch is idempotent). Purge is safe for
+// concurrent use.
+//
+// A message redelivered after its record was purged is processed again:
+// the retention window must be longer than any redelivery can be late
+// (DefaultRetention, 7 days, is the documented choice).
+func (ib *Inbox) Purge(ctx context.Context, olderThan time.Duration, batch int) (int, error) {
+	return ib.core.Purge(ctx, olderThan, batch)
 }
 
-// quote quotes a validated identifier.
-func quote(name string) string { return `"` + name + `"` }
+// Migrate creates the inbox table, its index and <table>_schema_version
+// if they do not exist, records the schema version, and checks that the
+// table has the columns and the primary key the inbox needs. It runs in
+// one transaction, so a failure leaves nothing half made. It is
+// idempotent and safe to run from several instances at start-up: they
+// take turns on a transaction-scoped advisory lock
+// (pg_advisory_xact_lock, keyed by the table's name), which the commit
+// releases, and which also keeps two CREATE TABLE IF NOT EXISTS from
+// racing. When the table is already current it runs no DDL, so a
+// database user without CREATE rights may call it. A table of the same
+// name that the inbox did not make fails with an error naming what it
+// lacks; one recorded at a newer schema version than this build knows
+// fails too.
+func (ib *Inbox) Migrate(ctx context.Context) error {
+	return ib.core.Migrate(ctx)
+}
 
-// wrap gives a database error the inbox's prefix and, where it helps, a
-// hint.
-func (ib *Inbox) wrap(op string, err error) error {
-	if classify(err) == classUndefinedTable {
-		return fmt.Errorf("postgres inbox: %s: table %q does not exist (run Inbox.Migrate): %w", op, ib.table, err)
-	}
-	return fmt.Errorf("postgres inbox: %s: %w", op, err)
+// SchemaSQL returns the SQL that creates the inbox table named table at
+// the current SchemaVersion, with its names filled in, for a migration
+// tool (golang-migrate, goose, atlas) or a DBA to apply instead of
+// Migrate. Migrate runs the same statements, in one transaction.
+func SchemaSQL(table string) (string, error) {
+	return sqlinbox.SchemaSQL(dialect{}, table)
 }

@@ -23,10 +23,10 @@ func TestOptionsDefaults(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, DefaultTable, ib.Table())
 	require.Equal(t, "activity", ib.Consumer())
-	require.Equal(t, DefaultMaxAttempts, ib.opts.MaxAttempts)
-	require.Equal(t, sql.LevelReadCommitted, ib.txOpts.Isolation)
-	require.Same(t, slog.Default(), ib.opts.Logger)
-	require.Nil(t, ib.opts.Observer)
+	require.Equal(t, DefaultMaxAttempts, ib.core.Options().MaxAttempts)
+	require.Equal(t, sql.LevelReadCommitted, ib.core.Options().Isolation)
+	require.Same(t, slog.Default(), ib.core.Options().Logger)
+	require.Nil(t, ib.core.Options().Observer)
 }
 
 func TestOptionsOverrides(t *testing.T) {
@@ -37,13 +37,13 @@ func TestOptionsOverrides(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, "activity_inbox", ib.Table())
 		require.Equal(t, "activity-service.v2", ib.Consumer())
-		require.Equal(t, 3, ib.opts.MaxAttempts)
-		require.Equal(t, iso, ib.txOpts.Isolation)
-		require.Same(t, logger, ib.opts.Logger)
+		require.Equal(t, 3, ib.core.Options().MaxAttempts)
+		require.Equal(t, iso, ib.core.Options().Isolation)
+		require.Same(t, logger, ib.core.Options().Logger)
 	}
 	ib, err := New(unusedDB(t), Options{Consumer: strings.Repeat("c", MaxConsumerLength), Table: strings.Repeat("t", MaxTableLength), MaxAttempts: MaxMaxAttempts})
 	require.NoError(t, err, "the limits themselves are accepted")
-	require.Equal(t, MaxMaxAttempts, ib.opts.MaxAttempts)
+	require.Equal(t, MaxMaxAttempts, ib.core.Options().MaxAttempts)
 }
 
 func TestOptionsValidation(t *testing.T) {

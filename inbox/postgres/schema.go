@@ -7,8 +7,8 @@ import (
 	"fmt"
 	"maps"
 	"slices"
-	"strconv"
-	"strings"
+
+	"github.com/outboxrelay/outboxrelay/inbox/internal/sqlinbox"
 )
 
 // SchemaVersion is the version of the inbox schema this build makes and
@@ -21,8 +21,7 @@ import (
 const SchemaVersion = 1
 
 // createSQL makes the current version from nothing, and records it. Its
-// names are written {inbox}, {schema_version}, {pkey} and
-// {processed_idx}, the version {version}.
+// table name is written {table}, the version {version}.
 //
 //go:embed schema/create.sql
 var createSQL string
@@ -31,101 +30,20 @@ var createSQL string
 // writes, with their types.
 var requiredColumns = map[string]string{"consumer": "text", "msg_id": "bytea", "processed_at": "timestamp with time zone"}
 
-const schemaVersionSuffix = "_schema_version"
+func (dialect) Schema() (string, int) { return createSQL, SchemaVersion }
 
-// SchemaSQL returns the SQL that creates the inbox table named table at
-// the current SchemaVersion, with its names filled in, for a migration
-// tool (golang-migrate, goose, atlas) or a DBA to apply instead of
-// Migrate. Migrate runs the same statements, in one transaction.
-func SchemaSQL(table string) (string, error) {
-	opts := Options{Table: table, Consumer: "x"}.withDefaults()
-	if err := opts.validate(); err != nil {
-		return "", err
-	}
-	var b strings.Builder
-	for _, st := range schemaStatements(opts.Table) {
-		fmt.Fprintf(&b, "%s;\n\n", st)
-	}
-	return strings.TrimSuffix(b.String(), "\n"), nil
+// migration is one Migrate in one transaction, DDL and all.
+type migration struct {
+	tx    *sql.Tx
+	table string
 }
 
-// schemaStatements are the statements of create.sql, without comments,
-// with the names of table filled in.
-func schemaStatements(table string) []string {
-	names := strings.NewReplacer(
-		"{inbox}", quote(table),
-		"{schema_version}", quote(table+schemaVersionSuffix),
-		"{pkey}", quote(table+"_pkey"),
-		"{processed_idx}", quote(table+"_processed_idx"),
-		"{version}", strconv.Itoa(SchemaVersion),
-	)
-	var out []string
-	for _, chunk := range strings.Split(createSQL, ";\n") {
-		var lines []string
-		for _, line := range strings.Split(chunk, "\n") {
-			if !strings.HasPrefix(line, "--") {
-				lines = append(lines, line)
-			}
-		}
-		if st := strings.TrimSpace(strings.Join(lines, "\n")); st != "" {
-			out = append(out, names.Replace(st))
-		}
-	}
-	return out
-}
-
-// Migrate creates the inbox table, its index and <table>_schema_version
-// if they do not exist, records the schema version, and checks that the
-// table has the columns and the primary key the inbox needs. It runs in
-// one transaction, so a failure leaves nothing half made. It is
-// idempotent and safe to run from several instances at start-up: they
-// take turns on a transaction-scoped advisory lock
-// (pg_advisory_xact_lock, keyed by the table's name), which the commit
-// releases, and which also keeps two CREATE TABLE IF NOT EXISTS from
-// racing. When the table is already current it runs no DDL, so a
-// database user without CREATE rights may call it. A table of the same
-// name that the inbox did not make fails with an error naming what it
-// lacks; one recorded at a newer schema version than this build knows
-// fails too.
-func (ib *Inbox) Migrate(ctx context.Context) error {
-	tx, err := ib.db.BeginTx(ctx, &sql.TxOptions{Isolation: sql.LevelReadCommitted})
+func (dialect) BeginMigration(ctx context.Context, db *sql.DB, table string) (sqlinbox.Migration, error) {
+	tx, err := db.BeginTx(ctx, &sql.TxOptions{Isolation: sql.LevelReadCommitted})
 	if err != nil {
-		return ib.wrap("migrate", err)
+		return nil, err
 	}
-	defer func() { _ = tx.Rollback() }()
-	if _, err := tx.ExecContext(ctx, migrationLockSQL, ib.table); err != nil {
-		return ib.wrap("migrate: wait for other instances' Migrate", err)
-	}
-	version, err := ib.recordedVersion(ctx, tx)
-	if err != nil {
-		return ib.wrap("migrate: read the schema version", err)
-	}
-	switch {
-	case version > SchemaVersion:
-		return fmt.Errorf("postgres inbox: migrate: table %q is at schema version %d, newer than this build's %d: upgrade the module", ib.table, version, SchemaVersion)
-	case version < SchemaVersion:
-		// A table of that name the inbox did not make is refused before
-		// any DDL touches it.
-		if exists, err := ib.exists(ctx, tx, ib.table); err != nil {
-			return ib.wrap("migrate: look for the table", err)
-		} else if exists {
-			if err := ib.verify(ctx, tx); err != nil {
-				return err
-			}
-		}
-		for _, st := range schemaStatements(ib.table) {
-			if _, err := tx.ExecContext(ctx, st); err != nil {
-				return ib.wrap("migrate to schema version "+strconv.Itoa(SchemaVersion), err)
-			}
-		}
-	}
-	if err := ib.verify(ctx, tx); err != nil {
-		return err
-	}
-	if err := tx.Commit(); err != nil {
-		return ib.wrap("migrate: commit", err)
-	}
-	return nil
+	return &migration{tx: tx, table: table}, nil
 }
 
 // migrationLockSQL takes the advisory lock that makes Migrates of one
@@ -133,23 +51,22 @@ func (ib *Inbox) Migrate(ctx context.Context) error {
 // (advisory locks are) and table name.
 const migrationLockSQL = "SELECT pg_advisory_xact_lock(hashtextextended('outboxrelay inbox ' || $1, 0))"
 
-// recordedVersion reads the highest recorded schema version; 0 when
-// there is no record.
-func (ib *Inbox) recordedVersion(ctx context.Context, tx *sql.Tx) (int, error) {
-	if exists, err := ib.exists(ctx, tx, ib.table+schemaVersionSuffix); err != nil || !exists {
+func (m *migration) Lock(ctx context.Context) error {
+	_, err := m.tx.ExecContext(ctx, migrationLockSQL, m.table)
+	return err
+}
+
+// Version reads the highest recorded schema version; 0 when there is no
+// record.
+func (m *migration) Version(ctx context.Context) (int, error) {
+	versions := quote(m.table + sqlinbox.SchemaVersionSuffix)
+	var exists bool
+	if err := m.tx.QueryRowContext(ctx, "SELECT to_regclass($1) IS NOT NULL", versions).Scan(&exists); err != nil || !exists {
 		return 0, err
 	}
 	var v sql.NullInt64
-	err := tx.QueryRowContext(ctx, "SELECT max(version) FROM "+quote(ib.table+schemaVersionSuffix)).Scan(&v)
+	err := m.tx.QueryRowContext(ctx, "SELECT max(version) FROM "+versions).Scan(&v)
 	return int(v.Int64), err
-}
-
-// exists reports whether the search_path finds a table (or a view) of
-// that name.
-func (ib *Inbox) exists(ctx context.Context, tx *sql.Tx, table string) (bool, error) {
-	var exists bool
-	err := tx.QueryRowContext(ctx, "SELECT to_regclass($1) IS NOT NULL", quote(table)).Scan(&exists)
-	return exists, err
 }
 
 // verifySQL lists the columns of a table, with their types and whether
@@ -160,13 +77,13 @@ const verifySQL = `SELECT a.attname, format_type(a.atttypid, NULL),
   FROM pg_attribute a
  WHERE a.attrelid = to_regclass($1) AND a.attnum > 0 AND NOT a.attisdropped`
 
-// verify checks that the table has the columns the inbox needs, of the
+// Lacks checks that the table has the columns the inbox needs, of the
 // types it writes, and the primary key (consumer, msg_id) its ON
-// CONFLICT names.
-func (ib *Inbox) verify(ctx context.Context, tx *sql.Tx) error {
-	rows, err := tx.QueryContext(ctx, verifySQL, quote(ib.table))
+// CONFLICT names. A table the search_path does not find has no columns.
+func (m *migration) Lacks(ctx context.Context) (exists bool, missing []string, err error) {
+	rows, err := m.tx.QueryContext(ctx, verifySQL, quote(m.table))
 	if err != nil {
-		return ib.wrap("migrate: read the table's columns", err)
+		return false, nil, err
 	}
 	defer rows.Close()
 	types, key := map[string]string{}, map[int]string{}
@@ -174,7 +91,7 @@ func (ib *Inbox) verify(ctx context.Context, tx *sql.Tx) error {
 		var name, typ string
 		var pos int
 		if err := rows.Scan(&name, &typ, &pos); err != nil {
-			return ib.wrap("migrate: read the table's columns", err)
+			return false, nil, err
 		}
 		types[name] = typ
 		if pos > 0 {
@@ -182,9 +99,8 @@ func (ib *Inbox) verify(ctx context.Context, tx *sql.Tx) error {
 		}
 	}
 	if err := rows.Err(); err != nil {
-		return ib.wrap("migrate: read the table's columns", err)
+		return false, nil, err
 	}
-	var missing []string
 	for _, c := range slices.Sorted(maps.Keys(requiredColumns)) {
 		switch typ, ok := types[c]; {
 		case !ok:
@@ -196,8 +112,15 @@ func (ib *Inbox) verify(ctx context.Context, tx *sql.Tx) error {
 	if len(missing) == 0 && (len(key) != 2 || key[1] != "consumer" || key[2] != "msg_id") {
 		missing = append(missing, "primary key (consumer, msg_id)")
 	}
-	if len(missing) > 0 {
-		return fmt.Errorf("postgres inbox: migrate: table %q exists but is not an inbox table: it lacks %s", ib.table, strings.Join(missing, ", "))
-	}
-	return nil
+	return len(types) > 0, missing, nil
 }
+
+func (m *migration) Exec(ctx context.Context, statement string) error {
+	_, err := m.tx.ExecContext(ctx, statement)
+	return err
+}
+
+func (m *migration) Commit() error { return m.tx.Commit() }
+
+// Close rolls back what Commit did not keep, which releases the lock.
+func (m *migration) Close() { _ = m.tx.Rollback() }

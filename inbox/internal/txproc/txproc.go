@@ -1,9 +1,10 @@
-// Package txproc is what the inboxes of every database share: Process's
-// loop of transactions (a conflict begins a new one after a randomised
-// backoff, up to a limit), the handler's call (a panic becomes an
-// *inbox.PanicError), the errors that tell the handler's failures from
-// the database's conflicts, and the Observer's events. A store's inbox
-// gives it one transaction (Params.Once) and its error classification.
+// Package txproc is the loop beneath every inbox's Process: it runs
+// transactions (a conflict begins a new one after a randomised backoff,
+// up to a limit), calls the handler (a panic becomes an
+// *inbox.PanicError), tells the handler's failures from the database's
+// conflicts by their errors, and reports the Observer's events.
+// sqlinbox gives it one transaction (Params.Once) and the database's
+// error classification.
 package txproc
 
 import (

@@ -1,7 +1,7 @@
 -- outboxrelay inbox schema version 1: a fresh install.
 --
--- {inbox} is the inbox table and {schema_version} the record of its
--- schema version (<table>_schema_version).
+-- {table} is the inbox table's name and `{table}_schema_version` the
+-- record of its schema version; {version} is the version.
 --
 -- One row per message a consumer has processed, written in the
 -- transaction of the consumer's handler:
@@ -16,7 +16,7 @@
 --   (consumer, msg_id) waits for the transaction holding the first and
 --   fails with a duplicate key once it commits. idx_processed serves
 --   retention, one consumer at a time.
-CREATE TABLE IF NOT EXISTS {inbox} (
+CREATE TABLE IF NOT EXISTS `{table}` (
   consumer     VARCHAR(64) CHARACTER SET ascii COLLATE ascii_bin NOT NULL,
   msg_id       VARBINARY(1020) NOT NULL,
   processed_at DATETIME(6) NOT NULL,
@@ -26,10 +26,10 @@ CREATE TABLE IF NOT EXISTS {inbox} (
 
 -- The schema versions applied to the table, one row each; the highest
 -- is the table's version.
-CREATE TABLE IF NOT EXISTS {schema_version} (
+CREATE TABLE IF NOT EXISTS `{table}_schema_version` (
   version    INT UNSIGNED NOT NULL,
   applied_at DATETIME(6) NOT NULL,
   PRIMARY KEY (version)
 ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin;
 
-INSERT IGNORE INTO {schema_version} (version, applied_at) VALUES ({version}, UTC_TIMESTAMP(6));
+INSERT IGNORE INTO `{table}_schema_version` (version, applied_at) VALUES ({version}, UTC_TIMESTAMP(6));

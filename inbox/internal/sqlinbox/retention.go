@@ -1,0 +1,75 @@
+package sqlinbox
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"time"
+
+	"github.com/outboxrelay/outboxrelay/inbox"
+	"github.com/outboxrelay/outboxrelay/inbox/internal/txproc"
+)
+
+// MaxPurgeBatch is the largest batch Purge accepts.
+const MaxPurgeBatch = 10000
+
+// Purge deletes the consumer's records older than olderThan in batches
+// of at most batch, each a transaction of its own (Dialect.PurgeBatch),
+// until a batch finds fewer than batch; ctx ends it between batches. A
+// batch that fails in a way IsTransient accepts is tried again (a batch
+// is idempotent), up to MaxAttempts times. It returns how many records
+// it deleted, and reports them to the Observer.
+func (ib *Inbox) Purge(ctx context.Context, olderThan time.Duration, batch int) (int, error) {
+	if olderThan <= 0 || batch < 1 || batch > MaxPurgeBatch {
+		return 0, fmt.Errorf("%s: purge: older than %v, batch %d: want a positive age and a batch of 1 to %d", ib.d.Name(), olderThan, batch, MaxPurgeBatch)
+	}
+	deleted := 0
+	defer func() {
+		if deleted > 0 {
+			txproc.Observe(ctx, ib.opts.Observer, inbox.Event{Kind: inbox.EventPurged, Consumer: ib.opts.Consumer, Count: deleted})
+		}
+	}()
+	for {
+		if err := ctx.Err(); err != nil {
+			return deleted, ib.wrap("purge", err)
+		}
+		found, n, err := ib.purgeBatch(ctx, olderThan, batch)
+		deleted += n
+		if err != nil {
+			return deleted, ib.wrap("purge", err)
+		}
+		if found < batch {
+			return deleted, nil
+		}
+	}
+}
+
+// purgeBatch deletes one batch, retrying it while it conflicts. It
+// returns how many old records it found and how many it deleted.
+func (ib *Inbox) purgeBatch(ctx context.Context, olderThan time.Duration, batch int) (found, deleted int, err error) {
+	policy := txproc.NewBackoff()
+	for try := 1; ; try++ {
+		found, deleted, err = ib.purgeOnce(ctx, olderThan, batch)
+		if err == nil || !ib.d.IsTransient(err) || try >= ib.opts.MaxAttempts {
+			return found, deleted, err
+		}
+		if werr := txproc.Pause(ctx, policy); werr != nil {
+			return 0, 0, fmt.Errorf("%w (after: %v)", werr, err)
+		}
+	}
+}
+
+// purgeOnce is one batch, in a READ COMMITTED transaction (whatever the
+// server's default), which sees no transaction in progress.
+func (ib *Inbox) purgeOnce(ctx context.Context, olderThan time.Duration, batch int) (found, deleted int, err error) {
+	tx, err := ib.db.BeginTx(ctx, &sql.TxOptions{Isolation: sql.LevelReadCommitted})
+	if err != nil {
+		return 0, 0, err
+	}
+	defer func() { _ = tx.Rollback() }()
+	found, deleted, err = ib.d.PurgeBatch(ctx, tx, ib.sql, ib.opts.Consumer, olderThan, batch)
+	if err != nil {
+		return 0, 0, err
+	}
+	return found, deleted, tx.Commit()
+}
