@@ -68,9 +68,13 @@ func (dialect) IDArg(id string) any { return []byte(id) }
 // The errors are classified by internal/pgerr, which store/postgres
 // shares.
 
-func (dialect) IsTransient(err error) bool    { return pgerr.IsTransient(err) }
-func (dialect) IsDuplicateKey(err error) bool { return pgerr.Classify(err) == pgerr.UniqueViolation }
-func (dialect) IsNoTable(err error) bool      { return pgerr.Classify(err) == pgerr.UndefinedTable }
+func (dialect) IsTransient(err error) bool { return pgerr.IsTransient(err) }
+func (dialect) IsNoTable(err error) bool   { return pgerr.Classify(err) == pgerr.UndefinedTable }
+
+// IsDuplicateKey is false: Insert's ON CONFLICT on the primary key
+// reports a recorded ID by inserting no row, so a unique violation is
+// another index's, and an error.
+func (dialect) IsDuplicateKey(error) bool { return false }
 
 // IsFailedTransaction: after a statement failed (and the handler
 // swallowed the error), PostgreSQL refuses every statement until the

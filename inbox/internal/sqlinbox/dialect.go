@@ -35,7 +35,9 @@ type Dialect interface {
 	// transaction may succeed (a deadlock, a lock timeout, a lost
 	// connection).
 	IsTransient(err error) bool
-	// IsDuplicateKey reports the error of an INSERT whose key is taken.
+	// IsDuplicateKey reports an error of Statements.Insert that means
+	// the ID is recorded already (MySQL's duplicate key); false where
+	// Insert says so by inserting no row.
 	IsDuplicateKey(err error) bool
 	// IsNoTable reports the error of a statement on a table that does
 	// not exist.
