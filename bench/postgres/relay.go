@@ -89,14 +89,14 @@ func relayPrepare(ctx context.Context, b *bench, n int, c compareConfig) error {
 	return relayFill(ctx, b, n, c)
 }
 
-// relayFill writes a backlog of n pending events of c.payload bytes, on
+// relayFill writes a backlog of n pending events of c.Payload bytes, on
 // 200 keys, into the relay's table, and analyses it.
 func relayFill(ctx context.Context, b *bench, n int, c compareConfig) error {
 	return b.exec(ctx,
 		fmt.Sprintf("INSERT INTO %s (event_id, event_key, event_type, payload, created_at)"+
 			" SELECT 'e-' || n, convert_to('room-' || (n %% 200), 'UTF8'), convert_to('RoomGiftSent', 'UTF8'), %s,"+
 			" statement_timestamp() - interval '1 second'"+
-			" FROM generate_series(0, %d) n", relayTable, fillPayload(c.payload), n-1),
+			" FROM generate_series(0, %d) n", relayTable, fillPayload(c.Payload), n-1),
 		"VACUUM ANALYZE "+relayTable)
 }
 
@@ -152,7 +152,7 @@ func relayDrain(ctx context.Context, b *bench, n int, c compareConfig) (time.Dur
 		}
 	}()
 	start := time.Now()
-	for i := range c.workers {
+	for i := range c.Workers {
 		db, err := b.relayDB()
 		if err != nil {
 			return 0, 0, err
@@ -163,7 +163,7 @@ func relayDrain(ctx context.Context, b *bench, n int, c compareConfig) (time.Dur
 			return 0, 0, err
 		}
 		w, err := outbox.NewWorker(settleCounter{s, &applied}, &sink, outbox.WorkerOptions{
-			BatchSize: c.batch, PollInterval: 10 * time.Millisecond, NodeID: fmt.Sprintf("bench-%d", i), Logger: quiet,
+			BatchSize: c.Batch, PollInterval: 10 * time.Millisecond, NodeID: fmt.Sprintf("bench-%d", i), Logger: quiet,
 		})
 		if err != nil {
 			return 0, 0, err
