@@ -2,15 +2,12 @@ package main
 
 import (
 	"context"
-	"database/sql"
 	"fmt"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/outboxrelay/outboxrelay/bench/internal/benchkit"
-	"github.com/outboxrelay/outboxrelay/outbox"
 	"github.com/outboxrelay/outboxrelay/outbox/backend"
 	"github.com/outboxrelay/outboxrelay/store/postgres"
 )
@@ -127,60 +124,18 @@ func (s consumerSettleCounter) SettleAndClaim(ctx context.Context, st backend.Se
 // deliveries of all consumers together. A consumer whose sink took other
 // than n deliveries is an error.
 func consumersDrain(ctx context.Context, b *bench, n int, c compareConfig, named int) (time.Duration, int, error) {
-	runCtx, stop := context.WithCancel(ctx)
 	var (
-		wg      sync.WaitGroup
-		dbs     []*sql.DB
 		sinks   = make([]countingSink, 1+named)
 		applied = make([]atomic.Int64, 1+named)
+		lanes   = make([]lane, 1+named)
 	)
-	defer func() {
-		stop()
-		wg.Wait()
-		for _, db := range dbs {
-			db.Close()
-		}
-	}()
-	start := time.Now()
-	for i := range 1 + named {
-		db, err := b.relayDB()
-		if err != nil {
-			return 0, 0, err
-		}
-		dbs = append(dbs, db)
-		s, err := postgres.New(db, postgres.Options{Table: relayTable})
-		if err != nil {
-			return 0, 0, err
-		}
-		var store backend.Store = settleCounter{s, &applied[i]}
+	for i := range lanes {
+		lanes[i] = lane{sink: &sinks[i], applied: &applied[i]}
 		if i > 0 {
-			cs, err := s.Consumer(consumerName(i))
-			if err != nil {
-				return 0, 0, err
-			}
-			store = consumerSettleCounter{cs, &applied[i]}
+			lanes[i].consumer = consumerName(i)
 		}
-		w, err := outbox.NewWorker(store, &sinks[i], outbox.WorkerOptions{
-			BatchSize: c.Batch, PollInterval: 10 * time.Millisecond, NodeID: fmt.Sprintf("bench-%d", i), Logger: quiet,
-		})
-		if err != nil {
-			return 0, 0, err
-		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			_ = w.Run(runCtx)
-		}()
 	}
-	err := waitDone(ctx, "consumers", 5*time.Minute, func() (bool, error) {
-		for i := range applied {
-			if applied[i].Load() < int64(n) {
-				return false, nil
-			}
-		}
-		return true, nil
-	})
-	d := time.Since(start)
+	d, err := drainLanes(ctx, b, "consumers", n, c.Batch, lanes)
 	var total int
 	var counts []string
 	for i := range sinks {
