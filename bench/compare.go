@@ -13,6 +13,7 @@ import (
 	wmsql "github.com/ThreeDotsLabs/watermill-sql/v4/pkg/sql"
 	mysqldrv "github.com/go-sql-driver/mysql"
 
+	"github.com/outboxrelay/outboxrelay/bench/internal/benchkit"
 	"github.com/outboxrelay/outboxrelay/outbox"
 )
 
@@ -29,7 +30,7 @@ import (
 
 // compareConfig is one configuration of the comparison.
 type compareConfig struct {
-	workers, batch, payload int
+	benchkit.Config
 	// ordered drains the relay with WorkerOptions.Ordering (the backlog
 	// has 200 keys); the ceiling and Watermill have no ordering.
 	ordered bool
@@ -128,7 +129,7 @@ func (b *bench) measured(ctx context.Context, n int, drain func() (time.Duration
 	if err != nil {
 		return drainStats{}, err
 	}
-	return drainStats{rate: perSec(n, d), counter: after.minus(before), events: n}, nil
+	return drainStats{rate: benchkit.PerSec(n, d), counter: after.minus(before), events: n}, nil
 }
 
 // fillPayload is the SQL expression of a payload of size bytes for row n:
@@ -142,14 +143,14 @@ func (b *bench) relayDrain(ctx context.Context, n int, c compareConfig) (drainSt
 	if _, err := b.freshStore(ctx, b.db); err != nil {
 		return drainStats{}, err
 	}
-	if err := b.fillSized(ctx, 0, n, "pending", fillPayload(c.payload)); err != nil {
+	if err := b.fillSized(ctx, 0, n, "pending", fillPayload(c.Payload)); err != nil {
 		return drainStats{}, err
 	}
 	if _, err := b.db.ExecContext(ctx, "ANALYZE TABLE "+table); err != nil {
 		return drainStats{}, err
 	}
 	return b.measured(ctx, n, func() (time.Duration, error) {
-		return b.drain(ctx, n, c.workers, &countingSink{}, outbox.WorkerOptions{BatchSize: c.batch, PollInterval: 10 * time.Millisecond, Ordering: c.ordered})
+		return b.drain(ctx, n, c.Workers, &countingSink{}, outbox.WorkerOptions{BatchSize: c.Batch, PollInterval: 10 * time.Millisecond, Ordering: c.ordered})
 	})
 }
 
@@ -176,7 +177,7 @@ func (b *bench) prepareMinimal(ctx context.Context, n int, payload string) error
 // on a connection of its own, each transaction one locking SELECT and one
 // UPDATE.
 func (b *bench) minimalDrain(ctx context.Context, n int, c compareConfig) (drainStats, error) {
-	if err := b.prepareMinimal(ctx, n, fillPayload(c.payload)); err != nil {
+	if err := b.prepareMinimal(ctx, n, fillPayload(c.Payload)); err != nil {
 		return drainStats{}, err
 	}
 	pool, err := b.pool()
@@ -191,7 +192,7 @@ func (b *bench) minimalDrain(ctx context.Context, n int, c compareConfig) (drain
 			return 0, err
 		}
 		defer func() { _ = tx.Rollback() }()
-		rows, err := tx.QueryContext(ctx, sel, c.batch)
+		rows, err := tx.QueryContext(ctx, sel, c.Batch)
 		if err != nil {
 			return 0, err
 		}
@@ -220,8 +221,8 @@ func (b *bench) minimalDrain(ctx context.Context, n int, c compareConfig) (drain
 	}
 	return b.measured(ctx, n, func() (time.Duration, error) {
 		start := time.Now()
-		errs := make(chan error, c.workers)
-		for range c.workers {
+		errs := make(chan error, c.Workers)
+		for range c.Workers {
 			go func() {
 				for {
 					got, err := one()
@@ -236,7 +237,7 @@ func (b *bench) minimalDrain(ctx context.Context, n int, c compareConfig) (drain
 			}()
 		}
 		var first error
-		for range c.workers {
+		for range c.Workers {
 			if err := <-errs; err != nil && first == nil {
 				first = err
 			}
@@ -259,7 +260,7 @@ func rolledBack(err error) bool {
 // message as it arrives.
 func (b *bench) watermillDrain(ctx context.Context, n int, c compareConfig) (drainStats, error) {
 	const topic = "bench_queue"
-	schema := wmsql.MySQLQueueSchema{SubscribeBatchSize: c.batch, GeneratePayloadType: func(string) string { return "BLOB" }}
+	schema := wmsql.MySQLQueueSchema{SubscribeBatchSize: c.Batch, GeneratePayloadType: func(string) string { return "BLOB" }}
 	queries, err := schema.SchemaInitializingQueries(wmsql.SchemaInitializingQueriesParams{Topic: topic})
 	if err != nil {
 		return drainStats{}, err
@@ -269,7 +270,7 @@ func (b *bench) watermillDrain(ctx context.Context, n int, c compareConfig) (dra
 		stmts = append(stmts, q.Query)
 	}
 	stmts = append(stmts,
-		"INSERT INTO "+schema.MessagesTable(topic)+" (uuid, payload, metadata) SELECT UUID(), "+fillPayload(c.payload)+", '{}' FROM "+numbers(n),
+		"INSERT INTO "+schema.MessagesTable(topic)+" (uuid, payload, metadata) SELECT UUID(), "+fillPayload(c.Payload)+", '{}' FROM "+numbers(n),
 		"ANALYZE TABLE "+schema.MessagesTable(topic))
 	for _, q := range stmts {
 		if _, err := b.db.ExecContext(ctx, q); err != nil {
@@ -296,7 +297,7 @@ func (b *bench) watermillDrain(ctx context.Context, n int, c compareConfig) (dra
 	got := make(chan struct{}, n)
 	return b.measured(ctx, n, func() (time.Duration, error) {
 		start := time.Now()
-		for range c.workers {
+		for range c.Workers {
 			pool, err := b.pool()
 			if err != nil {
 				return 0, err
@@ -372,25 +373,25 @@ func (b *bench) compare(ctx context.Context, sz sizes) ([]row, error) {
 			}
 		}
 		relay, wm, ceiling := medianStats(results[0]), medianStats(results[1]), medianStats(results[2])
-		what := fmt.Sprintf("%d worker(s), batch %d, %d B payload, %d events, median of %d", c.workers, c.batch, c.payload, n, sz.compareRounds)
+		what := fmt.Sprintf("%d worker(s), batch %d, %d B payload, %d events, median of %d", c.Workers, c.Batch, c.Payload, n, sz.compareRounds)
 		if c.ordered {
 			what += ", relay with Ordering (200 keys)"
 		}
 		rates[c] = relay.rate
 		rows = append(rows,
-			row{scenario: "compare: relay, " + what, figure: evRate(relay.rate), reference: "minimal ceiling " + evRate(ceiling.rate), ratio: ratio(relay.rate, ceiling.rate), target: "≥ 0.8"},
-			row{scenario: "compare: relay vs Watermill queue schema, " + what, figure: evRate(relay.rate), reference: "Watermill " + evRate(wm.rate), ratio: ratio(relay.rate, wm.rate), target: "≥ 1.2"},
-			row{scenario: "compare: rows read per delivered event (Handler_read_*, server-wide), " + what, figure: fmt.Sprintf("relay %.2f", relay.perEvent(relay.counter.rowsRead)),
-				reference: fmt.Sprintf("ceiling %.2f, Watermill %.2f", ceiling.perEvent(ceiling.counter.rowsRead), wm.perEvent(wm.counter.rowsRead)),
-				ratio:     ratio(relay.perEvent(relay.counter.rowsRead), ceiling.perEvent(ceiling.counter.rowsRead)), target: readTarget(c)},
-			row{scenario: "compare: redo per delivered event, " + what, figure: fmt.Sprintf("relay %.0f B", relay.perEvent(relay.counter.redo)),
-				reference: fmt.Sprintf("ceiling %.0f B, Watermill %.0f B", ceiling.perEvent(ceiling.counter.redo), wm.perEvent(wm.counter.redo)),
-				ratio:     ratio(relay.perEvent(relay.counter.redo), ceiling.perEvent(ceiling.counter.redo)), target: "≤ 3× the ceiling"},
-			row{scenario: "compare: CPU per delivered event, " + what, figure: "relay " + relay.cpuPerEvent(),
-				reference: "ceiling " + ceiling.cpuPerEvent() + "; Watermill " + wm.cpuPerEvent(),
-				ratio:     cpuRatio(relay, ceiling), target: ""},
-			row{scenario: "compare: per batch of " + fmt.Sprint(c.batch) + " (server-wide), " + what, figure: "relay " + relay.perBatch(c.batch),
-				reference: "ceiling " + ceiling.perBatch(c.batch) + "; Watermill " + wm.perBatch(c.batch), ratio: "", target: ""},
+			row{Scenario: "compare: relay, " + what, Figure: benchkit.EvRate(relay.rate), Reference: "minimal ceiling " + benchkit.EvRate(ceiling.rate), Ratio: benchkit.Ratio(relay.rate, ceiling.rate), Target: "≥ 0.8"},
+			row{Scenario: "compare: relay vs Watermill queue schema, " + what, Figure: benchkit.EvRate(relay.rate), Reference: "Watermill " + benchkit.EvRate(wm.rate), Ratio: benchkit.Ratio(relay.rate, wm.rate), Target: "≥ 1.2"},
+			row{Scenario: "compare: rows read per delivered event (Handler_read_*, server-wide), " + what, Figure: fmt.Sprintf("relay %.2f", relay.perEvent(relay.counter.rowsRead)),
+				Reference: fmt.Sprintf("ceiling %.2f, Watermill %.2f", ceiling.perEvent(ceiling.counter.rowsRead), wm.perEvent(wm.counter.rowsRead)),
+				Ratio:     benchkit.Ratio(relay.perEvent(relay.counter.rowsRead), ceiling.perEvent(ceiling.counter.rowsRead)), Target: readTarget(c)},
+			row{Scenario: "compare: redo per delivered event, " + what, Figure: fmt.Sprintf("relay %.0f B", relay.perEvent(relay.counter.redo)),
+				Reference: fmt.Sprintf("ceiling %.0f B, Watermill %.0f B", ceiling.perEvent(ceiling.counter.redo), wm.perEvent(wm.counter.redo)),
+				Ratio:     benchkit.Ratio(relay.perEvent(relay.counter.redo), ceiling.perEvent(ceiling.counter.redo)), Target: "≤ 3× the ceiling"},
+			row{Scenario: "compare: CPU per delivered event, " + what, Figure: "relay " + relay.cpuPerEvent(),
+				Reference: "ceiling " + ceiling.cpuPerEvent() + "; Watermill " + wm.cpuPerEvent(),
+				Ratio:     cpuRatio(relay, ceiling), Target: ""},
+			row{Scenario: "compare: per batch of " + fmt.Sprint(c.Batch) + " (server-wide), " + what, Figure: "relay " + relay.perBatch(c.Batch),
+				Reference: "ceiling " + ceiling.perBatch(c.Batch) + "; Watermill " + wm.perBatch(c.Batch), Ratio: "", Target: ""},
 		)
 	}
 	return append(rows, scaling(configs, rates)...), nil
@@ -398,7 +399,7 @@ func (b *bench) compare(ctx context.Context, sz sizes) ([]row, error) {
 
 // readTarget is issue 30's goal for the rows read per delivered event.
 func readTarget(c compareConfig) string {
-	if c.workers == 8 {
+	if c.Workers == 8 {
 		return "≤ 1.5"
 	}
 	return ""
@@ -410,16 +411,16 @@ func readTarget(c compareConfig) string {
 func scaling(configs []compareConfig, rates map[compareConfig]float64) []row {
 	var rows []row
 	for _, c := range configs {
-		if c.workers <= 4 || c.ordered {
+		if c.Workers <= 4 || c.ordered {
 			continue
 		}
 		for _, four := range configs {
-			if four.workers != 4 || four.payload != c.payload || four.ordered {
+			if four.Workers != 4 || four.Payload != c.Payload || four.ordered {
 				continue
 			}
 			rows = append(rows, row{
-				scenario: fmt.Sprintf("compare: relay at %d workers × %d vs 4 workers × %d, %d B payload", c.workers, c.batch, four.batch, c.payload),
-				figure:   evRate(rates[c]), reference: "4 workers " + evRate(rates[four]), ratio: ratio(rates[c], rates[four]), target: "≥ 1.0",
+				Scenario: fmt.Sprintf("compare: relay at %d workers × %d vs 4 workers × %d, %d B payload", c.Workers, c.Batch, four.Batch, c.Payload),
+				Figure:   benchkit.EvRate(rates[c]), Reference: "4 workers " + benchkit.EvRate(rates[four]), Ratio: benchkit.Ratio(rates[c], rates[four]), Target: "≥ 1.0",
 			})
 		}
 	}
@@ -455,7 +456,7 @@ func (s drainStats) cpuPerEvent() string {
 
 // cpuRatio is a's CPU time per event over b's, server and bench together.
 func cpuRatio(a, b drainStats) string {
-	return ratio(a.perEvent(a.counter.cpu.server+a.counter.cpu.bench), b.perEvent(b.counter.cpu.server+b.counter.cpu.bench))
+	return benchkit.Ratio(a.perEvent(a.counter.cpu.server+a.counter.cpu.bench), b.perEvent(b.counter.cpu.server+b.counter.cpu.bench))
 }
 
 // perBatch is what the server counted per batch of size events.

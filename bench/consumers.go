@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/outboxrelay/outboxrelay/bench/internal/benchkit"
 	"github.com/outboxrelay/outboxrelay/outbox"
 	"github.com/outboxrelay/outboxrelay/outbox/backend"
 	"github.com/outboxrelay/outboxrelay/store/mysql"
@@ -57,18 +58,18 @@ func (b *bench) namedConsumers(ctx context.Context, sz sizes) ([]row, error) {
 	if err != nil {
 		return nil, err
 	}
-	ownRate := perSec(n, own)
-	ref := "the table's own consumer alone " + evRate(ownRate)
+	ownRate := benchkit.PerSec(n, own)
+	ref := "the table's own consumer alone " + benchkit.EvRate(ownRate)
 	log, err := b.consumerLog(ctx, sz)
 	if err != nil {
 		return nil, err
 	}
 	return append([]row{{
-		scenario: fmt.Sprintf("named consumer, batch 100, 1 worker, no-op sink, %d events", n),
-		figure:   evRate(perSec(n, alone)), reference: ref, ratio: ratio(perSec(n, alone), ownRate),
+		Scenario: fmt.Sprintf("named consumer, batch 100, 1 worker, no-op sink, %d events", n),
+		Figure:   benchkit.EvRate(benchkit.PerSec(n, alone)), Reference: ref, Ratio: benchkit.Ratio(benchkit.PerSec(n, alone), ownRate),
 	}, {
-		scenario: fmt.Sprintf("two consumers side by side (own columns + named), 1 worker each, %d events", n),
-		figure:   evRate(perSec(2*n, both)) + " deliveries", reference: ref, ratio: ratio(perSec(2*n, both), ownRate),
+		Scenario: fmt.Sprintf("two consumers side by side (own columns + named), 1 worker each, %d events", n),
+		Figure:   benchkit.EvRate(benchkit.PerSec(2*n, both)) + " deliveries", Reference: ref, Ratio: benchkit.Ratio(benchkit.PerSec(2*n, both), ownRate),
 	}}, log...), nil
 }
 
@@ -113,7 +114,7 @@ func (b *bench) consumerLog(ctx context.Context, sz sizes) ([]row, error) {
 	rows := consumerLogRows(sz.consumerCounts, med, n, sz.compareRounds)
 	for i := range rows {
 		if d := sum(dups[i]); d > 0 {
-			rows[i].reference += fmt.Sprintf("; %d duplicate deliveries in %d rounds", d, sz.compareRounds)
+			rows[i].Reference += fmt.Sprintf("; %d duplicate deliveries in %d rounds", d, sz.compareRounds)
 		}
 	}
 	return rows, nil
@@ -215,14 +216,14 @@ func consumerLogRows(counts []int, med []drainStats, n, rounds int) []row {
 		st := med[i]
 		redo := st.perEvent(st.counter.redo)
 		r := row{
-			scenario: fmt.Sprintf("consumers: default + %d named, %s", k, what),
-			figure:   fmt.Sprintf("%.0f B redo per enqueued event", redo),
-			reference: fmt.Sprintf("%s drained by every consumer, %.0f deliveries/s; per enqueued event: %.2f rows updated, %.1f rows read; %.1f commits per %d events; CPU %s",
-				evRate(st.rate), st.rate*float64(1+k), st.perEvent(st.counter.rowsUpdated), st.perEvent(st.counter.rowsRead),
+			Scenario: fmt.Sprintf("consumers: default + %d named, %s", k, what),
+			Figure:   fmt.Sprintf("%.0f B redo per enqueued event", redo),
+			Reference: fmt.Sprintf("%s drained by every consumer, %.0f deliveries/s; per enqueued event: %.2f rows updated, %.1f rows read; %.1f commits per %d events; CPU %s",
+				benchkit.EvRate(st.rate), st.rate*float64(1+k), st.perEvent(st.counter.rowsUpdated), st.perEvent(st.counter.rowsRead),
 				st.perEvent(st.counter.commits)*consumerBatch, consumerBatch, st.cpuPerEvent()),
 		}
 		if st.counter.cpu.server > 0 {
-			r.figure += fmt.Sprintf(", server CPU %.1f µs", st.perEvent(st.counter.cpu.server)*1e6)
+			r.Figure += fmt.Sprintf(", server CPU %.1f µs", st.perEvent(st.counter.cpu.server)*1e6)
 		}
 		var growth []string
 		if base >= 0 && k > 0 {
@@ -232,25 +233,16 @@ func consumerLogRows(counts []int, med []drainStats, n, rounds int) []row {
 			// least a write costs, so that the growth is not understated).
 			w := med[base].written
 			growth = append(growth,
-				fmt.Sprintf("%s per consumer added, the event's write (%.0f B) and deliveries together", growthPct(w+redo, w+ref, k), w),
-				fmt.Sprintf("%s of the deliveries' alone (%.0f B)", growthPct(redo, ref, k), ref))
-			r.target = "< 10% per consumer added"
+				fmt.Sprintf("%s per consumer added, the event's write (%.0f B) and deliveries together", benchkit.GrowthPct(w+redo, w+ref, k), w),
+				fmt.Sprintf("%s of the deliveries' alone (%.0f B)", benchkit.GrowthPct(redo, ref, k), ref))
+			r.Target = "< 10% per consumer added"
 		}
 		if i > 0 && counts[i-1] > 0 && k > counts[i-1] {
 			ref := med[i-1].perEvent(med[i-1].counter.redo)
-			growth = append(growth, fmt.Sprintf("%s per consumer added to %d named (%.0f B)", growthPct(redo, ref, k-counts[i-1]), counts[i-1], ref))
+			growth = append(growth, fmt.Sprintf("%s per consumer added to %d named (%.0f B)", benchkit.GrowthPct(redo, ref, k-counts[i-1]), counts[i-1], ref))
 		}
-		r.ratio = strings.Join(growth, "; ")
+		r.Ratio = strings.Join(growth, "; ")
 		rows = append(rows, r)
 	}
 	return rows
-}
-
-// growthPct is the growth from ref to v spread over added consumers:
-// (v - ref) / ref / added, in percent.
-func growthPct(v, ref float64, added int) string {
-	if ref == 0 || added == 0 {
-		return "-"
-	}
-	return fmt.Sprintf("%+.0f%%", 100*(v-ref)/ref/float64(added))
 }

@@ -68,10 +68,10 @@ func (b *bench) historyCase(ctx context.Context, c historyCase) (row, error) {
 		return row{}, err
 	}
 	return row{
-		scenario:  fmt.Sprintf("history: Ordering switched on over %d %s", c.records, what),
-		figure:    fmt.Sprintf("%d rows read per idle ordered claim", read),
-		reference: fmt.Sprintf("a new message of that key after %v, of another key after %v (poll 1s)", same.Round(time.Millisecond), other.Round(time.Millisecond)),
-		target:    "rows read independent of the history; the key not held up",
+		Scenario:  fmt.Sprintf("history: Ordering switched on over %d %s", c.records, what),
+		Figure:    fmt.Sprintf("%d rows read per idle ordered claim", read),
+		Reference: fmt.Sprintf("a new message of that key after %v, of another key after %v (poll 1s)", same.Round(time.Millisecond), other.Round(time.Millisecond)),
+		Target:    "rows read independent of the history; the key not held up",
 	}, nil
 }
 

@@ -11,6 +11,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/outboxrelay/outboxrelay/bench/internal/benchkit"
 	"github.com/outboxrelay/outboxrelay/outbox"
 	"github.com/outboxrelay/outboxrelay/store/mysql"
 )
@@ -38,13 +39,13 @@ func (s *latencySink) count() int {
 	return len(s.latencies)
 }
 
-func quantile(ds []time.Duration, q float64) time.Duration {
-	if len(ds) == 0 {
-		return 0
-	}
-	ds = slices.Clone(ds)
-	slices.Sort(ds)
-	return ds[min(len(ds)-1, int(q*float64(len(ds))))]
+// sorted is a sorted copy of the latencies so far.
+func (s *latencySink) sorted() []time.Duration {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := slices.Clone(s.latencies)
+	slices.Sort(out)
+	return out
 }
 
 // latency measures commit → sink at a steady rate: through the
@@ -122,22 +123,15 @@ func (b *bench) latency(ctx context.Context, sz sizes) ([]row, error) {
 				path += " (shorter than PublishTimeout + StoreTimeout: PublishNow claims first)"
 			}
 		}
-		sink.mu.Lock()
-		p50, p99 := quantile(sink.latencies, 0.50), quantile(sink.latencies, 0.99)
-		sink.mu.Unlock()
-		// The writers kept their rate if they committed within 5% of it:
-		// a p99 taken while they fell behind measures a lighter load.
-		got := perSec(sent, elapsed)
-		kept := "writers kept their rate"
-		if got < 0.95*float64(sz.latencyRate) {
-			kept = fmt.Sprintf("writers did NOT keep their rate (%.0f of %d/s)", got, sz.latencyRate)
-		}
-		target += "; " + kept
+		lat := sink.sorted()
+		p50, p99 := benchkit.Quantile(lat, 0.50), benchkit.Quantile(lat, 0.99)
+		got := benchkit.PerSec(sent, elapsed)
+		target += "; " + benchkit.KeptRate(got, sz.latencyRate)
 		rows = append(rows, row{
-			scenario:  fmt.Sprintf("latency commit → sink, %s, %d events at %.0f/s, 8 writers, %d workers", path, sent, got, latencyWorkers),
-			figure:    fmt.Sprintf("p50 %.2fms, p99 %.2fms", ms(p50), ms(p99)),
-			reference: "target", ratio: fmt.Sprintf("p99/target %.2f", ms(p99)/map[bool]float64{true: 5, false: 20}[afterCommit]),
-			target: target,
+			Scenario:  fmt.Sprintf("latency commit → sink, %s, %d events at %.0f/s, 8 writers, %d workers", path, sent, got, latencyWorkers),
+			Figure:    fmt.Sprintf("p50 %.2fms, p99 %.2fms", benchkit.Ms(p50), benchkit.Ms(p99)),
+			Reference: "target", Ratio: fmt.Sprintf("p99/target %.2f", benchkit.Ms(p99)/map[bool]float64{true: 5, false: 20}[afterCommit]),
+			Target: target,
 		})
 	}
 	return rows, nil
@@ -154,65 +148,32 @@ const latencyWorkers = 8
 // path as it is for a writer that picks a short head start.
 const shortHeadStart = 2 * time.Second
 
-func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
-
-// produce commits events at a steady rate from several writers, each in
-// its own transaction, and hands each to the fast path or wakes the worker.
+// produce commits events at sz.latencyRate from benchkit.Writers
+// writers, each in its own transaction, and hands each to the fast path
+// or wakes the worker.
 func (b *bench) produce(ctx context.Context, store *mysql.Store, w *outbox.Worker, sink *latencySink, sz sizes, afterCommit bool, headStart time.Duration) (int, time.Duration, error) {
-	const writers = 8
-	total := int(float64(sz.latencyRate) * sz.latencyFor.Seconds())
-	interval := time.Duration(float64(time.Second) * writers / float64(sz.latencyRate))
-	var (
-		wg    sync.WaitGroup
-		mu    sync.Mutex
-		sent  int
-		first error
-	)
-	start := time.Now()
-	for wr := range writers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			// Each writer keeps a schedule, catching up after a slow
-			// commit rather than dropping the events it fell behind on (as
-			// a ticker would), so that the rate achieved says whether the
-			// writers kept up. The writers are not staggered: every
-			// interval, all eight commit at once, the harder case.
-			for i := 0; i < total/writers; i++ {
-				time.Sleep(time.Until(start.Add(time.Duration(i) * interval))) // pacing, not synchronisation
-				m := outbox.Message{ID: fmt.Sprintf("lat-%d-%d", wr, i), Key: fmt.Sprintf("room-%d", i%50), Type: "RoomGiftSent", Payload: []byte(`{"gift":"rose"}`)}
-				opts := outbox.EnqueueOptions{HeadStart: headStart}
-				err := func() error {
-					tx, err := b.db.BeginTx(ctx, nil)
-					if err != nil {
-						return err
-					}
-					if err := store.Enqueue(ctx, tx, &opts, m); err != nil {
-						tx.Rollback()
-						return err
-					}
-					return tx.Commit()
-				}()
-				if err != nil {
-					mu.Lock()
-					first = err
-					mu.Unlock()
-					return
-				}
-				sink.committed.Store(m.ID, time.Now())
-				if afterCommit {
-					_ = w.PublishNow(ctx, m)
-				} else {
-					w.Notify()
-				}
-				mu.Lock()
-				sent++
-				mu.Unlock()
-			}
-		}()
-	}
-	wg.Wait()
-	return sent, time.Since(start), first
+	return benchkit.Pace(sz.latencyRate, sz.latencyFor, func(id string, i int) error {
+		m := outbox.Message{ID: id, Key: fmt.Sprintf("room-%d", i%50), Type: "RoomGiftSent", Payload: []byte(`{"gift":"rose"}`)}
+		opts := outbox.EnqueueOptions{HeadStart: headStart}
+		tx, err := b.db.BeginTx(ctx, nil)
+		if err != nil {
+			return err
+		}
+		if err := store.Enqueue(ctx, tx, &opts, m); err != nil {
+			tx.Rollback()
+			return err
+		}
+		if err := tx.Commit(); err != nil {
+			return err
+		}
+		sink.committed.Store(m.ID, time.Now())
+		if afterCommit {
+			_ = w.PublishNow(ctx, m)
+		} else {
+			w.Notify()
+		}
+		return nil
+	})
 }
 
 // enqueuePayload is the enqueue scenario's payload: 512 bytes, as in the
@@ -322,29 +283,29 @@ func (b *bench) enqueueOverhead(ctx context.Context, sz sizes) ([]row, error) {
 		return fmt.Sprintf("%+.1f%% time per transaction", 100*(took[extra].Seconds()/took[nothing].Seconds()-1))
 	}
 	return []row{{
-		scenario:  fmt.Sprintf("enqueue overhead: one-row business transaction, %d B payload, %d commits each way, interleaved", len(enqueuePayload), n),
-		figure:    fmt.Sprintf("%.0f tx/s with the outbox insert", perSec(n, took[outboxInsert])),
-		reference: fmt.Sprintf("%.0f tx/s without", perSec(n, took[nothing])),
-		ratio:     over(outboxInsert),
+		Scenario:  fmt.Sprintf("enqueue overhead: one-row business transaction, %d B payload, %d commits each way, interleaved", len(enqueuePayload), n),
+		Figure:    fmt.Sprintf("%.0f tx/s with the outbox insert", benchkit.PerSec(n, took[outboxInsert])),
+		Reference: fmt.Sprintf("%.0f tx/s without", benchkit.PerSec(n, took[nothing])),
+		Ratio:     over(outboxInsert),
 		// Issue 30: the outbox insert's extra cost within 1.5× the
 		// smallest insert's (the old "≤ +15%" and "within 5 points" are
 		// retired: below what any 512-byte row costs on this machine).
-		target: fmt.Sprintf("extra cost ≤ 1.5× the smallest insert's: %s, %s the SELECT 1 floor", ratio(took[outboxInsert].Seconds()-took[nothing].Seconds(), took[bareInsert].Seconds()-took[nothing].Seconds()), points(outboxInsert, emptyStatement)),
+		Target: fmt.Sprintf("extra cost ≤ 1.5× the smallest insert's: %s, %s the SELECT 1 floor", benchkit.Ratio(took[outboxInsert].Seconds()-took[nothing].Seconds(), took[bareInsert].Seconds()-took[nothing].Seconds()), points(outboxInsert, emptyStatement)),
 	}, {
-		scenario:  "floor: the same transaction with an empty statement (SELECT 1) instead",
-		figure:    fmt.Sprintf("%.0f tx/s", perSec(n, took[emptyStatement])),
-		reference: fmt.Sprintf("%.0f tx/s without", perSec(n, took[nothing])),
-		ratio:     over(emptyStatement), target: "(what one more round trip costs here)",
+		Scenario:  "floor: the same transaction with an empty statement (SELECT 1) instead",
+		Figure:    fmt.Sprintf("%.0f tx/s", benchkit.PerSec(n, took[emptyStatement])),
+		Reference: fmt.Sprintf("%.0f tx/s without", benchkit.PerSec(n, took[nothing])),
+		Ratio:     over(emptyStatement), Target: "(what one more round trip costs here)",
 	}, {
-		scenario:  "floor: the same transaction with the smallest insert instead (a two-column table, no secondary index)",
-		figure:    fmt.Sprintf("%.0f tx/s", perSec(n, took[bareInsert])),
-		reference: fmt.Sprintf("%.0f tx/s without", perSec(n, took[nothing])),
-		ratio:     over(bareInsert), target: "(what any insert costs here)",
+		Scenario:  "floor: the same transaction with the smallest insert instead (a two-column table, no secondary index)",
+		Figure:    fmt.Sprintf("%.0f tx/s", benchkit.PerSec(n, took[bareInsert])),
+		Reference: fmt.Sprintf("%.0f tx/s without", benchkit.PerSec(n, took[nothing])),
+		Ratio:     over(bareInsert), Target: "(what any insert costs here)",
 	}, {
-		scenario:  fmt.Sprintf("enqueue redo per transaction (server-wide), %d transactions of each variant in a row", m),
-		figure:    fmt.Sprintf("with the outbox insert %.0f B", redo[outboxInsert]),
-		reference: fmt.Sprintf("without %.0f B, SELECT 1 %.0f B, smallest insert %.0f B", redo[nothing], redo[emptyStatement], redo[bareInsert]),
-		ratio:     fmt.Sprintf("outbox insert %.0f B, smallest insert %.0f B over the transaction", redo[outboxInsert]-redo[nothing], redo[bareInsert]-redo[nothing]),
-		target:    "(what the insert writes)",
+		Scenario:  fmt.Sprintf("enqueue redo per transaction (server-wide), %d transactions of each variant in a row", m),
+		Figure:    fmt.Sprintf("with the outbox insert %.0f B", redo[outboxInsert]),
+		Reference: fmt.Sprintf("without %.0f B, SELECT 1 %.0f B, smallest insert %.0f B", redo[nothing], redo[emptyStatement], redo[bareInsert]),
+		Ratio:     fmt.Sprintf("outbox insert %.0f B, smallest insert %.0f B over the transaction", redo[outboxInsert]-redo[nothing], redo[bareInsert]-redo[nothing]),
+		Target:    "(what the insert writes)",
 	}}, nil
 }

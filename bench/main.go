@@ -22,12 +22,10 @@ import (
 	"os"
 	"runtime"
 	"runtime/pprof"
-	"slices"
-	"strconv"
 	"strings"
-	"text/tabwriter"
 	"time"
 
+	"github.com/outboxrelay/outboxrelay/bench/internal/benchkit"
 	"github.com/outboxrelay/outboxrelay/internal/dsnsafe"
 	"github.com/outboxrelay/outboxrelay/store/mysql"
 )
@@ -50,9 +48,9 @@ type sizes struct {
 	enqueueTxs     int
 	compareEvents  int // per drain of the compare scenario
 	compareRounds  int
-	compareConfigs []compareConfig
-	consumerEvents int   // per drain of the consumer log scenario
-	consumerCounts []int // its numbers of named consumers
+	compareConfigs []compareConfig // from the -compare and -ordered flags
+	consumerEvents int             // per drain of the consumer log scenario
+	consumerCounts []int           // its numbers of named consumers
 	histories      []historyCase
 }
 
@@ -60,11 +58,11 @@ type sizes struct {
 // issue 17 names (1 and 4 workers, 256 B and 512 B payloads) and issue
 // 30's 8 and 16 workers, where a claim that steps over the other
 // instances' leases shows.
-var compareConfigs = []compareConfig{
-	{workers: 1, batch: 100, payload: 512}, {workers: 1, batch: 100, payload: 256},
-	{workers: 4, batch: 200, payload: 512}, {workers: 4, batch: 200, payload: 256},
-	{workers: 8, batch: 100, payload: 512}, {workers: 8, batch: 200, payload: 256},
-	{workers: 16, batch: 100, payload: 512}, {workers: 16, batch: 200, payload: 256},
+var compareConfigs = []benchkit.Config{
+	{Workers: 1, Batch: 100, Payload: 512}, {Workers: 1, Batch: 100, Payload: 256},
+	{Workers: 4, Batch: 200, Payload: 512}, {Workers: 4, Batch: 200, Payload: 256},
+	{Workers: 8, Batch: 100, Payload: 512}, {Workers: 8, Batch: 200, Payload: 256},
+	{Workers: 16, Batch: 100, Payload: 512}, {Workers: 16, Batch: 200, Payload: 256},
 }
 
 var full = sizes{
@@ -72,7 +70,7 @@ var full = sizes{
 	ceilingEvents: 60000, peerEvents: 20000,
 	published: 1_000_000, backlog: 100_000,
 	slowEvents: 1200, latencyRate: 1000, latencyFor: 5 * time.Second, enqueueTxs: 3000,
-	compareEvents: 30000, compareRounds: 5, compareConfigs: compareConfigs,
+	compareEvents: 30000, compareRounds: 5,
 	consumerEvents: 30000, consumerCounts: consumerCounts,
 	histories: []historyCase{{5_000, true}, {20_000, true}, {200_000, false}},
 }
@@ -82,22 +80,20 @@ var quick = sizes{
 	ceilingEvents: 2000, peerEvents: 1000,
 	published: 20_000, backlog: 5_000,
 	slowEvents: 100, latencyRate: 200, latencyFor: time.Second, enqueueTxs: 200,
-	compareEvents: 600, compareRounds: 1, compareConfigs: compareConfigs,
+	compareEvents: 600, compareRounds: 1,
 	consumerEvents: 600, consumerCounts: consumerCounts,
 	histories: []historyCase{{2_000, true}},
 }
 
 // row is one line of the report.
-type row struct {
-	scenario, figure, reference, ratio, target string
-}
+type row = benchkit.Row
 
 func main() {
 	dsn := flag.String("dsn", envOr("OUTBOXRELAY_TEST_MYSQL_DSN", "root@tcp(127.0.0.1:3306)/"), "MySQL/MariaDB server DSN")
 	q := flag.Bool("quick", false, "small sizes: a smoke test, not a measurement")
 	only := flag.String("only", "", "run only the scenarios whose names contain this (compare, relay, consumers, peer, backlog, slow, latency, enqueue, history); the peer needs relay")
 	cpuprofile := flag.String("cpuprofile", "", "write the bench process's CPU profile to this file")
-	configs := flag.String("compare", "", "the compare scenario's configurations, as WORKERSxBATCHxPAYLOAD separated by commas (default: those of issues 17 and 30, "+formatConfigs(compareConfigs)+")")
+	configs := flag.String("compare", "", "the compare scenario's configurations, as WORKERSxBATCHxPAYLOAD separated by commas (default: those of issues 17 and 30, "+benchkit.FormatConfigs(compareConfigs)+")")
 	rounds := flag.Int("rounds", 0, "the alternating rounds of the compare scenario and of the consumers scenario's 0, 1 and 3 named consumers (default: 5, 1 with -quick)")
 	serverPID := flag.Int("server-pid", 0, "the server's process ID, when it runs on this machine: the compare and consumers scenarios then report the server's CPU time per event (from /proc)")
 	events := flag.Int("events", 0, "events per drain of the compare scenario and of the consumers scenario's 0, 1 and 3 named consumers (default: 30000, 600 with -quick)")
@@ -117,19 +113,16 @@ func main() {
 	if *q {
 		sz = quick
 	}
+	shapes := compareConfigs
 	if *configs != "" {
-		c, err := parseConfigs(*configs)
+		c, err := benchkit.ParseConfigs(*configs)
 		if err != nil {
 			log.Fatalf("-compare: %v", err)
 		}
-		sz.compareConfigs = c
+		shapes = c
 	}
-	if *ordered {
-		cs := slices.Clone(sz.compareConfigs)
-		for i := range cs {
-			cs[i].ordered = true
-		}
-		sz.compareConfigs = cs
+	for _, c := range shapes {
+		sz.compareConfigs = append(sz.compareConfigs, compareConfig{Config: c, ordered: *ordered})
 	}
 	switch {
 	case *rounds < 0:
@@ -167,20 +160,10 @@ func main() {
 			log.Fatal(err)
 		}
 		rows = append(rows, r...)
-		printRows(os.Stderr, r) // progress
+		benchkit.PrintRows(os.Stderr, r) // progress
 	}
 	fmt.Printf("machine: %d CPUs, %s/%s, %s, server %s\n\n", runtime.NumCPU(), runtime.GOOS, runtime.GOARCH, runtime.Version(), b.version)
-	printRows(os.Stdout, rows)
-}
-
-func printRows(w *os.File, rows []row) {
-	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "| scenario\t| figure\t| reference (same run)\t| ratio\t| target\t|")
-	fmt.Fprintln(tw, "| ---\t| ---\t| ---\t| ---\t| ---\t|")
-	for _, r := range rows {
-		fmt.Fprintf(tw, "| %s\t| %s\t| %s\t| %s\t| %s\t|\n", r.scenario, r.figure, r.reference, r.ratio, r.target)
-	}
-	_ = tw.Flush()
+	benchkit.PrintRows(os.Stdout, rows)
 }
 
 func envOr(name, fallback string) string {
@@ -311,45 +294,4 @@ func (b *bench) pendingOf(consumers ...string) func(context.Context) (int, error
 		}
 		return left, nil
 	}
-}
-
-func perSec(n int, d time.Duration) float64 { return float64(n) / d.Seconds() }
-
-func ratio(a, b float64) string {
-	if b == 0 {
-		return "-"
-	}
-	return fmt.Sprintf("%.2f", a/b)
-}
-
-func evRate(v float64) string { return fmt.Sprintf("%.0f ev/s", v) }
-
-// parseConfigs reads the -compare flag: WORKERSxBATCHxPAYLOAD, separated
-// by commas, each number positive.
-func parseConfigs(s string) ([]compareConfig, error) {
-	var out []compareConfig
-	for _, part := range strings.Split(s, ",") {
-		fields := strings.Split(strings.TrimSpace(part), "x")
-		if len(fields) != 3 {
-			return nil, fmt.Errorf("%q is not WORKERSxBATCHxPAYLOAD (such as 4x200x512)", part)
-		}
-		var n [3]int
-		for i, f := range fields {
-			v, err := strconv.Atoi(f)
-			if err != nil || v <= 0 {
-				return nil, fmt.Errorf("%q: %q is not a positive number", part, f)
-			}
-			n[i] = v
-		}
-		out = append(out, compareConfig{workers: n[0], batch: n[1], payload: n[2]})
-	}
-	return out, nil
-}
-
-func formatConfigs(cs []compareConfig) string {
-	parts := make([]string, len(cs))
-	for i, c := range cs {
-		parts[i] = fmt.Sprintf("%dx%dx%d", c.workers, c.batch, c.payload)
-	}
-	return strings.Join(parts, ",")
 }

@@ -10,6 +10,8 @@ import (
 	"github.com/ThreeDotsLabs/watermill/components/forwarder"
 	"github.com/ThreeDotsLabs/watermill/message"
 	"github.com/ThreeDotsLabs/watermill/pubsub/gochannel"
+
+	"github.com/outboxrelay/outboxrelay/bench/internal/benchkit"
 )
 
 // peer measures the Watermill SQL forwarder (watermill-sql/v4, MySQL
@@ -38,8 +40,8 @@ func (b *bench) peer(ctx context.Context, sz sizes) ([]row, error) {
 			schema = "MySQL queue schema, acked per message"
 		}
 		rows = append(rows, row{
-			scenario: fmt.Sprintf("peer: Watermill SQL forwarder (watermill-sql v4, %s, batch %d), %d events", schema, c.batch, n),
-			figure:   evRate(peer), reference: "relay batch 100, 1 worker " + evRate(b.relay100), ratio: "relay/peer " + ratio(b.relay100, peer), target: target,
+			Scenario: fmt.Sprintf("peer: Watermill SQL forwarder (watermill-sql v4, %s, batch %d), %d events", schema, c.batch, n),
+			Figure:   benchkit.EvRate(peer), Reference: "relay batch 100, 1 worker " + benchkit.EvRate(b.relay100), Ratio: "relay/peer " + benchkit.Ratio(b.relay100, peer), Target: target,
 		})
 	}
 	return rows, nil
@@ -107,7 +109,7 @@ func (b *bench) watermill(ctx context.Context, n, batch int, queue bool) (float6
 			return 0, fmt.Errorf("watermill: %d of %d forwarded after 2 minutes", got, n)
 		}
 	}
-	peer := perSec(n, time.Since(start))
+	peer := benchkit.PerSec(n, time.Since(start))
 	_ = fwd.Close()
 	_ = out.Close()
 	return peer, nil

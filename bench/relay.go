@@ -14,6 +14,7 @@ import (
 
 	"golang.org/x/time/rate"
 
+	"github.com/outboxrelay/outboxrelay/bench/internal/benchkit"
 	"github.com/outboxrelay/outboxrelay/outbox"
 	"github.com/outboxrelay/outboxrelay/outbox/backend"
 	"github.com/outboxrelay/outboxrelay/store/mysql"
@@ -147,7 +148,7 @@ func (b *bench) relayRate(ctx context.Context, n, batch, workers int) (float64, 
 		return 0, err
 	}
 	d, err := b.drain(ctx, n, workers, &countingSink{}, outbox.WorkerOptions{BatchSize: batch, PollInterval: 10 * time.Millisecond})
-	return perSec(n, d), err
+	return benchkit.PerSec(n, d), err
 }
 
 // ceilingRate is the raw loop every relay needs at least: claim a batch of
@@ -181,7 +182,7 @@ func (b *bench) ceilingRate(ctx context.Context, n, batch int) (float64, error) 
 		rows.Close()
 		if len(ids) == 0 {
 			tx.Rollback()
-			return perSec(n, time.Since(start)), nil
+			return benchkit.PerSec(n, time.Since(start)), nil
 		}
 		upd := "UPDATE " + minimalTable + " SET status = 1 WHERE id IN (" + strings.Repeat("?, ", len(ids)-1) + "?)"
 		if _, err := tx.ExecContext(ctx, upd, ids...); err != nil {
@@ -226,8 +227,8 @@ func (b *bench) relayAndCeiling(ctx context.Context, sz sizes) ([]row, error) {
 				b.relay100 = relay
 			}
 			rows = append(rows, row{
-				scenario: fmt.Sprintf("relay, batch %d, %d worker(s), no-op sink, %d events, median of %d", batch, workers, n, relayRounds),
-				figure:   evRate(relay), reference: "ceiling " + evRate(median(ceiling)), ratio: ratio(relay, median(ceiling)), target: target,
+				Scenario: fmt.Sprintf("relay, batch %d, %d worker(s), no-op sink, %d events, median of %d", batch, workers, n, relayRounds),
+				Figure:   benchkit.EvRate(relay), Reference: "ceiling " + benchkit.EvRate(median(ceiling)), Ratio: benchkit.Ratio(relay, median(ceiling)), Target: target,
 			})
 		}
 	}
@@ -257,7 +258,7 @@ func (b *bench) backlogScaling(ctx context.Context, sz sizes) ([]row, error) {
 			return 0, err
 		}
 		d, err := b.drain(ctx, sz.backlog, 1, &countingSink{}, outbox.WorkerOptions{BatchSize: 100, PollInterval: 10 * time.Millisecond})
-		return perSec(sz.backlog, d), err
+		return benchkit.PerSec(sz.backlog, d), err
 	}
 	fresh, err := drainBacklog(0)
 	if err != nil {
@@ -268,8 +269,8 @@ func (b *bench) backlogScaling(ctx context.Context, sz sizes) ([]row, error) {
 		return nil, err
 	}
 	return []row{{
-		scenario: fmt.Sprintf("backlog scaling: drain %d pending next to %d published rows", sz.backlog, sz.published),
-		figure:   evRate(big), reference: "same backlog, fresh table " + evRate(fresh), ratio: ratio(big, fresh), target: "within 20% (≥ 0.80)",
+		Scenario: fmt.Sprintf("backlog scaling: drain %d pending next to %d published rows", sz.backlog, sz.published),
+		Figure:   benchkit.EvRate(big), Reference: "same backlog, fresh table " + benchkit.EvRate(fresh), Ratio: benchkit.Ratio(big, fresh), Target: "within 20% (≥ 0.80)",
 	}}, nil
 }
 
@@ -304,9 +305,9 @@ func (b *bench) slowSink(ctx context.Context, sz sizes) ([]row, error) {
 	if err != nil {
 		return nil, err
 	}
-	got := perSec(sz.slowEvents, d)
+	got := benchkit.PerSec(sz.slowEvents, d)
 	return []row{{
-		scenario: "slow sink: 20ms per call, 200 calls/s limit, 1 worker, Concurrency 8",
-		figure:   fmt.Sprintf("%.0f calls/s", got), reference: "the limit, 200 calls/s", ratio: ratio(got, limit), target: "≥ 0.90",
+		Scenario: "slow sink: 20ms per call, 200 calls/s limit, 1 worker, Concurrency 8",
+		Figure:   fmt.Sprintf("%.0f calls/s", got), Reference: "the limit, 200 calls/s", Ratio: benchkit.Ratio(got, limit), Target: "≥ 0.90",
 	}}, nil
 }

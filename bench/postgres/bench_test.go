@@ -9,6 +9,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/outboxrelay/outboxrelay/bench/internal/benchkit"
 )
 
 // TestQuickBench runs the quick bench end to end against the server in
@@ -54,7 +56,7 @@ func TestQuickBench(t *testing.T) {
 	for _, d := range drains {
 		seen[d.arm]++
 		if d.delivered != d.due || d.left != 0 {
-			t.Errorf("%s, %s: %d deliveries due, %d made, %d left undelivered", d.arm, formatConfigs([]compareConfig{d.c}), d.due, d.delivered, d.left)
+			t.Errorf("%s, %s: %d deliveries due, %d made, %d left undelivered", d.arm, benchkit.FormatConfigs([]compareConfig{d.c}), d.due, d.delivered, d.left)
 		}
 	}
 	for _, a := range allArms() {
@@ -68,6 +70,6 @@ func TestQuickBench(t *testing.T) {
 		}
 	}
 	var report strings.Builder
-	printRows(&report, rows)
+	benchkit.PrintRows(&report, rows)
 	t.Log("\n" + report.String())
 }

@@ -26,7 +26,7 @@ func ceilingPrepare(ctx context.Context, b *bench, n int, c compareConfig) error
 		"CREATE TABLE "+ceilingTable+" (id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY, event_id text NOT NULL,"+
 			" payload bytea NOT NULL, status smallint NOT NULL DEFAULT 0)",
 		"CREATE INDEX "+ceilingTable+"_pending ON "+ceilingTable+" (id) WHERE status = 0",
-		fmt.Sprintf("INSERT INTO %s (event_id, payload) SELECT 'e-' || n, %s FROM generate_series(0, %d) n", ceilingTable, fillPayload(c.payload), n-1),
+		fmt.Sprintf("INSERT INTO %s (event_id, payload) SELECT 'e-' || n, %s FROM generate_series(0, %d) n", ceilingTable, fillPayload(c.Payload), n-1),
 		"VACUUM ANALYZE "+ceilingTable)
 }
 
@@ -36,7 +36,7 @@ func ceilingLeft(ctx context.Context, b *bench) (int, error) {
 
 func ceilingDrain(ctx context.Context, b *bench, n int, c compareConfig) (time.Duration, int, error) {
 	start := time.Now()
-	pools := make([]*pgxpool.Pool, c.workers)
+	pools := make([]*pgxpool.Pool, c.Workers)
 	defer func() {
 		for _, p := range pools {
 			if p != nil {
@@ -51,12 +51,12 @@ func ceilingDrain(ctx context.Context, b *bench, n int, c compareConfig) (time.D
 		}
 		pools[i] = p
 	}
-	errs := make(chan error, c.workers)
+	errs := make(chan error, c.Workers)
 	var delivered atomic.Int64
 	for _, p := range pools {
 		go func() {
 			for {
-				got, err := ceilingBatch(ctx, p, c.batch)
+				got, err := ceilingBatch(ctx, p, c.Batch)
 				delivered.Add(int64(got))
 				if err != nil || got == 0 {
 					errs <- err
@@ -66,7 +66,7 @@ func ceilingDrain(ctx context.Context, b *bench, n int, c compareConfig) (time.D
 		}()
 	}
 	var first error
-	for range c.workers {
+	for range c.Workers {
 		if err := <-errs; err != nil && first == nil {
 			first = err
 		}

@@ -6,6 +6,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/outboxrelay/outboxrelay/bench/internal/benchkit"
 )
 
 // The compare scenario drains the same backlog several ways, in
@@ -15,17 +17,15 @@ import (
 // files for what each does.
 
 // compareConfig is one configuration of the comparison.
-type compareConfig struct {
-	workers, batch, payload int
-}
+type compareConfig = benchkit.Config
 
 // arm is one contender of the comparison.
 type arm struct {
 	name string
-	// prepare makes a backlog of n events of c.payload bytes, on a fresh
+	// prepare makes a backlog of n events of c.Payload bytes, on a fresh
 	// table, analysed.
 	prepare func(ctx context.Context, b *bench, n int, c compareConfig) error
-	// drain delivers the backlog with c.workers workers, each on a pool
+	// drain delivers the backlog with c.Workers workers, each on a pool
 	// of its own, and returns how long that took, from before the first
 	// connection to the last outcome committed, and how many deliveries
 	// its consumer saw. It closes its pools before it returns.
@@ -111,7 +111,7 @@ func (b *bench) measured(ctx context.Context, a arm, n int, c compareConfig) (dr
 	if delivered != want || left != 0 {
 		return drainStats{}, fmt.Errorf("%d events enqueued, %d deliveries of %d due, %d left undelivered", n, delivered, want, left)
 	}
-	return drainStats{rate: perSec(n, d), counter: after.minus(before), events: n}, nil
+	return drainStats{rate: benchkit.PerSec(n, d), counter: after.minus(before), events: n}, nil
 }
 
 // count runs a count query on the control connection.
@@ -133,7 +133,7 @@ func (b *bench) compare(ctx context.Context, sz sizes) ([]row, error) {
 				k := (i + round) % len(b.arms)
 				st, err := b.measured(ctx, b.arms[k], n, c)
 				if err != nil {
-					return nil, fmt.Errorf("%s, %s: %w", b.arms[k].name, formatConfigs([]compareConfig{c}), err)
+					return nil, fmt.Errorf("%s, %s: %w", b.arms[k].name, benchkit.FormatConfigs([]compareConfig{c}), err)
 				}
 				results[k] = append(results[k], st)
 			}
@@ -152,7 +152,7 @@ func (b *bench) compare(ctx context.Context, sz sizes) ([]row, error) {
 // Watermill, then WAL, server CPU (with -server-pid) and rows per
 // delivered event.
 func compareRows(arms []arm, med map[string]drainStats, c compareConfig, n, rounds int) []row {
-	what := fmt.Sprintf("%d worker(s), batch %d, %d B payload, %d events, median of %d", c.workers, c.batch, c.payload, n, rounds)
+	what := fmt.Sprintf("%d worker(s), batch %d, %d B payload, %d events, median of %d", c.Workers, c.Batch, c.Payload, n, rounds)
 	ceiling, hasCeiling := med["ceiling"]
 	relay, hasRelay := med["relay"]
 	var rows []row
@@ -162,11 +162,11 @@ func compareRows(arms []arm, med map[string]drainStats, c compareConfig, n, roun
 		if alters := relayAlters(); name == "relay" && len(alters) > 0 {
 			name += " (" + strings.Join(alters, "; ") + ")"
 		}
-		r := row{scenario: "compare: " + name + ", " + what, figure: evRate(st.rate)}
+		r := row{Scenario: "compare: " + name + ", " + what, Figure: benchkit.EvRate(st.rate)}
 		if hasCeiling && a.name != "ceiling" {
-			r.reference, r.ratio = "ceiling "+evRate(ceiling.rate), a.name+"/ceiling "+ratio(st.rate, ceiling.rate)
-			if a.name == "relay" && c.workers == 1 {
-				r.target = "≥ 0.75"
+			r.Reference, r.Ratio = "ceiling "+benchkit.EvRate(ceiling.rate), a.name+"/ceiling "+benchkit.Ratio(st.rate, ceiling.rate)
+			if a.name == "relay" && c.Workers == 1 {
+				r.Target = "≥ 0.75"
 			}
 		}
 		rows = append(rows, r)
@@ -174,26 +174,26 @@ func compareRows(arms []arm, med map[string]drainStats, c compareConfig, n, roun
 	if hasRelay {
 		for _, peer := range []string{"River", riverDefaultsArm, "Watermill"} {
 			if st, ok := med[peer]; ok {
-				rows = append(rows, row{scenario: "compare: relay vs " + peer + ", " + what, figure: evRate(relay.rate),
-					reference: peer + " " + evRate(st.rate), ratio: "relay/" + peer + " " + ratio(relay.rate, st.rate), target: "≥ 1.2"})
+				rows = append(rows, row{Scenario: "compare: relay vs " + peer + ", " + what, Figure: benchkit.EvRate(relay.rate),
+					Reference: peer + " " + benchkit.EvRate(st.rate), Ratio: "relay/" + peer + " " + benchkit.Ratio(relay.rate, st.rate), Target: "≥ 1.2"})
 			}
 		}
 	}
 	for _, a := range arms {
 		st := med[a.name]
-		r := row{scenario: "compare: WAL, server CPU and rows per delivered event, " + a.name + ", " + what,
-			figure: fmt.Sprintf("%.0f B WAL", st.perEvent(st.counter.wal)), reference: st.rowsPerEvent() + "; " + perBatch(st, c.batch) + "; CPU " + st.cpuPerEvent()}
+		r := row{Scenario: "compare: WAL, server CPU and rows per delivered event, " + a.name + ", " + what,
+			Figure: fmt.Sprintf("%.0f B WAL", st.perEvent(st.counter.wal)), Reference: st.rowsPerEvent() + "; " + perBatch(st, c.Batch) + "; CPU " + st.cpuPerEvent()}
 		if server, ok := st.serverCPU(); ok {
-			r.figure += fmt.Sprintf(", server CPU %.1f µs", server)
+			r.Figure += fmt.Sprintf(", server CPU %.1f µs", server)
 		}
 		if hasCeiling && a.name != "ceiling" {
-			r.ratio = "WAL/ceiling's " + ratio(st.perEvent(st.counter.wal), ceiling.perEvent(ceiling.counter.wal))
+			r.Ratio = "WAL/ceiling's " + benchkit.Ratio(st.perEvent(st.counter.wal), ceiling.perEvent(ceiling.counter.wal))
 			if server, ok := st.serverCPU(); ok {
 				ceilingServer, _ := ceiling.serverCPU()
-				r.ratio += "; server CPU/ceiling's " + ratio(server, ceilingServer)
+				r.Ratio += "; server CPU/ceiling's " + benchkit.Ratio(server, ceilingServer)
 			}
 			if a.name == "relay" {
-				r.target = "WAL ≤ 2"
+				r.Target = "WAL ≤ 2"
 			}
 		}
 		rows = append(rows, r)

@@ -2,14 +2,12 @@ package main
 
 import (
 	"context"
-	"database/sql"
 	"fmt"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 
-	"github.com/outboxrelay/outboxrelay/outbox"
+	"github.com/outboxrelay/outboxrelay/bench/internal/benchkit"
 	"github.com/outboxrelay/outboxrelay/outbox/backend"
 	"github.com/outboxrelay/outboxrelay/store/postgres"
 )
@@ -26,7 +24,7 @@ import (
 
 // consumerConfig is the one configuration of the consumers scenario:
 // one worker per consumer, batches of 100, 512 B payloads.
-var consumerConfig = compareConfig{workers: 1, batch: 100, payload: 512}
+var consumerConfig = compareConfig{Workers: 1, Batch: 100, Payload: 512}
 
 // consumersArm is the arm that drains the backlog with the default
 // consumer and as many named consumers as named says.
@@ -126,60 +124,18 @@ func (s consumerSettleCounter) SettleAndClaim(ctx context.Context, st backend.Se
 // deliveries of all consumers together. A consumer whose sink took other
 // than n deliveries is an error.
 func consumersDrain(ctx context.Context, b *bench, n int, c compareConfig, named int) (time.Duration, int, error) {
-	runCtx, stop := context.WithCancel(ctx)
 	var (
-		wg      sync.WaitGroup
-		dbs     []*sql.DB
 		sinks   = make([]countingSink, 1+named)
 		applied = make([]atomic.Int64, 1+named)
+		lanes   = make([]lane, 1+named)
 	)
-	defer func() {
-		stop()
-		wg.Wait()
-		for _, db := range dbs {
-			db.Close()
-		}
-	}()
-	start := time.Now()
-	for i := range 1 + named {
-		db, err := b.relayDB()
-		if err != nil {
-			return 0, 0, err
-		}
-		dbs = append(dbs, db)
-		s, err := postgres.New(db, postgres.Options{Table: relayTable})
-		if err != nil {
-			return 0, 0, err
-		}
-		var store backend.Store = settleCounter{s, &applied[i]}
+	for i := range lanes {
+		lanes[i] = lane{sink: &sinks[i], applied: &applied[i]}
 		if i > 0 {
-			cs, err := s.Consumer(consumerName(i))
-			if err != nil {
-				return 0, 0, err
-			}
-			store = consumerSettleCounter{cs, &applied[i]}
+			lanes[i].consumer = consumerName(i)
 		}
-		w, err := outbox.NewWorker(store, &sinks[i], outbox.WorkerOptions{
-			BatchSize: c.batch, PollInterval: 10 * time.Millisecond, NodeID: fmt.Sprintf("bench-%d", i), Logger: quiet,
-		})
-		if err != nil {
-			return 0, 0, err
-		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			_ = w.Run(runCtx)
-		}()
 	}
-	err := waitDone(ctx, "consumers", 5*time.Minute, func() (bool, error) {
-		for i := range applied {
-			if applied[i].Load() < int64(n) {
-				return false, nil
-			}
-		}
-		return true, nil
-	})
-	d := time.Since(start)
+	d, err := drainLanes(ctx, b, "consumers", n, c.Batch, lanes)
 	var total int
 	var counts []string
 	for i := range sinks {
@@ -227,7 +183,7 @@ func (b *bench) consumers(ctx context.Context, sz sizes) ([]row, error) {
 // and the WAL's growth per consumer added, against the default consumer
 // alone and against the previous number.
 func consumerRows(counts []int, med []drainStats, n, rounds int) []row {
-	what := fmt.Sprintf("1 worker per consumer, batch %d, %d B payload, %d events, median of %d", consumerConfig.batch, consumerConfig.payload, n, rounds)
+	what := fmt.Sprintf("1 worker per consumer, batch %d, %d B payload, %d events, median of %d", consumerConfig.Batch, consumerConfig.Payload, n, rounds)
 	var rows []row
 	base := -1 // the index of the default consumer alone, if measured
 	for i, k := range counts {
@@ -239,35 +195,26 @@ func consumerRows(counts []int, med []drainStats, n, rounds int) []row {
 		st := med[i]
 		wal := st.perEvent(st.counter.wal)
 		r := row{
-			scenario: fmt.Sprintf("consumers: default + %d named, %s", k, what),
-			figure:   fmt.Sprintf("%.0f B WAL per enqueued event", wal),
+			Scenario: fmt.Sprintf("consumers: default + %d named, %s", k, what),
+			Figure:   fmt.Sprintf("%.0f B WAL per enqueued event", wal),
 		}
 		if server, ok := st.serverCPU(); ok {
-			r.figure += fmt.Sprintf(", server CPU %.1f µs", server)
+			r.Figure += fmt.Sprintf(", server CPU %.1f µs", server)
 		}
-		r.reference = fmt.Sprintf("%s drained by every consumer, %.0f deliveries/s; %s; %s; CPU %s", evRate(st.rate), st.rate*float64(1+k),
-			st.rowsPerEvent(), perBatch(st, consumerConfig.batch), st.cpuPerEvent())
+		r.Reference = fmt.Sprintf("%s drained by every consumer, %.0f deliveries/s; %s; %s; CPU %s", benchkit.EvRate(st.rate), st.rate*float64(1+k),
+			st.rowsPerEvent(), perBatch(st, consumerConfig.Batch), st.cpuPerEvent())
 		var growth []string
 		if base >= 0 && k > 0 {
 			b := med[base].perEvent(med[base].counter.wal)
-			growth = append(growth, fmt.Sprintf("%s per consumer added to the default alone (%.0f B)", growthPct(wal, b, k), b))
-			r.target = "< 10% per consumer added"
+			growth = append(growth, fmt.Sprintf("%s per consumer added to the default alone (%.0f B)", benchkit.GrowthPct(wal, b, k), b))
+			r.Target = "< 10% per consumer added"
 		}
 		if i > 0 && counts[i-1] > 0 && k > counts[i-1] {
 			p := med[i-1].perEvent(med[i-1].counter.wal)
-			growth = append(growth, fmt.Sprintf("%s per consumer added to %d named (%.0f B)", growthPct(wal, p, k-counts[i-1]), counts[i-1], p))
+			growth = append(growth, fmt.Sprintf("%s per consumer added to %d named (%.0f B)", benchkit.GrowthPct(wal, p, k-counts[i-1]), counts[i-1], p))
 		}
-		r.ratio = strings.Join(growth, "; ")
+		r.Ratio = strings.Join(growth, "; ")
 		rows = append(rows, r)
 	}
 	return rows
-}
-
-// growthPct is the growth from ref to v spread over added consumers:
-// (v - ref) / ref / added, in percent.
-func growthPct(v, ref float64, added int) string {
-	if ref == 0 || added == 0 {
-		return "-"
-	}
-	return fmt.Sprintf("%+.0f%%", 100*(v-ref)/ref/float64(added))
 }

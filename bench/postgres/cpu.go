@@ -4,8 +4,8 @@ import (
 	"fmt"
 	"os"
 	"strconv"
-	"strings"
-	"syscall"
+
+	"github.com/outboxrelay/outboxrelay/bench/internal/benchkit"
 )
 
 // cpuTimes is CPU time used so far, in seconds: the server's (when the
@@ -17,10 +17,6 @@ type cpuTimes struct {
 	// measured says that server was read: -server-pid was given.
 	measured bool
 }
-
-// clockTick is the kernel's clock tick (USER_HZ): /proc/PID/stat counts
-// CPU time in these. Linux fixes it at 100 for user space.
-const clockTick = 100
 
 // readCPU reads the CPU times; server stays 0 when postmaster is 0.
 //
@@ -37,16 +33,15 @@ const clockTick = 100
 // before and after it.
 func readCPU(postmaster int) (cpuTimes, error) {
 	var c cpuTimes
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+	var err error
+	if c.bench, err = benchkit.SelfCPU(); err != nil {
 		return c, err
 	}
-	c.bench = float64(ru.Utime.Sec) + float64(ru.Utime.Usec)/1e6 + float64(ru.Stime.Sec) + float64(ru.Stime.Usec)/1e6
 	if postmaster == 0 {
 		return c, nil
 	}
 	for range 20 {
-		own, err := readStat(postmaster)
+		own, err := benchkit.ReadStat(postmaster)
 		if err != nil {
 			return c, fmt.Errorf("server CPU: %w", err)
 		}
@@ -54,12 +49,12 @@ func readCPU(postmaster int) (cpuTimes, error) {
 		if err != nil {
 			return c, fmt.Errorf("server CPU: %w", err)
 		}
-		again, err := readStat(postmaster)
+		again, err := benchkit.ReadStat(postmaster)
 		if err != nil {
 			return c, fmt.Errorf("server CPU: %w", err)
 		}
-		if again.cutime == own.cutime && again.cstime == own.cstime {
-			c.server, c.measured = own.utime+own.stime+own.cutime+own.cstime+children, true
+		if again.Cutime == own.Cutime && again.Cstime == own.Cstime {
+			c.server, c.measured = own.Utime+own.Stime+own.Cutime+own.Cstime+children, true
 			return c, nil
 		}
 	}
@@ -79,51 +74,11 @@ func childrenCPU(postmaster int) (float64, error) {
 		if err != nil || pid == postmaster {
 			continue // not a process
 		}
-		st, err := readStat(pid)
-		if err != nil || st.ppid != postmaster {
+		st, err := benchkit.ReadStat(pid)
+		if err != nil || st.PPID != postmaster {
 			continue // gone meanwhile, or not the server's
 		}
-		sum += st.utime + st.stime + st.cutime + st.cstime
+		sum += st.Utime + st.Stime + st.Cutime + st.Cstime
 	}
 	return sum, nil
-}
-
-// procStat is what the bench reads of /proc/PID/stat: the parent's PID
-// and the CPU times, in seconds, of the process and of its children that
-// have exited and been waited for.
-type procStat struct {
-	ppid                         int
-	utime, stime, cutime, cstime float64
-}
-
-func readStat(pid int) (procStat, error) {
-	var st procStat
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return st, err
-	}
-	// The command name (field 2) is in parentheses and may hold spaces:
-	// count the fields after its closing parenthesis.
-	s := string(b)
-	i := strings.LastIndexByte(s, ')')
-	if i < 0 {
-		return st, fmt.Errorf("/proc/%d/stat: no command name", pid)
-	}
-	f := strings.Fields(s[i+1:])
-	if len(f) < 15 {
-		return st, fmt.Errorf("/proc/%d/stat: %d fields", pid, len(f))
-	}
-	// Field 3 of the line (the state) is f[0]; ppid is field 4, utime,
-	// stime, cutime and cstime are fields 14 to 17.
-	if st.ppid, err = strconv.Atoi(f[1]); err != nil {
-		return st, fmt.Errorf("/proc/%d/stat: %w", pid, err)
-	}
-	for k, dst := range []*float64{&st.utime, &st.stime, &st.cutime, &st.cstime} {
-		ticks, err := strconv.ParseFloat(f[11+k], 64)
-		if err != nil {
-			return st, fmt.Errorf("/proc/%d/stat: %w", pid, err)
-		}
-		*dst = ticks / clockTick
-	}
-	return st, nil
 }

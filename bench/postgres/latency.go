@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/riverqueue/river"
 
+	"github.com/outboxrelay/outboxrelay/bench/internal/benchkit"
 	"github.com/outboxrelay/outboxrelay/outbox"
 )
 
@@ -82,13 +83,6 @@ func (t *timings) latencies() []time.Duration {
 	return out
 }
 
-func quantile(sorted []time.Duration, q float64) time.Duration {
-	if len(sorted) == 0 {
-		return 0
-	}
-	return sorted[min(len(sorted)-1, int(q*float64(len(sorted))))]
-}
-
 func (b *bench) latency(ctx context.Context, sz sizes) ([]row, error) {
 	var rows []row
 	for _, a := range b.latencyArms() {
@@ -120,7 +114,7 @@ func (b *bench) latencyOne(ctx context.Context, sz sizes, a latencyArm) (row, er
 	if err != nil {
 		return row{}, err
 	}
-	writers, err := b.pool(ctx, 8)
+	writers, err := b.pool(ctx, benchkit.Writers)
 	if err != nil {
 		stop()
 		return row{}, err
@@ -141,70 +135,42 @@ func (b *bench) latencyOne(ctx context.Context, sz sizes, a latencyArm) (row, er
 		return row{}, err
 	}
 	lat := t.latencies()
-	got := perSec(sent, elapsed)
-	kept := "writers kept their rate"
-	if got < 0.95*float64(sz.latencyRate) {
-		kept = fmt.Sprintf("writers did NOT keep their rate (%.0f of %d/s)", got, sz.latencyRate)
-	}
+	got := benchkit.PerSec(sent, elapsed)
+	kept := benchkit.KeptRate(got, sz.latencyRate)
 	how := "LISTEN/NOTIFY wakes the worker"
 	if !notify {
 		how = "polling only"
 	}
 	r := row{
-		scenario: fmt.Sprintf("latency commit → sink, %s, %s (poll %v), %d events at %.0f/s, 8 writers", a.name, how, a.poll, sent, got),
-		figure:   fmt.Sprintf("p50 %.2fms, p99 %.2fms", ms(quantile(lat, 0.50)), ms(quantile(lat, 0.99))),
-		target:   kept,
+		Scenario: fmt.Sprintf("latency commit → sink, %s, %s (poll %v), %d events at %.0f/s, 8 writers", a.name, how, a.poll, sent, got),
+		Figure:   fmt.Sprintf("p50 %.2fms, p99 %.2fms", benchkit.Ms(benchkit.Quantile(lat, 0.50)), benchkit.Ms(benchkit.Quantile(lat, 0.99))),
+		Target:   kept,
 	}
 	if a.name == "relay" && notify && a.poll >= time.Second {
-		r.reference, r.ratio = "target 5ms", fmt.Sprintf("p99/target %.2f", ms(quantile(lat, 0.99))/5)
-		r.target = "p99 ≤ 5ms; " + kept
+		r.Reference, r.Ratio = "target 5ms", fmt.Sprintf("p99/target %.2f", benchkit.Ms(benchkit.Quantile(lat, 0.99))/5)
+		r.Target = "p99 ≤ 5ms; " + kept
 	}
 	return r, nil
 }
 
-// produce commits events from 8 writers at sz.latencyRate in all, for
-// sz.latencyFor, each event in a transaction of its own, and calls
-// committed with each event's ID once its commit has returned.
+// produce commits events from benchkit.Writers writers at
+// sz.latencyRate in all, for sz.latencyFor, each event in a transaction
+// of its own, and calls committed with each event's ID once its commit
+// has returned.
 func produce(ctx context.Context, pool *pgxpool.Pool, sz sizes, enqueue func(context.Context, pgx.Tx, string) error, committed func(string)) (int, time.Duration, error) {
-	const writers = 8
-	total := int(float64(sz.latencyRate) * sz.latencyFor.Seconds())
-	interval := time.Duration(float64(time.Second) * writers / float64(sz.latencyRate))
-	var (
-		wg    sync.WaitGroup
-		mu    sync.Mutex
-		sent  int
-		first error
-	)
-	start := time.Now()
-	for wr := range writers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := 0; i < total/writers; i++ {
-				time.Sleep(time.Until(start.Add(time.Duration(i) * interval))) // pacing, not synchronisation
-				id := fmt.Sprintf("lat-%d-%d", wr, i)
-				err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error { return enqueue(ctx, tx, id) })
-				if err != nil {
-					mu.Lock()
-					first = err
-					mu.Unlock()
-					return
-				}
-				committed(id)
-				mu.Lock()
-				sent++
-				mu.Unlock()
-			}
-		}()
-	}
-	wg.Wait()
-	return sent, time.Since(start), first
+	return benchkit.Pace(sz.latencyRate, sz.latencyFor, func(id string, _ int) error {
+		if err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error { return enqueue(ctx, tx, id) }); err != nil {
+			return err
+		}
+		committed(id)
+		return nil
+	})
 }
 
 // riverLatency runs one River client (MaxWorkers 100) with its
 // LISTEN/NOTIFY, or poll-only.
 func riverLatency(ctx context.Context, b *bench, notify bool, poll time.Duration, receipt func(string)) (func(context.Context, pgx.Tx, string) error, func(), error) {
-	if err := riverPrepare(ctx, b, 0, compareConfig{payload: 256}); err != nil {
+	if err := riverPrepare(ctx, b, 0, compareConfig{Payload: 256}); err != nil {
 		return nil, nil, err
 	}
 	pool, err := b.pool(ctx, 4)

@@ -32,10 +32,10 @@ import (
 	"os"
 	"runtime"
 	"runtime/pprof"
-	"strconv"
 	"strings"
-	"text/tabwriter"
 	"time"
+
+	"github.com/outboxrelay/outboxrelay/bench/internal/benchkit"
 )
 
 // sizes scales the runs; -quick shrinks them for a smoke test.
@@ -51,7 +51,7 @@ type sizes struct {
 
 // compareConfigs are issue 31's configurations: 1 and 4 workers, 256 B
 // and 512 B payloads, at the batch sizes of the MySQL compare.
-var compareConfigs = []compareConfig{{workers: 1, batch: 100, payload: 512}, {workers: 1, batch: 100, payload: 256}, {workers: 4, batch: 200, payload: 512}, {workers: 4, batch: 200, payload: 256}}
+var compareConfigs = []compareConfig{{Workers: 1, Batch: 100, Payload: 512}, {Workers: 1, Batch: 100, Payload: 256}, {Workers: 4, Batch: 200, Payload: 512}, {Workers: 4, Batch: 200, Payload: 256}}
 
 // consumerCounts are issue 38's numbers of named consumers.
 var consumerCounts = []int{0, 1, 3}
@@ -63,9 +63,7 @@ var quick = sizes{compareEvents: 600, compareRounds: 1, compareConfigs: compareC
 	latencyRate: 200, latencyFor: time.Second}
 
 // row is one line of the report.
-type row struct {
-	scenario, figure, reference, ratio, target string
-}
+type row = benchkit.Row
 
 const defaultDSN = "postgres://postgres@127.0.0.1:5433/postgres?sslmode=disable"
 
@@ -76,7 +74,7 @@ func main() {
 	q := flag.Bool("quick", false, "small sizes: a smoke test, not a measurement")
 	only := flag.String("only", "", "run only the scenarios whose names contain this (compare, consumers, latency)")
 	arms := flag.String("arms", "", "the compare scenario's arms, separated by commas (default: all of "+strings.Join(armNames(), ",")+")")
-	configs := flag.String("compare", "", "the compare scenario's configurations, as WORKERSxBATCHxPAYLOAD separated by commas (default: "+formatConfigs(compareConfigs)+")")
+	configs := flag.String("compare", "", "the compare scenario's configurations, as WORKERSxBATCHxPAYLOAD separated by commas (default: "+benchkit.FormatConfigs(compareConfigs)+")")
 	rounds := flag.Int("rounds", 0, "the compare and consumers scenarios' alternating rounds (default: 5, 1 with -quick)")
 	events := flag.Int("events", 0, "events per drain of the compare and consumers scenarios (default: 20000, 600 with -quick)")
 	flag.DurationVar(&riverCooldown, "river-cooldown", riverCooldown, "River's FetchCooldown in the compare scenario (River's default is 100ms)")
@@ -101,7 +99,7 @@ func main() {
 		sz = quick
 	}
 	if *configs != "" {
-		c, err := parseConfigs(*configs)
+		c, err := benchkit.ParseConfigs(*configs)
 		if err != nil {
 			log.Fatalf("-compare: %v", err)
 		}
@@ -139,8 +137,8 @@ func main() {
 		b.close()
 		log.Fatal(err) //nolint:gocritic // closed above
 	}
-	fmt.Printf("machine: %d CPUs, %s/%s, %s, server %s, load average %s\n\n", runtime.NumCPU(), runtime.GOOS, runtime.GOARCH, runtime.Version(), b.version, loadAverage())
-	printRows(os.Stdout, res)
+	fmt.Printf("machine: %d CPUs, %s/%s, %s, server %s, load average %s\n\n", runtime.NumCPU(), runtime.GOOS, runtime.GOARCH, runtime.Version(), b.version, benchkit.LoadAverage())
+	benchkit.PrintRows(os.Stdout, res)
 }
 
 // run runs the scenarios whose names contain only, printing each
@@ -154,80 +152,13 @@ func (b *bench) run(ctx context.Context, sz sizes, only string, progress io.Writ
 		if !strings.Contains(scenario.name, only) {
 			continue
 		}
-		fmt.Fprintf(progress, "%s: %s, load average %s\n", scenario.name, time.Now().UTC().Format(time.TimeOnly), loadAverage())
+		fmt.Fprintf(progress, "%s: %s, load average %s\n", scenario.name, time.Now().UTC().Format(time.TimeOnly), benchkit.LoadAverage())
 		r, err := scenario.run(ctx, sz)
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", scenario.name, err)
 		}
 		rows = append(rows, r...)
-		printRows(progress, r)
+		benchkit.PrintRows(progress, r)
 	}
 	return rows, nil
-}
-
-func printRows(w io.Writer, rows []row) {
-	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "| scenario\t| figure\t| reference (same run)\t| ratio\t| target\t|")
-	fmt.Fprintln(tw, "| ---\t| ---\t| ---\t| ---\t| ---\t|")
-	for _, r := range rows {
-		fmt.Fprintf(tw, "| %s\t| %s\t| %s\t| %s\t| %s\t|\n", r.scenario, r.figure, r.reference, r.ratio, r.target)
-	}
-	_ = tw.Flush()
-}
-
-// loadAverage is the machine's load average (1, 5 and 15 minutes), or
-// "?" where /proc/loadavg cannot be read.
-func loadAverage() string {
-	b, err := os.ReadFile("/proc/loadavg")
-	if err != nil {
-		return "?"
-	}
-	f := strings.Fields(string(b))
-	if len(f) < 3 {
-		return "?"
-	}
-	return strings.Join(f[:3], " ")
-}
-
-func perSec(n int, d time.Duration) float64 { return float64(n) / d.Seconds() }
-
-func ratio(a, b float64) string {
-	if b == 0 {
-		return "-"
-	}
-	return fmt.Sprintf("%.2f", a/b)
-}
-
-func evRate(v float64) string { return fmt.Sprintf("%.0f ev/s", v) }
-
-func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
-
-// parseConfigs reads the -compare flag: WORKERSxBATCHxPAYLOAD, separated
-// by commas, each number positive.
-func parseConfigs(s string) ([]compareConfig, error) {
-	var out []compareConfig
-	for _, part := range strings.Split(s, ",") {
-		fields := strings.Split(strings.TrimSpace(part), "x")
-		if len(fields) != 3 {
-			return nil, fmt.Errorf("%q is not WORKERSxBATCHxPAYLOAD (such as 4x200x512)", part)
-		}
-		var n [3]int
-		for i, f := range fields {
-			v, err := strconv.Atoi(f)
-			if err != nil || v <= 0 {
-				return nil, fmt.Errorf("%q: %q is not a positive number", part, f)
-			}
-			n[i] = v
-		}
-		out = append(out, compareConfig{workers: n[0], batch: n[1], payload: n[2]})
-	}
-	return out, nil
-}
-
-func formatConfigs(cs []compareConfig) string {
-	parts := make([]string, len(cs))
-	for i, c := range cs {
-		parts[i] = fmt.Sprintf("%dx%dx%d", c.workers, c.batch, c.payload)
-	}
-	return strings.Join(parts, ",")
 }

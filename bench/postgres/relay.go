@@ -89,14 +89,14 @@ func relayPrepare(ctx context.Context, b *bench, n int, c compareConfig) error {
 	return relayFill(ctx, b, n, c)
 }
 
-// relayFill writes a backlog of n pending events of c.payload bytes, on
+// relayFill writes a backlog of n pending events of c.Payload bytes, on
 // 200 keys, into the relay's table, and analyses it.
 func relayFill(ctx context.Context, b *bench, n int, c compareConfig) error {
 	return b.exec(ctx,
 		fmt.Sprintf("INSERT INTO %s (event_id, event_key, event_type, payload, created_at)"+
 			" SELECT 'e-' || n, convert_to('room-' || (n %% 200), 'UTF8'), convert_to('RoomGiftSent', 'UTF8'), %s,"+
 			" statement_timestamp() - interval '1 second'"+
-			" FROM generate_series(0, %d) n", relayTable, fillPayload(c.payload), n-1),
+			" FROM generate_series(0, %d) n", relayTable, fillPayload(c.Payload), n-1),
 		"VACUUM ANALYZE "+relayTable)
 }
 
@@ -136,13 +136,42 @@ func (s settleCounter) SettleAndClaim(ctx context.Context, st backend.Settlement
 	return res, batch, err
 }
 
+// relayDrain runs c.Workers workers for the default consumer, into one
+// sink, until their store has written the outcome of every event.
 func relayDrain(ctx context.Context, b *bench, n int, c compareConfig) (time.Duration, int, error) {
-	runCtx, stop := context.WithCancel(ctx)
 	var (
-		wg      sync.WaitGroup
-		dbs     []*sql.DB
 		sink    countingSink
 		applied atomic.Int64
+	)
+	lanes := make([]lane, c.Workers)
+	for i := range lanes {
+		lanes[i] = lane{sink: &sink, applied: &applied}
+	}
+	d, err := drainLanes(ctx, b, "relay", n, c.Batch, lanes)
+	if err != nil {
+		return 0, 0, fmt.Errorf("%w (%d published, %d outcomes written, of %d)", err, sink.n.Load(), applied.Load(), n)
+	}
+	return d, int(sink.n.Load()), nil
+}
+
+// lane is one worker of a drain: the consumer it delivers for ("" for
+// the default one), its sink, and the count of the outcomes its store
+// wrote. Lanes may share a sink and a count.
+type lane struct {
+	consumer string
+	sink     *countingSink
+	applied  *atomic.Int64
+}
+
+// drainLanes runs one worker per lane, each on a pool of its own and
+// claiming batch events at a time, until every lane's count of outcomes
+// written has reached n, and returns how long that took; what names the
+// drain in the error of a drain that did not end in time.
+func drainLanes(ctx context.Context, b *bench, what string, n, batch int, lanes []lane) (time.Duration, error) {
+	runCtx, stop := context.WithCancel(ctx)
+	var (
+		wg  sync.WaitGroup
+		dbs []*sql.DB
 	)
 	defer func() {
 		stop()
@@ -152,34 +181,41 @@ func relayDrain(ctx context.Context, b *bench, n int, c compareConfig) (time.Dur
 		}
 	}()
 	start := time.Now()
-	for i := range c.workers {
+	for i, l := range lanes {
 		db, err := b.relayDB()
 		if err != nil {
-			return 0, 0, err
+			return 0, err
 		}
 		dbs = append(dbs, db)
 		s, err := postgres.New(db, postgres.Options{Table: relayTable})
 		if err != nil {
-			return 0, 0, err
+			return 0, err
 		}
-		w, err := outbox.NewWorker(settleCounter{s, &applied}, &sink, outbox.WorkerOptions{
-			BatchSize: c.batch, PollInterval: 10 * time.Millisecond, NodeID: fmt.Sprintf("bench-%d", i), Logger: quiet,
+		var store backend.Store = settleCounter{s, l.applied}
+		if l.consumer != "" {
+			cs, err := s.Consumer(l.consumer)
+			if err != nil {
+				return 0, err
+			}
+			store = consumerSettleCounter{cs, l.applied}
+		}
+		w, err := outbox.NewWorker(store, l.sink, outbox.WorkerOptions{
+			BatchSize: batch, PollInterval: 10 * time.Millisecond, NodeID: fmt.Sprintf("bench-%d", i), Logger: quiet,
 		})
 		if err != nil {
-			return 0, 0, err
+			return 0, err
 		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			_ = w.Run(runCtx)
-		}()
+		wg.Go(func() { _ = w.Run(runCtx) })
 	}
-	err := waitDone(ctx, "relay", 5*time.Minute, func() (bool, error) { return applied.Load() >= int64(n), nil })
-	d := time.Since(start)
-	if err != nil {
-		return 0, 0, fmt.Errorf("%w (%d published, %d outcomes written, of %d)", err, sink.n.Load(), applied.Load(), n)
-	}
-	return d, int(sink.n.Load()), nil
+	err := waitDone(ctx, what, 5*time.Minute, func() (bool, error) {
+		for _, l := range lanes {
+			if l.applied.Load() < int64(n) {
+				return false, nil
+			}
+		}
+		return true, nil
+	})
+	return time.Since(start), err
 }
 
 // relayLatency runs one worker (BatchSize 100, the given poll) on a

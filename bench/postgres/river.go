@@ -82,7 +82,7 @@ func riverPrepare(ctx context.Context, b *bench, n int, c compareConfig) error {
 	}
 	params := make([]river.InsertManyParams, n)
 	for i := range params {
-		params[i] = river.InsertManyParams{Args: benchArgs{Payload: goPayload(i, c.payload)}}
+		params[i] = river.InsertManyParams{Args: benchArgs{Payload: goPayload(i, c.Payload)}}
 	}
 	if err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
 		_, err := client.InsertManyFastTx(ctx, tx, params)
@@ -179,13 +179,13 @@ func riverDrainWith(ctx context.Context, b *bench, n int, c compareConfig, fetch
 		}
 	}()
 	start := time.Now()
-	for range c.workers {
+	for range c.Workers {
 		pool, err := b.pool(ctx, 4)
 		if err != nil {
 			return 0, 0, err
 		}
 		pools = append(pools, pool)
-		cl, err := riverClient(pool, cmp.Or(riverMaxWorkers, c.batch), fetch, false, func(*river.Job[benchArgs]) { worked.Add(1) })
+		cl, err := riverClient(pool, cmp.Or(riverMaxWorkers, c.Batch), fetch, false, func(*river.Job[benchArgs]) { worked.Add(1) })
 		if err != nil {
 			return 0, 0, err
 		}

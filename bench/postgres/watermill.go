@@ -29,7 +29,7 @@ import (
 const watermillTopic = "bench_queue"
 
 func watermillSchema(c compareConfig) wmsql.PostgreSQLQueueSchema {
-	return wmsql.PostgreSQLQueueSchema{SubscribeBatchSize: c.batch, GeneratePayloadType: func(string) string { return "BYTEA" }}
+	return wmsql.PostgreSQLQueueSchema{SubscribeBatchSize: c.Batch, GeneratePayloadType: func(string) string { return "BYTEA" }}
 }
 
 func watermillPrepare(ctx context.Context, b *bench, n int, c compareConfig) error {
@@ -44,7 +44,7 @@ func watermillPrepare(ctx context.Context, b *bench, n int, c compareConfig) err
 		stmts = append(stmts, q.Query)
 	}
 	stmts = append(stmts,
-		fmt.Sprintf("INSERT INTO %s (uuid, payload, metadata) SELECT gen_random_uuid(), %s, '{}' FROM generate_series(0, %d) n", table, fillPayload(c.payload), n-1),
+		fmt.Sprintf("INSERT INTO %s (uuid, payload, metadata) SELECT gen_random_uuid(), %s, '{}' FROM generate_series(0, %d) n", table, fillPayload(c.Payload), n-1),
 		"VACUUM ANALYZE "+table)
 	return b.exec(ctx, stmts...)
 }
@@ -76,7 +76,7 @@ func watermillDrain(ctx context.Context, b *bench, n int, c compareConfig) (time
 	var got atomic.Int64
 	var lastAt atomic.Int64 // UnixNano of the n-th receipt
 	start := time.Now()
-	for range c.workers {
+	for range c.Workers {
 		pool, err := b.pool(ctx, 2)
 		if err != nil {
 			return 0, 0, err

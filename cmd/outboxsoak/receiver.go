@@ -93,13 +93,20 @@ func (r *receiver) serve(ln net.Listener) {
 // url is the receiver's base URL.
 func (r *receiver) url() string { return "http://" + r.addr }
 
+// detach takes the running server out of r (nil while down) with the
+// channel its Serve's error arrives on, for down and close to stop it.
+func (r *receiver) detach() (*http.Server, chan error) {
+	r.srvMu.Lock()
+	defer r.srvMu.Unlock()
+	srv, done := r.srv, r.done
+	r.srv = nil
+	return srv, done
+}
+
 // down stops listening and drops every connection: senders see their
 // connections refused until up.
 func (r *receiver) down() error {
-	r.srvMu.Lock()
-	srv, done := r.srv, r.done
-	r.srv = nil
-	r.srvMu.Unlock()
+	srv, done := r.detach()
 	if srv == nil {
 		return nil
 	}
@@ -180,10 +187,7 @@ func (r *receiver) workerStatuses() map[int]workerStatus {
 
 // close stops serving, waiting for requests in progress until ctx ends.
 func (r *receiver) close(ctx context.Context) error {
-	r.srvMu.Lock()
-	srv, done := r.srv, r.done
-	r.srv = nil
-	r.srvMu.Unlock()
+	srv, done := r.detach()
 	if srv == nil {
 		return nil
 	}

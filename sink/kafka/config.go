@@ -17,6 +17,7 @@ import (
 	"github.com/twmb/franz-go/pkg/sasl/plain"
 	"github.com/twmb/franz-go/pkg/sasl/scram"
 
+	"github.com/outboxrelay/outboxrelay/internal/sinkerr"
 	"github.com/outboxrelay/outboxrelay/outbox"
 )
 
@@ -204,7 +205,7 @@ func (c Config) validate() error {
 		if c.Topic == "" {
 			bad("Topic: required unless TopicFor is set")
 		} else if why := topicFault(c.Topic); why != "" {
-			bad("Topic %s: %s", quote(c.Topic), why)
+			bad("Topic %s: %s", sinkerr.Quote(c.Topic), why)
 		}
 	}
 	if _, ok := compressionCodecs[c.Compression]; c.Compression != "" && !ok {

@@ -6,12 +6,14 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/outboxrelay/outboxrelay/internal/secretfmt"
+	"github.com/outboxrelay/outboxrelay/internal/sinkerr"
 	"github.com/outboxrelay/outboxrelay/outbox"
 )
 
@@ -101,52 +103,24 @@ func Code(code int16) (Class, string) {
 	return Retryable, "broker error"
 }
 
-// errorText lays out the text of an error about the event id: the class
-// of the failure first, then what explains it (detail, the underlying
-// error's text), then the event ID and the topic (when known), quoted:
+// texts lays out the text of an error about one event: the class of
+// the failure first, then what explains it (the underlying error's
+// text), then the event ID and the topic (when known), quoted:
 //
 //	kafka: <class>: <detail> (event "<id>", topic "<topic>")
-//
-// The outbox stores the text as the record's last error, cut at 512
-// bytes, and operators read it cut at a column's width: the class comes
-// first so that it survives the cut.
-func errorText(class, detail, id, topic string) string {
-	text := "kafka: " + class
-	if detail != "" {
-		text += ": " + detail
-	}
-	if topic != "" {
-		return text + fmt.Sprintf(" (event %q, topic %q)", id, topic)
-	}
-	return text + fmt.Sprintf(" (event %q)", id)
-}
-
-// publishError is a failure of one event, whose text is scrubbed of the
-// SASL password and whose cause stays available to errors.Is and
-// errors.As (unless its text held the password: see scrubbed).
-type publishError struct {
-	msg string
-	err error
-}
-
-func (e *publishError) Error() string { return e.msg }
-func (e *publishError) Unwrap() error { return e.err }
+var texts = sinkerr.Layout{Prefix: "kafka", Dest: "topic", Quote: strconv.Quote}
 
 // newError is the error of class what for the event id on topic ("" when
-// not known), caused by err.
+// not known), caused by err: its text is scrubbed of the SASL password,
+// and its cause stays available to errors.Is and errors.As (unless its
+// text held the password: see scrubbed).
 func (s *Sink) newError(what, id, topic string, err error) error {
-	return &publishError{msg: s.scrub(errorText(what, err.Error(), id, topic)), err: s.scrubbed(err)}
+	return &sinkerr.Error{Text: s.scrub(texts.Text(what, err.Error(), id, topic)), Cause: s.scrubbed(err)}
 }
-
-// unsendableError is the text of one ErrUnsendable case.
-type unsendableError struct{ text string }
-
-func (e *unsendableError) Error() string        { return e.text }
-func (e *unsendableError) Is(target error) bool { return target == ErrUnsendable }
 
 // unsendable is the permanent ErrUnsendable error for the event id.
 func (s *Sink) unsendable(id, why string) error {
-	return outbox.Permanent(&unsendableError{text: s.scrub(errorText("message cannot be sent as stored", why, id, ""))})
+	return outbox.Permanent(&sinkerr.Error{Text: s.scrub(texts.Text("message cannot be sent as stored", why, id, "")), Sentinel: ErrUnsendable})
 }
 
 // scrub replaces the SASL password, wherever it occurs in text, with the
@@ -249,14 +223,4 @@ func connClass(err error) (Class, string) {
 		return Unavailable, "TLS: the broker's certificate does not verify"
 	}
 	return Retryable, ""
-}
-
-// quote is s quoted for an error text (invalid UTF-8 and control
-// characters escaped), cut to its first 64 bytes: enough to recognise,
-// and no 6 KB header name in a stored last error.
-func quote(s string) string {
-	if len(s) > 64 {
-		return fmt.Sprintf("%q…", s[:64])
-	}
-	return fmt.Sprintf("%q", s)
 }

@@ -7,6 +7,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/outboxrelay/outboxrelay/internal/headernames"
+	"github.com/outboxrelay/outboxrelay/internal/sinkerr"
 	"github.com/outboxrelay/outboxrelay/outbox"
 )
 
@@ -50,7 +51,7 @@ func (s *Sink) Topic(msg outbox.Message) (string, error) {
 		return "", outbox.Permanent(s.newError("topic mapping failed", msg.ID, "", err))
 	}
 	if why := topicFault(topic); why != "" {
-		return "", s.unsendable(msg.ID, fmt.Sprintf("topic %s %s", quote(topic), why))
+		return "", s.unsendable(msg.ID, fmt.Sprintf("topic %s %s", sinkerr.Quote(topic), why))
 	}
 	return topic, nil
 }
@@ -86,7 +87,7 @@ func (s *Sink) Record(msg outbox.Message) (*kgo.Record, error) {
 	forwarded := func(name string) bool { return !ReservedHeader(name) }
 	for _, name := range headernames.Matching(msg.Headers, forwarded) {
 		if !utf8.ValidString(name) {
-			return nil, s.unsendable(msg.ID, fmt.Sprintf("header name %s is not valid UTF-8", quote(name)))
+			return nil, s.unsendable(msg.ID, fmt.Sprintf("header name %s is not valid UTF-8", sinkerr.Quote(name)))
 		}
 		rec.Headers = append(rec.Headers, kgo.RecordHeader{Key: name, Value: []byte(msg.Headers[name])})
 	}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/ThreeDotsLabs/watermill/message"
 
+	"github.com/outboxrelay/outboxrelay/internal/sinkerr"
 	"github.com/outboxrelay/outboxrelay/outbox"
 )
 
@@ -161,7 +162,7 @@ func (c Config) validate() error {
 		if c.Topic == "" {
 			bad("Topic: required unless TopicFor is set")
 		} else if why := topicFault(c.Topic); why != "" {
-			bad("Topic %s: %s", quote(c.Topic), why)
+			bad("Topic %s: %s", sinkerr.Quote(c.Topic), why)
 		}
 	}
 	if c.MaxInFlight < 1 || c.MaxInFlight > MaxMaxInFlight {

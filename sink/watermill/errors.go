@@ -11,6 +11,7 @@ import (
 	"github.com/ThreeDotsLabs/watermill/message"
 
 	"github.com/outboxrelay/outboxrelay/internal/secretfmt"
+	"github.com/outboxrelay/outboxrelay/internal/sinkerr"
 	"github.com/outboxrelay/outboxrelay/outbox"
 )
 
@@ -32,72 +33,31 @@ var ErrClosed = errors.New("watermill: sink closed")
 // stack.
 var ErrPublisherPanicked = errors.New("watermill: the publisher panicked")
 
-// errorText lays out the text of an error about the event id: the class
-// of the failure first, then what explains it, then the event ID and the
+// texts lays out the text of an error about one event: the class of
+// the failure first, then what explains it, then the event ID and the
 // topic (when known), quoted:
 //
 //	watermill: <what>: <detail> (event "<id>", topic "<topic>")
-//
-// The outbox stores the text as the record's last error, cut at 512
-// bytes: the class comes first so that it survives the cut.
-func errorText(what, detail, id, topic string) string {
-	text := "watermill: " + what
-	if detail != "" {
-		text += ": " + detail
-	}
-	if topic != "" {
-		return text + fmt.Sprintf(" (event %s, topic %s)", quote(id), quote(topic))
-	}
-	return text + fmt.Sprintf(" (event %s)", quote(id))
-}
-
-// publishError is a failure of one event, whose text is scrubbed of the
-// Config.Redact texts and whose cause stays available to errors.Is and
-// errors.As (unless its text held one of them: see scrubbed).
-type publishError struct {
-	msg string
-	err error
-}
-
-func (e *publishError) Error() string { return e.msg }
-func (e *publishError) Unwrap() error { return e.err }
+var texts = sinkerr.Layout{Prefix: "watermill", Dest: "topic", Quote: sinkerr.Quote}
 
 // newError is the error of class what for the event id on topic ("" when
-// not known), caused by err.
+// not known), caused by err: its text is scrubbed of the Config.Redact
+// texts, and its cause stays available to errors.Is and errors.As
+// (unless its text held one of them: see scrubbed).
 func (s *Sink) newError(what, id, topic string, err error) error {
-	return &publishError{msg: s.scrub(errorText(what, err.Error(), id, topic)), err: s.scrubbed(err)}
+	return &sinkerr.Error{Text: s.scrub(texts.Text(what, err.Error(), id, topic)), Cause: s.scrubbed(err)}
 }
-
-// noTopicError is the text of one ErrNoTopic case.
-type noTopicError struct {
-	text  string
-	cause error
-}
-
-func (e *noTopicError) Error() string        { return e.text }
-func (e *noTopicError) Is(target error) bool { return target == ErrNoTopic }
-func (e *noTopicError) Unwrap() error        { return e.cause }
 
 // noTopic is the permanent ErrNoTopic error for the event id, caused by
 // cause (TopicFor's error; nil for a topic that is not valid).
 func (s *Sink) noTopic(id, why string, cause error) error {
-	return outbox.Permanent(&noTopicError{text: s.scrub(errorText("no topic for the message", why, id, "")), cause: s.scrubbed(cause)})
+	return outbox.Permanent(&sinkerr.Error{Text: s.scrub(texts.Text("no topic for the message", why, id, "")), Sentinel: ErrNoTopic, Cause: s.scrubbed(cause)})
 }
-
-// unsendableError is the text of one ErrUnsendable case.
-type unsendableError struct {
-	text  string
-	cause error
-}
-
-func (e *unsendableError) Error() string        { return e.text }
-func (e *unsendableError) Is(target error) bool { return target == ErrUnsendable }
-func (e *unsendableError) Unwrap() error        { return e.cause }
 
 // unsendable is the permanent ErrUnsendable error for the event id on
 // topic, caused by Config.Check's err.
 func (s *Sink) unsendable(id, topic string, err error) error {
-	return outbox.Permanent(&unsendableError{text: s.scrub(errorText("message cannot be sent as stored", err.Error(), id, topic)), cause: s.scrubbed(err)})
+	return outbox.Permanent(&sinkerr.Error{Text: s.scrub(texts.Text("message cannot be sent as stored", err.Error(), id, topic)), Sentinel: ErrUnsendable, Cause: s.scrubbed(err)})
 }
 
 // CheckAMQP is a Config.Check for AMQP 0-9-1 publishers (watermill-amqp):
@@ -108,7 +68,7 @@ func (s *Sink) unsendable(id, topic string, err error) error {
 func CheckAMQP(_ string, msg *message.Message) error {
 	for name := range msg.Metadata {
 		if len(name) > 255 {
-			return fmt.Errorf("header name %s is %d bytes; AMQP field names are at most 255", quote(name), len(name))
+			return fmt.Errorf("header name %s is %d bytes; AMQP field names are at most 255", sinkerr.Quote(name), len(name))
 		}
 	}
 	return nil
@@ -188,14 +148,4 @@ func topicFault(name string) string {
 		return fmt.Sprintf("has the control character %q at byte %d", r, i)
 	}
 	return ""
-}
-
-// quote is s quoted for an error text (invalid UTF-8 and control
-// characters escaped), cut to its first 64 bytes: enough to recognise,
-// and no 6 KB ID in a stored last error.
-func quote(s string) string {
-	if len(s) > 64 {
-		return fmt.Sprintf("%q…", s[:64])
-	}
-	return fmt.Sprintf("%q", s)
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/ThreeDotsLabs/watermill/message"
 
 	"github.com/outboxrelay/outboxrelay/internal/headernames"
+	"github.com/outboxrelay/outboxrelay/internal/sinkerr"
 	"github.com/outboxrelay/outboxrelay/outbox"
 )
 
@@ -93,7 +94,7 @@ func (s *Sink) Topic(msg outbox.Message) (string, error) {
 		return "", s.noTopic(msg.ID, "TopicFor: "+err.Error(), err)
 	}
 	if why := topicFault(topic); why != "" {
-		return "", s.noTopic(msg.ID, fmt.Sprintf("TopicFor answered %s, which %s", quote(topic), why), nil)
+		return "", s.noTopic(msg.ID, fmt.Sprintf("TopicFor answered %s, which %s", sinkerr.Quote(topic), why), nil)
 	}
 	return topic, nil
 }
