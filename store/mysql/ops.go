@@ -55,6 +55,20 @@ func (s *channel) position(ctx context.Context, t *target) (consumerRow, error) 
 	return c, err
 }
 
+// at resolves the consumer and reads its position, for an operator's
+// read (op, in its errors).
+func (s *channel) at(ctx context.Context, op string) (*target, consumerRow, error) {
+	t, err := s.resolve(ctx)
+	if err != nil {
+		return nil, consumerRow{}, err
+	}
+	c, err := s.position(ctx, t)
+	if err != nil {
+		return nil, consumerRow{}, s.wrap(op, err)
+	}
+	return t, c, nil
+}
+
 // pendingSQL lists the consumer's pending records as (id, leased,
 // event_type, created_at): messages past its walk (less those their
 // writer delivered), those of its live ranges, its pending state rows,
@@ -107,13 +121,9 @@ GROUP BY p.status, p.event_type`
 // type. It reads the backlog (what is past the walk, in ranges or in
 // state rows), never the delivered history.
 func (s *channel) Stats(ctx context.Context) (backend.Stats, error) {
-	t, err := s.resolve(ctx)
+	t, c, err := s.at(ctx, "stats")
 	if err != nil {
 		return backend.Stats{}, err
-	}
-	c, err := s.position(ctx, t)
-	if err != nil {
-		return backend.Stats{}, s.wrap("stats", err)
 	}
 	rows, err := pending(t, statsSQL, c).query(ctx, s.db)
 	if err != nil {
@@ -166,13 +176,9 @@ func records(t *target, c consumerRow, rest string, args ...any) statement {
 
 // get reads the consumer's record of message id.
 func (s *channel) get(ctx context.Context, id string) (outbox.Record, error) {
-	t, err := s.resolve(ctx)
+	t, c, err := s.at(ctx, "get")
 	if err != nil {
 		return outbox.Record{}, err
-	}
-	c, err := s.position(ctx, t)
-	if err != nil {
-		return outbox.Record{}, s.wrap("get", err)
 	}
 	rows, err := readRows(ctx, s.db, records(t, c, " WHERE o.event_id = ? AND "+strings.Replace(exactID, "event_id", "o.event_id", 1), id, id))
 	if err != nil {
@@ -246,13 +252,9 @@ func (s *channel) List(ctx context.Context, f ListFilter) ([]outbox.Record, erro
 	if err := f.Validate(); err != nil {
 		return nil, fmt.Errorf("%s: list: %w", s.what, err)
 	}
-	t, err := s.resolve(ctx)
+	t, c, err := s.at(ctx, "list")
 	if err != nil {
 		return nil, err
-	}
-	c, err := s.position(ctx, t)
-	if err != nil {
-		return nil, s.wrap("list", err)
 	}
 	fl := deadFilter(backend.DeadFilter{Type: f.Type, Key: f.Key, OlderThan: f.OlderThan, ErrorContains: f.ErrorContains})
 	if f.MinAttempts > 0 {
