@@ -198,7 +198,7 @@ func claimIDs(ctx context.Context, tx *sql.Tx, t *target, c consumerRow, lease i
 	q, err := t.renderList(`SELECT o.id, o.event_id, o.event_key, s.id IS NOT NULL,
 	IF(s.id IS NOT NULL, s.status = 'pending' AND (s.lease_token = 0 OR s.next_attempt_at <= UTC_TIMESTAMP(6)),
 		NOT ({c} = 0 AND `+byWriter+`) AND NOT ({c} = 0 AND o.writer_token NOT IN (0, ?) AND `+heldByWriter+`))
-FROM {outbox} o LEFT JOIN {state} s FORCE INDEX (PRIMARY) ON s.consumer_id = {c} AND s.id = o.id
+FROM {outbox} o LEFT JOIN {state} s FORCE INDEX ({primary}) ON s.consumer_id = {c} AND s.id = o.id
 WHERE o.event_id IN ({list}) AND o.id > ? ORDER BY o.id`, len(p.IDs), args...).query(ctx, tx)
 	if err != nil {
 		return nil, err
@@ -325,7 +325,7 @@ func keysWaiting(ctx context.Context, tx *sql.Tx, t *target, g *gate, walked uin
 		}
 		last = max(last, id)
 	}
-	unwalked, err := column2(ctx, tx, t.renderList(`SELECT o.id, o.event_key FROM {outbox} o LEFT JOIN {state} s FORCE INDEX (PRIMARY) ON s.consumer_id = {c} AND s.id = o.id
+	unwalked, err := column2(ctx, tx, t.renderList(`SELECT o.id, o.event_key FROM {outbox} o LEFT JOIN {state} s FORCE INDEX ({primary}) ON s.consumer_id = {c} AND s.id = o.id
 WHERE o.id > ? AND o.id < ? AND o.event_key IN ({list}) AND s.id IS NULL AND NOT ({c} = 0 AND `+byWriter+`)`,
 		len(keys), append([]any{walked, last}, anyArgs(keys)...)...))
 	if err != nil {

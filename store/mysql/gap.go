@@ -146,7 +146,7 @@ func lateWindow(gapTimeout time.Duration) time.Duration { return max(10*gapTimeo
 func lateArrivals(ctx context.Context, db *sql.DB, t *target, window time.Duration) (int, error) {
 	late, err := column2(ctx, db, t.render(`SELECT o.id, o.event_key FROM {gaps} g
 JOIN {outbox} o ON o.id >= g.lo AND o.id <= g.hi
-LEFT JOIN {state} s FORCE INDEX (PRIMARY) ON s.consumer_id = {c} AND s.id = o.id
+LEFT JOIN {state} s FORCE INDEX ({primary}) ON s.consumer_id = {c} AND s.id = o.id
 WHERE g.consumer_id = {c} AND g.passed_at > UTC_TIMESTAMP(6) - INTERVAL ? MICROSECOND AND s.id IS NULL`, window.Microseconds()))
 	if err != nil || len(late) == 0 {
 		return 0, err

@@ -72,7 +72,7 @@ func (s *Store) headStartBatch(ctx context.Context, ids []string, minLeft time.D
 func headStartSQL(t *target, ids []string, minLeft time.Duration) statement {
 	args := append(anyArgs(ids), headStartID, minLeft.Microseconds())
 	return t.renderList(`SELECT `+logCols+`, TIMESTAMPDIFF(MICROSECOND, UTC_TIMESTAMP(6), o.writer_until)
-FROM {outbox} o LEFT JOIN {state} s FORCE INDEX (PRIMARY) ON s.consumer_id = 0 AND s.id = o.id
+FROM {outbox} o LEFT JOIN {state} s FORCE INDEX ({primary}) ON s.consumer_id = 0 AND s.id = o.id
 WHERE o.event_id IN ({list}) AND o.writer_token = ? AND o.writer_until > UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND AND s.id IS NULL
 ORDER BY o.id`, len(ids), args...)
 }

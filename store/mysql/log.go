@@ -204,7 +204,7 @@ func resolveHeld(ctx context.Context, tx *sql.Tx, t *target, held []uint64) (sti
 		return nil, false, nil
 	}
 	q, err := t.renderList(`SELECT o.id, o.event_key, `+heldByWriter+`, s.id IS NOT NULL OR (`+byWriter+`)
-FROM {outbox} o LEFT JOIN {state} s FORCE INDEX (PRIMARY) ON s.consumer_id = 0 AND s.id = o.id WHERE o.id IN ({list}) ORDER BY o.id`, len(held), anyArgs(held)...).query(ctx, tx)
+FROM {outbox} o LEFT JOIN {state} s FORCE INDEX ({primary}) ON s.consumer_id = 0 AND s.id = o.id WHERE o.id IN ({list}) ORDER BY o.id`, len(held), anyArgs(held)...).query(ctx, tx)
 	if err != nil {
 		return nil, false, err
 	}
@@ -250,7 +250,7 @@ func heldUndelivered(ctx context.Context, tx *sql.Tx, t *target, held []uint64) 
 	if len(held) == 0 {
 		return nil, nil
 	}
-	return column2(ctx, tx, t.renderList(`SELECT o.id, o.event_key FROM {outbox} o LEFT JOIN {state} s FORCE INDEX (PRIMARY) ON s.consumer_id = 0 AND s.id = o.id
+	return column2(ctx, tx, t.renderList(`SELECT o.id, o.event_key FROM {outbox} o LEFT JOIN {state} s FORCE INDEX ({primary}) ON s.consumer_id = 0 AND s.id = o.id
 WHERE o.id IN ({list}) AND NOT (`+byWriter+`) AND s.id IS NULL`, len(held), anyArgs(held)...))
 }
 
@@ -300,7 +300,7 @@ WHERE consumer_id = {c} AND token = ? AND lease_until < UTC_TIMESTAMP(6) FOR UPD
 	if err != nil {
 		return nil, false, false, err
 	}
-	rows, err = readRows(ctx, tx, t.render(`SELECT `+logCols+` FROM {outbox} o LEFT JOIN {state} s FORCE INDEX (PRIMARY) ON s.consumer_id = {c} AND s.id = o.id
+	rows, err = readRows(ctx, tx, t.render(`SELECT `+logCols+` FROM {outbox} o LEFT JOIN {state} s FORCE INDEX ({primary}) ON s.consumer_id = {c} AND s.id = o.id
 WHERE o.id > ? AND o.id <= ? AND o.id > ? AND s.id IS NULL AND NOT ({c} = 0 AND `+byWriter+`)
 ORDER BY o.id LIMIT `+strconv.Itoa(p.Limit+len(held)+1), from, to, c.startSeq))
 	if err != nil {
@@ -357,7 +357,7 @@ func readGate(ctx context.Context, tx *sql.Tx, t *target, held []heldMessage) (*
 	g := &gate{inFlight: map[string]bool{}, held: map[string]uint64{}}
 	keys, err := column[[]byte](ctx, tx, t.render(`SELECT DISTINCT o.event_key FROM {ranges} r
 JOIN {outbox} o ON o.id > r.from_id AND o.id <= r.to_id
-LEFT JOIN {state} s FORCE INDEX (PRIMARY) ON s.consumer_id = {c} AND s.id = o.id
+LEFT JOIN {state} s FORCE INDEX ({primary}) ON s.consumer_id = {c} AND s.id = o.id
 WHERE r.consumer_id = {c} AND o.event_key <> '' AND s.id IS NULL AND NOT ({c} = 0 AND `+byWriter+`)`))
 	if err != nil {
 		return nil, err
@@ -632,7 +632,7 @@ type walked struct {
 // walkSQL reads the log past the consumer's position: what a consistent
 // read sees committed, in id order.
 const walkSQL = `SELECT ` + logCols + `, s.id IS NOT NULL, ` + byWriter + `, ` + heldByWriter + `
-FROM {outbox} o LEFT JOIN {state} s FORCE INDEX (PRIMARY) ON s.consumer_id = {c} AND s.id = o.id
+FROM {outbox} o LEFT JOIN {state} s FORCE INDEX ({primary}) ON s.consumer_id = {c} AND s.id = o.id
 WHERE o.id > ? ORDER BY o.id LIMIT `
 
 // walk reads up to limit messages past the consumer's position as one

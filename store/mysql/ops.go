@@ -79,17 +79,17 @@ func (s *channel) at(ctx context.Context, op string) (*target, consumerRow, erro
 // from the position on, and those of a range from the range's start,
 // whatever the log behind them holds.
 const pendingSQL = `SELECT o.id, 0 AS leased, o.event_type, o.created_at FROM {outbox} o
-	LEFT JOIN {state} s FORCE INDEX (PRIMARY) ON s.consumer_id = {c} AND s.id = o.id
+	LEFT JOIN {state} s FORCE INDEX ({primary}) ON s.consumer_id = {c} AND s.id = o.id
 	WHERE o.id > ? AND o.id > ? AND s.id IS NULL AND NOT ({c} = 0 AND ` + byWriter + `)
 UNION ALL SELECT o.id, r.lease_until > UTC_TIMESTAMP(6), o.event_type, o.created_at FROM {ranges} r
 	JOIN {outbox} o ON o.id > r.from_id AND o.id <= r.to_id
-	LEFT JOIN {state} s FORCE INDEX (PRIMARY) ON s.consumer_id = {c} AND s.id = o.id
+	LEFT JOIN {state} s FORCE INDEX ({primary}) ON s.consumer_id = {c} AND s.id = o.id
 	WHERE r.consumer_id = {c} AND o.id > ? AND s.id IS NULL AND NOT ({c} = 0 AND ` + byWriter + `) AND o.id NOT IN ({list})
 UNION ALL SELECT s.id, s.lease_token <> 0 AND s.next_attempt_at > UTC_TIMESTAMP(6), o.event_type, o.created_at
 	FROM {state} s JOIN {outbox} o ON o.id = s.id
 	WHERE s.consumer_id = {c} AND s.status = 'pending'
 UNION ALL SELECT o.id, 0, o.event_type, o.created_at FROM {outbox} o
-	LEFT JOIN {state} s FORCE INDEX (PRIMARY) ON s.consumer_id = {c} AND s.id = o.id
+	LEFT JOIN {state} s FORCE INDEX ({primary}) ON s.consumer_id = {c} AND s.id = o.id
 	WHERE o.id IN ({list}) AND o.writer_until <> ` + noTime + ` AND s.id IS NULL`
 
 // pending renders pendingSQL (within text, at {pending}) for c.
@@ -161,7 +161,7 @@ const recordsSQL = `SELECT o.id, o.event_id, o.event_key, o.event_type, o.payloa
 	IF(s.status = 'published', s.finished_at, NULL)
 FROM {outbox} o
 JOIN {consumers} c ON c.id = {c} AND o.id > c.start_seq
-LEFT JOIN {state} s FORCE INDEX (PRIMARY) ON s.consumer_id = {c} AND s.id = o.id`
+LEFT JOIN {state} s FORCE INDEX ({primary}) ON s.consumer_id = {c} AND s.id = o.id`
 
 // records renders recordsSQL followed by rest, with the position and
 // the held list of registry row c, and args.

@@ -104,7 +104,7 @@ func readSettled(ctx context.Context, tx *sql.Tx, t *target, outcomes []backend.
 		byID[o.ID] = o
 	}
 	q, err := t.renderList(`SELECT o.id, o.event_id, o.event_key, COALESCE(CAST(s.status AS CHAR), ''), COALESCE(s.lease_token, 0)
-FROM {outbox} o LEFT JOIN {state} s FORCE INDEX (PRIMARY) ON s.consumer_id = {c} AND s.id = o.id
+FROM {outbox} o LEFT JOIN {state} s FORCE INDEX ({primary}) ON s.consumer_id = {c} AND s.id = o.id
 WHERE o.event_id IN ({list})`+extra+` ORDER BY o.id FOR UPDATE`, len(ids), append(ids, args...)...).query(ctx, tx)
 	if err != nil {
 		return nil, err

@@ -66,6 +66,10 @@ func newTarget(table string, id uint32, purgeDead bool) *target {
 			"{gaps}", q(gapsTable(table)),
 			"{c}", strconv.FormatUint(uint64(id), 10),
 			"{finished}", finished,
+			// The primary key's name in an index hint, quoted: MySQL and
+			// MariaDB take it either way, go-mysql-server (the
+			// room-service demo's embedded engine) only quoted.
+			"{primary}", q("PRIMARY"),
 		),
 		rendered: map[string]string{},
 	}

@@ -138,14 +138,14 @@ WHERE s.consumer_id = 1 AND s.id IN ({list}) AND s.lease_token = ? ORDER BY s.id
 SELECT o.id, o.event_id, o.event_key, s.id IS NOT NULL,
 	IF(s.id IS NOT NULL, s.status = 'pending' AND (s.lease_token = 0 OR s.next_attempt_at <= UTC_TIMESTAMP(6)),
 		NOT (0 = 0 AND o.writer_token <> 0 AND o.writer_until = '1970-01-01 00:00:01') AND NOT (0 = 0 AND o.writer_token NOT IN (0, ?) AND o.writer_until > UTC_TIMESTAMP(6)))
-FROM `orders_outbox` o LEFT JOIN `orders_outbox_state` s FORCE INDEX (PRIMARY) ON s.consumer_id = 0 AND s.id = o.id
+FROM `orders_outbox` o LEFT JOIN `orders_outbox_state` s FORCE INDEX (`PRIMARY`) ON s.consumer_id = 0 AND s.id = o.id
 WHERE o.event_id IN ({list}) AND o.id > ? ORDER BY o.id;
 
 -- claimIDs
 SELECT o.id, o.event_id, o.event_key, s.id IS NOT NULL,
 	IF(s.id IS NOT NULL, s.status = 'pending' AND (s.lease_token = 0 OR s.next_attempt_at <= UTC_TIMESTAMP(6)),
 		NOT (1 = 0 AND o.writer_token <> 0 AND o.writer_until = '1970-01-01 00:00:01') AND NOT (1 = 0 AND o.writer_token NOT IN (0, ?) AND o.writer_until > UTC_TIMESTAMP(6)))
-FROM `orders_outbox` o LEFT JOIN `orders_outbox_state` s FORCE INDEX (PRIMARY) ON s.consumer_id = 1 AND s.id = o.id
+FROM `orders_outbox` o LEFT JOIN `orders_outbox_state` s FORCE INDEX (`PRIMARY`) ON s.consumer_id = 1 AND s.id = o.id
 WHERE o.event_id IN ({list}) AND o.id > ? ORDER BY o.id;
 
 -- claimIDs
@@ -219,12 +219,12 @@ WHERE consumer_id = 1 AND status = 'dead' AND id IN ({list});
 
 -- headStartSQL
 SELECT o.id, o.event_id, o.event_key, o.event_type, o.payload, o.headers, o.occurred_at, o.created_at, 'pending', 0, NULL, o.created_at, NULL, TIMESTAMPDIFF(MICROSECOND, UTC_TIMESTAMP(6), o.writer_until)
-FROM `orders_outbox` o LEFT JOIN `orders_outbox_state` s FORCE INDEX (PRIMARY) ON s.consumer_id = 0 AND s.id = o.id
+FROM `orders_outbox` o LEFT JOIN `orders_outbox_state` s FORCE INDEX (`PRIMARY`) ON s.consumer_id = 0 AND s.id = o.id
 WHERE o.event_id IN ({list}) AND o.writer_token = ? AND o.writer_until > UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND AND s.id IS NULL
 ORDER BY o.id;
 
 -- heldUndelivered
-SELECT o.id, o.event_key FROM `orders_outbox` o LEFT JOIN `orders_outbox_state` s FORCE INDEX (PRIMARY) ON s.consumer_id = 0 AND s.id = o.id
+SELECT o.id, o.event_key FROM `orders_outbox` o LEFT JOIN `orders_outbox_state` s FORCE INDEX (`PRIMARY`) ON s.consumer_id = 0 AND s.id = o.id
 WHERE o.id IN ({list}) AND NOT (o.writer_token <> 0 AND o.writer_until = '1970-01-01 00:00:01') AND s.id IS NULL;
 
 -- indexesSQL
@@ -261,23 +261,23 @@ SELECT id, event_key, next_attempt_at <= UTC_TIMESTAMP(6) FROM `orders_outbox_st
 WHERE consumer_id = 1 AND status = 'pending' AND event_key IN ({list}) AND id <= ? ORDER BY id;
 
 -- keysWaiting
-SELECT o.id, o.event_key FROM `orders_outbox` o LEFT JOIN `orders_outbox_state` s FORCE INDEX (PRIMARY) ON s.consumer_id = 0 AND s.id = o.id
+SELECT o.id, o.event_key FROM `orders_outbox` o LEFT JOIN `orders_outbox_state` s FORCE INDEX (`PRIMARY`) ON s.consumer_id = 0 AND s.id = o.id
 WHERE o.id > ? AND o.id < ? AND o.event_key IN ({list}) AND s.id IS NULL AND NOT (0 = 0 AND o.writer_token <> 0 AND o.writer_until = '1970-01-01 00:00:01');
 
 -- keysWaiting
-SELECT o.id, o.event_key FROM `orders_outbox` o LEFT JOIN `orders_outbox_state` s FORCE INDEX (PRIMARY) ON s.consumer_id = 1 AND s.id = o.id
+SELECT o.id, o.event_key FROM `orders_outbox` o LEFT JOIN `orders_outbox_state` s FORCE INDEX (`PRIMARY`) ON s.consumer_id = 1 AND s.id = o.id
 WHERE o.id > ? AND o.id < ? AND o.event_key IN ({list}) AND s.id IS NULL AND NOT (1 = 0 AND o.writer_token <> 0 AND o.writer_until = '1970-01-01 00:00:01');
 
 -- lateArrivals
 SELECT o.id, o.event_key FROM `orders_outbox_gaps` g
 JOIN `orders_outbox` o ON o.id >= g.lo AND o.id <= g.hi
-LEFT JOIN `orders_outbox_state` s FORCE INDEX (PRIMARY) ON s.consumer_id = 0 AND s.id = o.id
+LEFT JOIN `orders_outbox_state` s FORCE INDEX (`PRIMARY`) ON s.consumer_id = 0 AND s.id = o.id
 WHERE g.consumer_id = 0 AND g.passed_at > UTC_TIMESTAMP(6) - INTERVAL ? MICROSECOND AND s.id IS NULL;
 
 -- lateArrivals
 SELECT o.id, o.event_key FROM `orders_outbox_gaps` g
 JOIN `orders_outbox` o ON o.id >= g.lo AND o.id <= g.hi
-LEFT JOIN `orders_outbox_state` s FORCE INDEX (PRIMARY) ON s.consumer_id = 1 AND s.id = o.id
+LEFT JOIN `orders_outbox_state` s FORCE INDEX (`PRIMARY`) ON s.consumer_id = 1 AND s.id = o.id
 WHERE g.consumer_id = 1 AND g.passed_at > UTC_TIMESTAMP(6) - INTERVAL ? MICROSECOND AND s.id IS NULL;
 
 -- leaseState
@@ -356,32 +356,32 @@ WHERE consumer_id = 1 AND status = 'pending' AND event_key IN ({list});
 
 -- pending
 SELECT o.id, 0 AS leased, o.event_type, o.created_at FROM `orders_outbox` o
-	LEFT JOIN `orders_outbox_state` s FORCE INDEX (PRIMARY) ON s.consumer_id = 0 AND s.id = o.id
+	LEFT JOIN `orders_outbox_state` s FORCE INDEX (`PRIMARY`) ON s.consumer_id = 0 AND s.id = o.id
 	WHERE o.id > ? AND o.id > ? AND s.id IS NULL AND NOT (0 = 0 AND o.writer_token <> 0 AND o.writer_until = '1970-01-01 00:00:01')
 UNION ALL SELECT o.id, r.lease_until > UTC_TIMESTAMP(6), o.event_type, o.created_at FROM `orders_outbox_ranges` r
 	JOIN `orders_outbox` o ON o.id > r.from_id AND o.id <= r.to_id
-	LEFT JOIN `orders_outbox_state` s FORCE INDEX (PRIMARY) ON s.consumer_id = 0 AND s.id = o.id
+	LEFT JOIN `orders_outbox_state` s FORCE INDEX (`PRIMARY`) ON s.consumer_id = 0 AND s.id = o.id
 	WHERE r.consumer_id = 0 AND o.id > ? AND s.id IS NULL AND NOT (0 = 0 AND o.writer_token <> 0 AND o.writer_until = '1970-01-01 00:00:01') AND o.id NOT IN ({list})
 UNION ALL SELECT s.id, s.lease_token <> 0 AND s.next_attempt_at > UTC_TIMESTAMP(6), o.event_type, o.created_at
 	FROM `orders_outbox_state` s JOIN `orders_outbox` o ON o.id = s.id
 	WHERE s.consumer_id = 0 AND s.status = 'pending'
 UNION ALL SELECT o.id, 0, o.event_type, o.created_at FROM `orders_outbox` o
-	LEFT JOIN `orders_outbox_state` s FORCE INDEX (PRIMARY) ON s.consumer_id = 0 AND s.id = o.id
+	LEFT JOIN `orders_outbox_state` s FORCE INDEX (`PRIMARY`) ON s.consumer_id = 0 AND s.id = o.id
 	WHERE o.id IN ({list}) AND o.writer_until <> '1970-01-01 00:00:01' AND s.id IS NULL;
 
 -- pending
 SELECT o.id, 0 AS leased, o.event_type, o.created_at FROM `orders_outbox` o
-	LEFT JOIN `orders_outbox_state` s FORCE INDEX (PRIMARY) ON s.consumer_id = 1 AND s.id = o.id
+	LEFT JOIN `orders_outbox_state` s FORCE INDEX (`PRIMARY`) ON s.consumer_id = 1 AND s.id = o.id
 	WHERE o.id > ? AND o.id > ? AND s.id IS NULL AND NOT (1 = 0 AND o.writer_token <> 0 AND o.writer_until = '1970-01-01 00:00:01')
 UNION ALL SELECT o.id, r.lease_until > UTC_TIMESTAMP(6), o.event_type, o.created_at FROM `orders_outbox_ranges` r
 	JOIN `orders_outbox` o ON o.id > r.from_id AND o.id <= r.to_id
-	LEFT JOIN `orders_outbox_state` s FORCE INDEX (PRIMARY) ON s.consumer_id = 1 AND s.id = o.id
+	LEFT JOIN `orders_outbox_state` s FORCE INDEX (`PRIMARY`) ON s.consumer_id = 1 AND s.id = o.id
 	WHERE r.consumer_id = 1 AND o.id > ? AND s.id IS NULL AND NOT (1 = 0 AND o.writer_token <> 0 AND o.writer_until = '1970-01-01 00:00:01') AND o.id NOT IN ({list})
 UNION ALL SELECT s.id, s.lease_token <> 0 AND s.next_attempt_at > UTC_TIMESTAMP(6), o.event_type, o.created_at
 	FROM `orders_outbox_state` s JOIN `orders_outbox` o ON o.id = s.id
 	WHERE s.consumer_id = 1 AND s.status = 'pending'
 UNION ALL SELECT o.id, 0, o.event_type, o.created_at FROM `orders_outbox` o
-	LEFT JOIN `orders_outbox_state` s FORCE INDEX (PRIMARY) ON s.consumer_id = 1 AND s.id = o.id
+	LEFT JOIN `orders_outbox_state` s FORCE INDEX (`PRIMARY`) ON s.consumer_id = 1 AND s.id = o.id
 	WHERE o.id IN ({list}) AND o.writer_until <> '1970-01-01 00:00:01' AND s.id IS NULL;
 
 -- pending
@@ -417,28 +417,28 @@ WHERE consumer_id = 1 AND status = 'pending' AND lease_token <> 0 AND next_attem
 -- readGate
 SELECT DISTINCT o.event_key FROM `orders_outbox_ranges` r
 JOIN `orders_outbox` o ON o.id > r.from_id AND o.id <= r.to_id
-LEFT JOIN `orders_outbox_state` s FORCE INDEX (PRIMARY) ON s.consumer_id = 0 AND s.id = o.id
+LEFT JOIN `orders_outbox_state` s FORCE INDEX (`PRIMARY`) ON s.consumer_id = 0 AND s.id = o.id
 WHERE r.consumer_id = 0 AND o.event_key <> '' AND s.id IS NULL AND NOT (0 = 0 AND o.writer_token <> 0 AND o.writer_until = '1970-01-01 00:00:01');
 
 -- readGate
 SELECT DISTINCT o.event_key FROM `orders_outbox_ranges` r
 JOIN `orders_outbox` o ON o.id > r.from_id AND o.id <= r.to_id
-LEFT JOIN `orders_outbox_state` s FORCE INDEX (PRIMARY) ON s.consumer_id = 1 AND s.id = o.id
+LEFT JOIN `orders_outbox_state` s FORCE INDEX (`PRIMARY`) ON s.consumer_id = 1 AND s.id = o.id
 WHERE r.consumer_id = 1 AND o.event_key <> '' AND s.id IS NULL AND NOT (1 = 0 AND o.writer_token <> 0 AND o.writer_until = '1970-01-01 00:00:01');
 
 -- readSettled
 SELECT o.id, o.event_id, o.event_key, COALESCE(CAST(s.status AS CHAR), ''), COALESCE(s.lease_token, 0)
-FROM `orders_outbox` o LEFT JOIN `orders_outbox_state` s FORCE INDEX (PRIMARY) ON s.consumer_id = 0 AND s.id = o.id
+FROM `orders_outbox` o LEFT JOIN `orders_outbox_state` s FORCE INDEX (`PRIMARY`) ON s.consumer_id = 0 AND s.id = o.id
 WHERE o.event_id IN ({list}) AND o.writer_token = ? AND o.writer_until <> '1970-01-01 00:00:01' ORDER BY o.id FOR UPDATE;
 
 -- readSettled
 SELECT o.id, o.event_id, o.event_key, COALESCE(CAST(s.status AS CHAR), ''), COALESCE(s.lease_token, 0)
-FROM `orders_outbox` o LEFT JOIN `orders_outbox_state` s FORCE INDEX (PRIMARY) ON s.consumer_id = 0 AND s.id = o.id
+FROM `orders_outbox` o LEFT JOIN `orders_outbox_state` s FORCE INDEX (`PRIMARY`) ON s.consumer_id = 0 AND s.id = o.id
 WHERE o.event_id IN ({list}) ORDER BY o.id FOR UPDATE;
 
 -- readSettled
 SELECT o.id, o.event_id, o.event_key, COALESCE(CAST(s.status AS CHAR), ''), COALESCE(s.lease_token, 0)
-FROM `orders_outbox` o LEFT JOIN `orders_outbox_state` s FORCE INDEX (PRIMARY) ON s.consumer_id = 1 AND s.id = o.id
+FROM `orders_outbox` o LEFT JOIN `orders_outbox_state` s FORCE INDEX (`PRIMARY`) ON s.consumer_id = 1 AND s.id = o.id
 WHERE o.event_id IN ({list}) ORDER BY o.id FOR UPDATE;
 
 -- records
@@ -453,7 +453,7 @@ SELECT o.id, o.event_id, o.event_key, o.event_type, o.payload, o.headers, o.occu
 	IF(s.status = 'published', s.finished_at, NULL)
 FROM `orders_outbox` o
 JOIN `orders_outbox_consumers` c ON c.id = 0 AND o.id > c.start_seq
-LEFT JOIN `orders_outbox_state` s FORCE INDEX (PRIMARY) ON s.consumer_id = 0 AND s.id = o.id WHERE o.event_id = ? AND CAST(o.event_id AS BINARY) = ?;
+LEFT JOIN `orders_outbox_state` s FORCE INDEX (`PRIMARY`) ON s.consumer_id = 0 AND s.id = o.id WHERE o.event_id = ? AND CAST(o.event_id AS BINARY) = ?;
 
 -- records
 SELECT o.id, o.event_id, o.event_key, o.event_type, o.payload, o.headers, o.occurred_at, o.created_at,
@@ -467,7 +467,7 @@ SELECT o.id, o.event_id, o.event_key, o.event_type, o.payload, o.headers, o.occu
 	IF(s.status = 'published', s.finished_at, NULL)
 FROM `orders_outbox` o
 JOIN `orders_outbox_consumers` c ON c.id = 0 AND o.id > c.start_seq
-LEFT JOIN `orders_outbox_state` s FORCE INDEX (PRIMARY) ON s.consumer_id = 0 AND s.id = o.id WHERE o.id > ? AND CAST(o.event_type AS BINARY) = ? AND o.event_key = ? AND o.created_at <= UTC_TIMESTAMP(6) - INTERVAL ? MICROSECOND AND s.last_error LIKE ? ESCAPE '!' AND COALESCE(s.retry_count, 0) >= ? AND s.id IS NOT NULL HAVING st = ? ORDER BY o.id LIMIT 101;
+LEFT JOIN `orders_outbox_state` s FORCE INDEX (`PRIMARY`) ON s.consumer_id = 0 AND s.id = o.id WHERE o.id > ? AND CAST(o.event_type AS BINARY) = ? AND o.event_key = ? AND o.created_at <= UTC_TIMESTAMP(6) - INTERVAL ? MICROSECOND AND s.last_error LIKE ? ESCAPE '!' AND COALESCE(s.retry_count, 0) >= ? AND s.id IS NOT NULL HAVING st = ? ORDER BY o.id LIMIT 101;
 
 -- records
 SELECT o.id, o.event_id, o.event_key, o.event_type, o.payload, o.headers, o.occurred_at, o.created_at,
@@ -481,7 +481,7 @@ SELECT o.id, o.event_id, o.event_key, o.event_type, o.payload, o.headers, o.occu
 	IF(s.status = 'published', s.finished_at, NULL)
 FROM `orders_outbox` o
 JOIN `orders_outbox_consumers` c ON c.id = 0 AND o.id > c.start_seq
-LEFT JOIN `orders_outbox_state` s FORCE INDEX (PRIMARY) ON s.consumer_id = 0 AND s.id = o.id WHERE o.id > ? HAVING st = ? ORDER BY o.id LIMIT 101;
+LEFT JOIN `orders_outbox_state` s FORCE INDEX (`PRIMARY`) ON s.consumer_id = 0 AND s.id = o.id WHERE o.id > ? HAVING st = ? ORDER BY o.id LIMIT 101;
 
 -- records
 SELECT o.id, o.event_id, o.event_key, o.event_type, o.payload, o.headers, o.occurred_at, o.created_at,
@@ -495,7 +495,7 @@ SELECT o.id, o.event_id, o.event_key, o.event_type, o.payload, o.headers, o.occu
 	IF(s.status = 'published', s.finished_at, NULL)
 FROM `orders_outbox` o
 JOIN `orders_outbox_consumers` c ON c.id = 0 AND o.id > c.start_seq
-LEFT JOIN `orders_outbox_state` s FORCE INDEX (PRIMARY) ON s.consumer_id = 0 AND s.id = o.id WHERE o.id > ? ORDER BY o.id LIMIT 101;
+LEFT JOIN `orders_outbox_state` s FORCE INDEX (`PRIMARY`) ON s.consumer_id = 0 AND s.id = o.id WHERE o.id > ? ORDER BY o.id LIMIT 101;
 
 -- records
 SELECT o.id, o.event_id, o.event_key, o.event_type, o.payload, o.headers, o.occurred_at, o.created_at,
@@ -509,7 +509,7 @@ SELECT o.id, o.event_id, o.event_key, o.event_type, o.payload, o.headers, o.occu
 	IF(s.status = 'published', s.finished_at, NULL)
 FROM `orders_outbox` o
 JOIN `orders_outbox_consumers` c ON c.id = 1 AND o.id > c.start_seq
-LEFT JOIN `orders_outbox_state` s FORCE INDEX (PRIMARY) ON s.consumer_id = 1 AND s.id = o.id WHERE o.event_id = ? AND CAST(o.event_id AS BINARY) = ?;
+LEFT JOIN `orders_outbox_state` s FORCE INDEX (`PRIMARY`) ON s.consumer_id = 1 AND s.id = o.id WHERE o.event_id = ? AND CAST(o.event_id AS BINARY) = ?;
 
 -- records
 SELECT o.id, o.event_id, o.event_key, o.event_type, o.payload, o.headers, o.occurred_at, o.created_at,
@@ -523,7 +523,7 @@ SELECT o.id, o.event_id, o.event_key, o.event_type, o.payload, o.headers, o.occu
 	IF(s.status = 'published', s.finished_at, NULL)
 FROM `orders_outbox` o
 JOIN `orders_outbox_consumers` c ON c.id = 1 AND o.id > c.start_seq
-LEFT JOIN `orders_outbox_state` s FORCE INDEX (PRIMARY) ON s.consumer_id = 1 AND s.id = o.id WHERE o.id > ? AND CAST(o.event_type AS BINARY) = ? AND o.event_key = ? AND o.created_at <= UTC_TIMESTAMP(6) - INTERVAL ? MICROSECOND AND s.last_error LIKE ? ESCAPE '!' AND COALESCE(s.retry_count, 0) >= ? AND s.id IS NOT NULL HAVING st = ? ORDER BY o.id LIMIT 101;
+LEFT JOIN `orders_outbox_state` s FORCE INDEX (`PRIMARY`) ON s.consumer_id = 1 AND s.id = o.id WHERE o.id > ? AND CAST(o.event_type AS BINARY) = ? AND o.event_key = ? AND o.created_at <= UTC_TIMESTAMP(6) - INTERVAL ? MICROSECOND AND s.last_error LIKE ? ESCAPE '!' AND COALESCE(s.retry_count, 0) >= ? AND s.id IS NOT NULL HAVING st = ? ORDER BY o.id LIMIT 101;
 
 -- records
 SELECT o.id, o.event_id, o.event_key, o.event_type, o.payload, o.headers, o.occurred_at, o.created_at,
@@ -537,7 +537,7 @@ SELECT o.id, o.event_id, o.event_key, o.event_type, o.payload, o.headers, o.occu
 	IF(s.status = 'published', s.finished_at, NULL)
 FROM `orders_outbox` o
 JOIN `orders_outbox_consumers` c ON c.id = 1 AND o.id > c.start_seq
-LEFT JOIN `orders_outbox_state` s FORCE INDEX (PRIMARY) ON s.consumer_id = 1 AND s.id = o.id WHERE o.id > ? HAVING st = ? ORDER BY o.id LIMIT 101;
+LEFT JOIN `orders_outbox_state` s FORCE INDEX (`PRIMARY`) ON s.consumer_id = 1 AND s.id = o.id WHERE o.id > ? HAVING st = ? ORDER BY o.id LIMIT 101;
 
 -- records
 SELECT o.id, o.event_id, o.event_key, o.event_type, o.payload, o.headers, o.occurred_at, o.created_at,
@@ -551,11 +551,11 @@ SELECT o.id, o.event_id, o.event_key, o.event_type, o.payload, o.headers, o.occu
 	IF(s.status = 'published', s.finished_at, NULL)
 FROM `orders_outbox` o
 JOIN `orders_outbox_consumers` c ON c.id = 1 AND o.id > c.start_seq
-LEFT JOIN `orders_outbox_state` s FORCE INDEX (PRIMARY) ON s.consumer_id = 1 AND s.id = o.id WHERE o.id > ? ORDER BY o.id LIMIT 101;
+LEFT JOIN `orders_outbox_state` s FORCE INDEX (`PRIMARY`) ON s.consumer_id = 1 AND s.id = o.id WHERE o.id > ? ORDER BY o.id LIMIT 101;
 
 -- resolveHeld
 SELECT o.id, o.event_key, o.writer_until > UTC_TIMESTAMP(6), s.id IS NOT NULL OR (o.writer_token <> 0 AND o.writer_until = '1970-01-01 00:00:01')
-FROM `orders_outbox` o LEFT JOIN `orders_outbox_state` s FORCE INDEX (PRIMARY) ON s.consumer_id = 0 AND s.id = o.id WHERE o.id IN ({list}) ORDER BY o.id;
+FROM `orders_outbox` o LEFT JOIN `orders_outbox_state` s FORCE INDEX (`PRIMARY`) ON s.consumer_id = 0 AND s.id = o.id WHERE o.id IN ({list}) ORDER BY o.id;
 
 -- setHeld
 UPDATE `orders_outbox_consumers` SET held = ? WHERE id = 0;
@@ -612,12 +612,12 @@ SELECT from_id, to_id FROM `orders_outbox_ranges`
 WHERE consumer_id = 1 AND token = ? AND lease_until < UTC_TIMESTAMP(6) FOR UPDATE;
 
 -- takeOver
-SELECT o.id, o.event_id, o.event_key, o.event_type, o.payload, o.headers, o.occurred_at, o.created_at, 'pending', 0, NULL, o.created_at, NULL FROM `orders_outbox` o LEFT JOIN `orders_outbox_state` s FORCE INDEX (PRIMARY) ON s.consumer_id = 0 AND s.id = o.id
+SELECT o.id, o.event_id, o.event_key, o.event_type, o.payload, o.headers, o.occurred_at, o.created_at, 'pending', 0, NULL, o.created_at, NULL FROM `orders_outbox` o LEFT JOIN `orders_outbox_state` s FORCE INDEX (`PRIMARY`) ON s.consumer_id = 0 AND s.id = o.id
 WHERE o.id > ? AND o.id <= ? AND o.id > ? AND s.id IS NULL AND NOT (0 = 0 AND o.writer_token <> 0 AND o.writer_until = '1970-01-01 00:00:01')
 ORDER BY o.id LIMIT 101;
 
 -- takeOver
-SELECT o.id, o.event_id, o.event_key, o.event_type, o.payload, o.headers, o.occurred_at, o.created_at, 'pending', 0, NULL, o.created_at, NULL FROM `orders_outbox` o LEFT JOIN `orders_outbox_state` s FORCE INDEX (PRIMARY) ON s.consumer_id = 1 AND s.id = o.id
+SELECT o.id, o.event_id, o.event_key, o.event_type, o.payload, o.headers, o.occurred_at, o.created_at, 'pending', 0, NULL, o.created_at, NULL FROM `orders_outbox` o LEFT JOIN `orders_outbox_state` s FORCE INDEX (`PRIMARY`) ON s.consumer_id = 1 AND s.id = o.id
 WHERE o.id > ? AND o.id <= ? AND o.id > ? AND s.id IS NULL AND NOT (1 = 0 AND o.writer_token <> 0 AND o.writer_until = '1970-01-01 00:00:01')
 ORDER BY o.id LIMIT 101;
 
@@ -661,12 +661,12 @@ VALUES (1, ?, ?, ?, ?, ?, UTC_TIMESTAMP(6), UTC_TIMESTAMP(6) + INTERVAL ? MICROS
 
 -- walk
 SELECT o.id, o.event_id, o.event_key, o.event_type, o.payload, o.headers, o.occurred_at, o.created_at, 'pending', 0, NULL, o.created_at, NULL, s.id IS NOT NULL, o.writer_token <> 0 AND o.writer_until = '1970-01-01 00:00:01', o.writer_until > UTC_TIMESTAMP(6)
-FROM `orders_outbox` o LEFT JOIN `orders_outbox_state` s FORCE INDEX (PRIMARY) ON s.consumer_id = 0 AND s.id = o.id
+FROM `orders_outbox` o LEFT JOIN `orders_outbox_state` s FORCE INDEX (`PRIMARY`) ON s.consumer_id = 0 AND s.id = o.id
 WHERE o.id > ? ORDER BY o.id LIMIT 101;
 
 -- walk
 SELECT o.id, o.event_id, o.event_key, o.event_type, o.payload, o.headers, o.occurred_at, o.created_at, 'pending', 0, NULL, o.created_at, NULL, s.id IS NOT NULL, o.writer_token <> 0 AND o.writer_until = '1970-01-01 00:00:01', o.writer_until > UTC_TIMESTAMP(6)
-FROM `orders_outbox` o LEFT JOIN `orders_outbox_state` s FORCE INDEX (PRIMARY) ON s.consumer_id = 1 AND s.id = o.id
+FROM `orders_outbox` o LEFT JOIN `orders_outbox_state` s FORCE INDEX (`PRIMARY`) ON s.consumer_id = 1 AND s.id = o.id
 WHERE o.id > ? ORDER BY o.id LIMIT 101;
 
 -- walk
