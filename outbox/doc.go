@@ -27,23 +27,31 @@
 //
 // # Writing and publishing
 //
-// Enqueue in the transaction that changes state; after commit, optionally
-// publish at once with Worker.PublishNow (the fast path), and let a
-// running Worker (Run) deliver whatever the fast path could not:
+// A Writer writes a command's messages in the transaction that changes
+// state, commits, and publishes them right after the commit (the fast
+// path); a running Worker (Run) delivers whatever the fast path could
+// not:
 //
-//	tx, _ := db.BeginTx(ctx, nil)
-//	// … change state through tx …
-//	store.Enqueue(ctx, tx, &outbox.EnqueueOptions{HeadStart: outbox.DefaultHeadStart}, msg)
-//	tx.Commit()
-//	worker.PublishNow(ctx, msg) // failure only means "the worker will do it"
+//	writer, _ := outbox.NewWriter(store, worker)
+//	writer.Do(ctx, func(ctx context.Context, tx *sql.Tx) ([]outbox.Message, error) {
+//		// … change state through tx …
+//		return []outbox.Message{msg}, nil
+//	})
 //
-// The head start keeps the running worker away from a message its writer
-// is about to publish, so the normal case delivers it once.
+// or, in a transaction the caller began (a *sql.Tx, or a pgx.Tx on
+// store/postgres), writer.Commit(ctx, tx, msg). A failed publish only
+// means that the worker will deliver the message.
+//
+// The level below is what the Writer does: Store.Enqueue with a head
+// start (EnqueueOptions.HeadStart, which keeps the running worker away
+// from a message its writer is about to publish, so the normal case
+// delivers it once), the commit, then Worker.PublishNow.
 //
 // # Where things are
 //
-// store/mysql is the store for MySQL and MariaDB; sink/tencentim and
-// sink/natsjs are sinks. outbox/outboxtest has an in-memory store and
+// store/mysql is the store for MySQL and MariaDB, store/postgres the
+// store for PostgreSQL; sink/tencentim, sink/natsjs, sink/kafka,
+// sink/webhook and sink/watermill are sinks. outbox/outboxtest has an in-memory store and
 // test sinks for unit tests. A new store implements the contract in
 // outbox/backend and runs the conformance suites of store/backendtest.
 package outbox
