@@ -323,12 +323,10 @@ func checkCallerClient(cl *kgo.Client, log *slog.Logger) {
 
 // topicFault says why name is not a valid Kafka topic name, or "".
 func topicFault(name string) string {
-	switch {
-	case name == "":
-		return "is empty"
-	case len(name) > MaxTopicBytes:
-		return fmt.Sprintf("is %d bytes, over MaxTopicBytes (%d)", len(name), MaxTopicBytes)
-	case name == "." || name == "..":
+	if why := sinkerr.SizeFault(name, MaxTopicBytes, "MaxTopicBytes"); why != "" {
+		return why
+	}
+	if name == "." || name == ".." {
 		return "is not a valid topic name"
 	}
 	if i := strings.IndexFunc(name, func(r rune) bool {
