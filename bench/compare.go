@@ -6,10 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"sync"
 	"time"
 
-	"github.com/ThreeDotsLabs/watermill"
 	wmsql "github.com/ThreeDotsLabs/watermill-sql/v4/pkg/sql"
 	mysqldrv "github.com/go-sql-driver/mysql"
 
@@ -196,53 +194,33 @@ func (b *bench) minimalDrain(ctx context.Context, n int, c compareConfig) (drain
 		if err != nil {
 			return 0, err
 		}
-		var ids []any
-		for rows.Next() {
-			var (
-				id      int64
-				eventID string
-				payload []byte
-			)
-			if err := rows.Scan(&id, &eventID, &payload); err != nil {
-				rows.Close()
-				return 0, err
-			}
-			ids = append(ids, id)
-		}
+		ids, err := benchkit.ScanClaimed(rows)
 		rows.Close()
-		if err := rows.Err(); err != nil || len(ids) == 0 {
+		if err != nil || len(ids) == 0 {
 			return 0, err
 		}
+		args := make([]any, len(ids))
+		for i, id := range ids {
+			args[i] = id
+		}
 		upd := "UPDATE " + minimalTable + " SET status = 1 WHERE id IN (" + strings.Repeat("?, ", len(ids)-1) + "?)"
-		if _, err := tx.ExecContext(ctx, upd, ids...); err != nil {
+		if _, err := tx.ExecContext(ctx, upd, args...); err != nil {
 			return 0, err
 		}
 		return len(ids), tx.Commit()
 	}
 	return b.measured(ctx, n, func() (time.Duration, error) {
 		start := time.Now()
-		errs := make(chan error, c.Workers)
-		for range c.Workers {
-			go func() {
-				for {
-					got, err := one()
-					if rolledBack(err) {
-						continue // a deadlock victim: any claimer tries again
-					}
-					if err != nil || got == 0 {
-						errs <- err
-						return
-					}
+		err := benchkit.Drain(c.Workers, func(int) (int, error) {
+			for {
+				got, err := one()
+				if !rolledBack(err) {
+					return got, err
 				}
-			}()
-		}
-		var first error
-		for range c.Workers {
-			if err := <-errs; err != nil && first == nil {
-				first = err
+				// a deadlock victim: any claimer tries again
 			}
-		}
-		return time.Since(start), first
+		})
+		return time.Since(start), err
 	})
 }
 
@@ -277,51 +255,21 @@ func (b *bench) watermillDrain(ctx context.Context, n int, c compareConfig) (dra
 			return drainStats{}, fmt.Errorf("%.60s: %w", q, err)
 		}
 	}
-	runCtx, stop := context.WithCancel(ctx)
-	defer stop()
-	var (
-		pools []*sql.DB
-		subs  []*wmsql.Subscriber
-		wg    sync.WaitGroup
-	)
-	defer func() {
-		stop()
-		for _, s := range subs {
-			_ = s.Close()
-		}
-		wg.Wait()
-		for _, p := range pools {
-			p.Close()
-		}
-	}()
+	var subs benchkit.Subscribers
+	defer subs.Close()
 	got := make(chan struct{}, n)
 	return b.measured(ctx, n, func() (time.Duration, error) {
 		start := time.Now()
-		for range c.Workers {
+		cfg := wmsql.SubscriberConfig{SchemaAdapter: schema, OffsetsAdapter: wmsql.MySQLQueueOffsetsAdapter{}, PollInterval: 10 * time.Millisecond}
+		open := func() (wmsql.Beginner, func(), error) {
 			pool, err := b.pool()
 			if err != nil {
-				return 0, err
+				return nil, nil, err
 			}
-			pools = append(pools, pool)
-			sub, err := wmsql.NewSubscriber(wmsql.BeginnerFromStdSQL(pool), wmsql.SubscriberConfig{
-				SchemaAdapter: schema, OffsetsAdapter: wmsql.MySQLQueueOffsetsAdapter{}, PollInterval: 10 * time.Millisecond,
-			}, watermill.NopLogger{})
-			if err != nil {
-				return 0, err
-			}
-			subs = append(subs, sub)
-			msgs, err := sub.Subscribe(runCtx, topic)
-			if err != nil {
-				return 0, err
-			}
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				for m := range msgs {
-					m.Ack()
-					got <- struct{}{}
-				}
-			}()
+			return wmsql.BeginnerFromStdSQL(pool), func() { pool.Close() }, nil
+		}
+		if err := subs.Start(ctx, c.Workers, topic, cfg, open, func() { got <- struct{}{} }); err != nil {
+			return 0, err
 		}
 		for i := 0; i < n; i++ {
 			select {
@@ -332,20 +280,15 @@ func (b *bench) watermillDrain(ctx context.Context, n int, c compareConfig) (dra
 		}
 		// The acks of the last batch are committed after the last message
 		// is acked: wait until none is left unacked.
-		deadline := time.Now().Add(time.Minute)
-		for {
-			var left int
-			if err := b.db.QueryRowContext(ctx, "SELECT COUNT(*) FROM "+schema.MessagesTable(topic)+" WHERE acked = false").Scan(&left); err != nil {
-				return 0, err
-			}
-			if left == 0 {
-				return time.Since(start), nil
-			}
-			if time.Now().After(deadline) {
-				return 0, fmt.Errorf("watermill: %d messages still unacked after a minute", left)
-			}
-			time.Sleep(time.Millisecond) // the last acks being committed
+		var left int
+		err := benchkit.WaitDone(ctx, "watermill: the acks", time.Minute, time.Millisecond, func() (bool, error) {
+			err := b.db.QueryRowContext(ctx, "SELECT COUNT(*) FROM "+schema.MessagesTable(topic)+" WHERE acked = false").Scan(&left)
+			return left == 0, err
+		})
+		if err != nil {
+			return 0, fmt.Errorf("%w (%d messages still unacked)", err, left)
 		}
+		return time.Since(start), nil
 	})
 }
 

@@ -1,10 +1,6 @@
 package main
 
-import (
-	"fmt"
-
-	"github.com/outboxrelay/outboxrelay/bench/internal/benchkit"
-)
+import "github.com/outboxrelay/outboxrelay/bench/internal/benchkit"
 
 // cpuTimes is CPU time used so far, in seconds: the server process's
 // (when the bench knows its PID, see -server-pid) and the bench
@@ -18,16 +14,9 @@ type cpuTimes struct {
 func readCPU(serverPID int) (cpuTimes, error) {
 	var c cpuTimes
 	var err error
-	if c.bench, err = benchkit.SelfCPU(); err != nil {
-		return c, err
-	}
-	if serverPID == 0 {
-		return c, nil
-	}
-	st, err := benchkit.ReadStat(serverPID)
-	if err != nil {
-		return c, fmt.Errorf("server CPU: %w", err)
-	}
-	c.server = st.Utime + st.Stime
-	return c, nil
+	c.bench, c.server, err = benchkit.ReadCPU(serverPID, func(pid int) (float64, error) {
+		st, err := benchkit.ReadStat(pid)
+		return st.Utime + st.Stime, err
+	})
+	return c, err
 }

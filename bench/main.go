@@ -212,12 +212,7 @@ func open(ctx context.Context, serverDSN string) (*bench, error) {
 // pool opens a new connection pool on the bench database (interpolated
 // parameters for every contender alike).
 func (b *bench) pool() (*sql.DB, error) {
-	db, err := sql.Open("mysql", b.dsn)
-	if err != nil {
-		return nil, err
-	}
-	db.SetMaxIdleConns(16)
-	return db, nil
+	return benchkit.OpenDB("mysql", b.dsn, 16)
 }
 
 func (b *bench) close() {

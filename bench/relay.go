@@ -107,33 +107,30 @@ func (b *bench) drainLanes(ctx context.Context, n int, lanes []lane, remaining f
 	for _, l := range lanes {
 		sinks[l.sink] = true
 	}
+	// Polling the counters, then the last outcomes being committed, with
+	// a 1ms granularity, 10 minutes in all.
 	deadline := time.Now().Add(10 * time.Minute)
-	for {
-		var taken int64
+	var taken int64
+	err := benchkit.WaitDone(ctx, "drain: the sinks", 10*time.Minute, time.Millisecond, func() (bool, error) {
+		taken = 0
 		for s := range sinks {
 			taken += s.count()
 		}
-		if taken >= int64(n) {
-			break
-		}
-		if time.Now().After(deadline) {
-			return 0, fmt.Errorf("drain: the sinks took %d of %d records in 10 minutes", taken, n)
-		}
-		time.Sleep(time.Millisecond) // polling the counters, with a 1ms granularity
+		return taken >= int64(n), nil
+	})
+	if err != nil {
+		return 0, fmt.Errorf("%w (took %d of %d records)", err, taken, n)
 	}
-	for {
-		left, err := remaining(ctx)
-		if err != nil {
-			return 0, err
-		}
-		if left == 0 {
-			return time.Since(start), nil
-		}
-		if time.Now().After(deadline) {
-			return 0, fmt.Errorf("drain: %d records still pending after 10 minutes", left)
-		}
-		time.Sleep(time.Millisecond) // the last outcomes being committed
+	var left int
+	err = benchkit.WaitDone(ctx, "drain: the outcomes", time.Until(deadline), time.Millisecond, func() (bool, error) {
+		var err error
+		left, err = remaining(ctx)
+		return left == 0, err
+	})
+	if err != nil {
+		return 0, fmt.Errorf("%w (%d records still pending)", err, left)
 	}
+	return time.Since(start), nil
 }
 
 // relayRate measures events/s from pending to published.

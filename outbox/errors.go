@@ -40,24 +40,11 @@ var (
 // payload the receiver rejects). Retry policies may stop retrying such
 // errors. errors.Is and errors.As still see err through the wrapper.
 // Permanent(nil) is nil.
-func Permanent(err error) error {
-	if err == nil {
-		return nil
-	}
-	return &permanentError{err: err}
-}
+func Permanent(err error) error { return mark[permanent](err) }
 
 // IsPermanent reports whether err, or an error it wraps, was marked by
 // Permanent.
-func IsPermanent(err error) bool {
-	var p *permanentError
-	return errors.As(err, &p)
-}
-
-type permanentError struct{ err error }
-
-func (e *permanentError) Error() string { return e.err.Error() }
-func (e *permanentError) Unwrap() error { return e.err }
+func IsPermanent(err error) bool { return marked[permanent](err) }
 
 // Unavailable marks err as a failure of the destination rather than of
 // the message: it cannot take any message now, for a reason that belongs
@@ -75,21 +62,34 @@ func (e *permanentError) Unwrap() error { return e.err }
 // when a probe gets through. errors.Is and errors.As still see err
 // through the wrapper. Unavailable(nil) is nil. An error marked both
 // Permanent and Unavailable counts as Unavailable.
-func Unavailable(err error) error {
-	if err == nil {
-		return nil
-	}
-	return &unavailableError{err: err}
-}
+func Unavailable(err error) error { return mark[unavailable](err) }
 
 // IsUnavailable reports whether err, or an error it wraps, was marked by
 // Unavailable.
-func IsUnavailable(err error) bool {
-	var u *unavailableError
-	return errors.As(err, &u)
+func IsUnavailable(err error) bool { return marked[unavailable](err) }
+
+// The marks of Permanent and Unavailable.
+type (
+	permanent   struct{}
+	unavailable struct{}
+)
+
+// markedError is err marked with M: its text and its chain are err's.
+type markedError[M any] struct{ err error }
+
+func (e *markedError[M]) Error() string { return e.err.Error() }
+func (e *markedError[M]) Unwrap() error { return e.err }
+
+// mark marks err with M; mark(nil) is nil.
+func mark[M any](err error) error {
+	if err == nil {
+		return nil
+	}
+	return &markedError[M]{err: err}
 }
 
-type unavailableError struct{ err error }
-
-func (e *unavailableError) Error() string { return e.err.Error() }
-func (e *unavailableError) Unwrap() error { return e.err }
+// marked reports whether err, or an error it wraps, was marked with M.
+func marked[M any](err error) bool {
+	var m *markedError[M]
+	return errors.As(err, &m)
+}

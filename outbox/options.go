@@ -1,6 +1,7 @@
 package outbox
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -10,6 +11,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/outboxrelay/outboxrelay/internal/optcheck"
 	"github.com/outboxrelay/outboxrelay/outbox/backend"
 )
 
@@ -147,47 +149,22 @@ type WorkerOptions struct {
 // WithDefaults returns a copy of o with every unset or <= 0 field replaced
 // by its default. It does not validate.
 func (o WorkerOptions) WithDefaults() WorkerOptions {
-	if o.Name == "" {
-		o.Name = DefaultName
-	}
+	o.Name = cmp.Or(o.Name, DefaultName)
 	if o.NodeID == "" {
 		o.NodeID = defaultNodeID()
 	}
-	if o.PollInterval <= 0 {
-		o.PollInterval = DefaultPollInterval
-	}
-	if o.BatchSize <= 0 {
-		o.BatchSize = DefaultBatchSize
-	}
-	if o.PublishTimeout <= 0 {
-		o.PublishTimeout = DefaultPublishTimeout
-	}
-	if o.AfterCommitTimeout <= 0 {
-		o.AfterCommitTimeout = DefaultAfterCommitTimeout
-	}
-	o.AfterCommitTimeout = min(o.AfterCommitTimeout, o.PublishTimeout)
-	if o.StoreTimeout <= 0 {
-		o.StoreTimeout = DefaultStoreTimeout
-	}
-	if o.LeaseTimeout <= 0 {
-		o.LeaseTimeout = max(DefaultLeaseTimeout, 2*o.minLease())
-	}
+	o.PollInterval = optcheck.Positive(o.PollInterval, DefaultPollInterval)
+	o.BatchSize = optcheck.Positive(o.BatchSize, DefaultBatchSize)
+	o.PublishTimeout = optcheck.Positive(o.PublishTimeout, DefaultPublishTimeout)
+	o.AfterCommitTimeout = min(optcheck.Positive(o.AfterCommitTimeout, DefaultAfterCommitTimeout), o.PublishTimeout)
+	o.StoreTimeout = optcheck.Positive(o.StoreTimeout, DefaultStoreTimeout)
+	o.LeaseTimeout = optcheck.Positive(o.LeaseTimeout, max(DefaultLeaseTimeout, 2*o.minLease()))
 	o.Retry = withPollInterval(o.Retry, o.PollInterval)
-	if o.Logger == nil {
-		o.Logger = slog.Default()
-	}
-	if o.KeyAttr == "" {
-		o.KeyAttr = DefaultKeyAttr
-	}
-	if o.RetentionInterval <= 0 {
-		o.RetentionInterval = DefaultRetentionInterval
-	}
-	if o.RetentionBatch <= 0 {
-		o.RetentionBatch = DefaultRetentionBatch
-	}
-	if o.Concurrency <= 0 {
-		o.Concurrency = 1
-	}
+	o.Logger = cmp.Or(o.Logger, slog.Default())
+	o.KeyAttr = cmp.Or(o.KeyAttr, DefaultKeyAttr)
+	o.RetentionInterval = optcheck.Positive(o.RetentionInterval, DefaultRetentionInterval)
+	o.RetentionBatch = optcheck.Positive(o.RetentionBatch, DefaultRetentionBatch)
+	o.Concurrency = optcheck.Positive(o.Concurrency, 1)
 	o.Breaker = o.Breaker.withDefaults(o.PollInterval)
 	return o
 }

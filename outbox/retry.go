@@ -1,12 +1,13 @@
 package outbox
 
 import (
-	"errors"
-	"fmt"
+	"cmp"
 	"math/rand/v2"
 	"time"
 
 	"github.com/cenkalti/backoff/v4"
+
+	"github.com/outboxrelay/outboxrelay/internal/optcheck"
 )
 
 // RetryPolicy decides when a failed message is tried again.
@@ -101,18 +102,10 @@ func (p Exponential) NextRetry(attempt int, err error) (time.Duration, bool) {
 }
 
 func (p Exponential) withDefaults() Exponential {
-	if p.Initial <= 0 {
-		p.Initial = DefaultExponentialInitial
-	}
-	if p.Max <= 0 {
-		p.Max = DefaultExponentialMax
-	}
-	if p.Multiplier == 0 {
-		p.Multiplier = DefaultExponentialMultiplier
-	}
-	if p.Jitter == 0 {
-		p.Jitter = DefaultExponentialJitter
-	}
+	p.Initial = optcheck.Positive(p.Initial, DefaultExponentialInitial)
+	p.Max = optcheck.Positive(p.Max, DefaultExponentialMax)
+	p.Multiplier = cmp.Or(p.Multiplier, DefaultExponentialMultiplier)
+	p.Jitter = cmp.Or(p.Jitter, DefaultExponentialJitter)
 	if p.Rand == nil {
 		p.Rand = rand.Float64
 	}
@@ -121,17 +114,17 @@ func (p Exponential) withDefaults() Exponential {
 
 func (p Exponential) validate() error {
 	p = p.withDefaults()
-	var errs []error
+	var problems optcheck.Problems
 	if p.Multiplier < 1 {
-		errs = append(errs, fmt.Errorf("multiplier %v: must be at least 1", p.Multiplier))
+		problems.Addf("multiplier %v: must be at least 1", p.Multiplier)
 	}
 	if p.Jitter > 1 || (p.Jitter < 0 && p.Jitter != NoJitter) {
-		errs = append(errs, fmt.Errorf("jitter %v: must be 0 to 1", p.Jitter))
+		problems.Addf("jitter %v: must be 0 to 1", p.Jitter)
 	}
 	if p.Max < p.Initial {
-		errs = append(errs, fmt.Errorf("max interval %v: must be at least the initial interval %v", p.Max, p.Initial))
+		problems.Addf("max interval %v: must be at least the initial interval %v", p.Max, p.Initial)
 	}
-	return errors.Join(errs...)
+	return problems.Err()
 }
 
 // MaxAttempts wraps a policy and gives up after Attempts failed attempts:

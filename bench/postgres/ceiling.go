@@ -9,6 +9,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/outboxrelay/outboxrelay/bench/internal/benchkit"
 )
 
 // The minimal ceiling: a table of a bigint identity primary key, an
@@ -51,27 +53,13 @@ func ceilingDrain(ctx context.Context, b *bench, n int, c compareConfig) (time.D
 		}
 		pools[i] = p
 	}
-	errs := make(chan error, c.Workers)
 	var delivered atomic.Int64
-	for _, p := range pools {
-		go func() {
-			for {
-				got, err := ceilingBatch(ctx, p, c.Batch)
-				delivered.Add(int64(got))
-				if err != nil || got == 0 {
-					errs <- err
-					return
-				}
-			}
-		}()
-	}
-	var first error
-	for range c.Workers {
-		if err := <-errs; err != nil && first == nil {
-			first = err
-		}
-	}
-	return time.Since(start), int(delivered.Load()), first
+	err := benchkit.Drain(c.Workers, func(i int) (int, error) {
+		got, err := ceilingBatch(ctx, pools[i], c.Batch)
+		delivered.Add(int64(got))
+		return got, err
+	})
+	return time.Since(start), int(delivered.Load()), err
 }
 
 // ceilingBatch claims and marks one batch; it returns how many rows.
@@ -85,21 +73,9 @@ func ceilingBatch(ctx context.Context, p *pgxpool.Pool, batch int) (int, error) 
 	if err != nil {
 		return 0, err
 	}
-	var ids []int64
-	for rows.Next() {
-		var (
-			id      int64
-			eventID string
-			payload []byte
-		)
-		if err := rows.Scan(&id, &eventID, &payload); err != nil {
-			rows.Close()
-			return 0, err
-		}
-		ids = append(ids, id)
-	}
+	ids, err := benchkit.ScanClaimed(rows)
 	rows.Close()
-	if err := rows.Err(); err != nil || len(ids) == 0 {
+	if err != nil || len(ids) == 0 {
 		return 0, err
 	}
 	if _, err := tx.Exec(ctx, "UPDATE "+ceilingTable+" SET status = 1 WHERE id = ANY($1)", ids); err != nil {

@@ -226,22 +226,7 @@ func medianStats(xs []drainStats) drainStats {
 	return sorted[len(sorted)/2]
 }
 
-// waitDone polls done (every few milliseconds, with a deadline) until it
-// reports true.
+// waitDone polls done every 2 ms until it reports true (benchkit.WaitDone).
 func waitDone(ctx context.Context, what string, limit time.Duration, done func() (bool, error)) error {
-	deadline := time.Now().Add(limit)
-	for {
-		ok, err := done()
-		if err != nil || ok {
-			return err
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("%s: not done after %v", what, limit)
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(2 * time.Millisecond): // polling with a deadline
-		}
-	}
+	return benchkit.WaitDone(ctx, what, limit, 2*time.Millisecond, done)
 }

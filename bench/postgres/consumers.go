@@ -99,25 +99,6 @@ func consumersLeft(ctx context.Context, b *bench, named int) (int, error) {
 	return left, nil
 }
 
-// consumerSettleCounter is a named consumer's store with a count of the
-// outcomes it wrote, as settleCounter is the default consumer's.
-type consumerSettleCounter struct {
-	*postgres.ConsumerStore
-	applied *atomic.Int64
-}
-
-func (s consumerSettleCounter) Settle(ctx context.Context, token string, outcomes []backend.Outcome) (backend.SettleResult, error) {
-	res, err := s.ConsumerStore.Settle(ctx, token, outcomes)
-	s.applied.Add(int64(res.Applied))
-	return res, err
-}
-
-func (s consumerSettleCounter) SettleAndClaim(ctx context.Context, st backend.Settlement, p backend.ClaimParams) (backend.SettleResult, backend.Batch, error) {
-	res, batch, err := s.ConsumerStore.SettleAndClaim(ctx, st, p)
-	s.applied.Add(int64(res.Applied))
-	return res, batch, err
-}
-
 // consumersDrain runs one worker for the default consumer and one for
 // each named consumer until every consumer's store has written the
 // outcome of every event, and returns how long that took and the

@@ -34,31 +34,32 @@ type cpuTimes struct {
 func readCPU(postmaster int) (cpuTimes, error) {
 	var c cpuTimes
 	var err error
-	if c.bench, err = benchkit.SelfCPU(); err != nil {
-		return c, err
-	}
-	if postmaster == 0 {
-		return c, nil
-	}
+	c.bench, c.server, err = benchkit.ReadCPU(postmaster, serverCPU)
+	c.measured = postmaster != 0 && err == nil
+	return c, err
+}
+
+// serverCPU is the CPU time of the postmaster and its children (see
+// readCPU).
+func serverCPU(postmaster int) (float64, error) {
 	for range 20 {
 		own, err := benchkit.ReadStat(postmaster)
 		if err != nil {
-			return c, fmt.Errorf("server CPU: %w", err)
+			return 0, err
 		}
 		children, err := childrenCPU(postmaster)
 		if err != nil {
-			return c, fmt.Errorf("server CPU: %w", err)
+			return 0, err
 		}
 		again, err := benchkit.ReadStat(postmaster)
 		if err != nil {
-			return c, fmt.Errorf("server CPU: %w", err)
+			return 0, err
 		}
 		if again.Cutime == own.Cutime && again.Cstime == own.Cstime {
-			c.server, c.measured = own.Utime+own.Stime+own.Cutime+own.Cstime+children, true
-			return c, nil
+			return own.Utime + own.Stime + own.Cutime + own.Cstime + children, nil
 		}
 	}
-	return c, fmt.Errorf("server CPU: the postmaster %d reaped children during each of 20 scans of /proc", postmaster)
+	return 0, fmt.Errorf("the postmaster %d reaped children during each of 20 scans of /proc", postmaster)
 }
 
 // childrenCPU is the CPU time of the live children of the postmaster,

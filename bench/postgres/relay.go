@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	_ "github.com/jackc/pgx/v5/stdlib" // the "pgx" driver of database/sql, which the store requires
 
+	"github.com/outboxrelay/outboxrelay/bench/internal/benchkit"
 	"github.com/outboxrelay/outboxrelay/outbox"
 	"github.com/outboxrelay/outboxrelay/outbox/backend"
 	"github.com/outboxrelay/outboxrelay/store/postgres"
@@ -26,12 +27,7 @@ const relayTable = "bench_outbox"
 
 // relayDB opens a database/sql pool on the bench database.
 func (b *bench) relayDB() (*sql.DB, error) {
-	db, err := sql.Open("pgx", b.dsn)
-	if err != nil {
-		return nil, err
-	}
-	db.SetMaxIdleConns(4)
-	return db, nil
+	return benchkit.OpenDB("pgx", b.dsn, 4)
 }
 
 // relayFresh recreates the outbox table empty, through the store's
@@ -117,10 +113,11 @@ func (s *countingSink) Publish(context.Context, outbox.Message) error {
 	return nil
 }
 
-// settleCounter is the store with a count of the outcomes it wrote: the
-// drain ends when every delivery's outcome is committed.
+// settleCounter is a consumer's store (the default consumer's or a named
+// one's) with a count of the outcomes it wrote: the drain ends when every
+// delivery's outcome is committed.
 type settleCounter struct {
-	*postgres.Store
+	backend.Store
 	applied *atomic.Int64
 }
 
@@ -131,7 +128,7 @@ func (s settleCounter) Settle(ctx context.Context, token string, outcomes []back
 }
 
 func (s settleCounter) SettleAndClaim(ctx context.Context, st backend.Settlement, p backend.ClaimParams) (backend.SettleResult, backend.Batch, error) {
-	res, batch, err := s.Store.SettleAndClaim(ctx, st, p)
+	res, batch, err := s.Store.Capabilities().SettleAndClaim.SettleAndClaim(ctx, st, p)
 	s.applied.Add(int64(res.Applied))
 	return res, batch, err
 }
@@ -197,7 +194,7 @@ func drainLanes(ctx context.Context, b *bench, what string, n, batch int, lanes 
 			if err != nil {
 				return 0, err
 			}
-			store = consumerSettleCounter{cs, l.applied}
+			store = settleCounter{cs, l.applied}
 		}
 		w, err := outbox.NewWorker(store, l.sink, outbox.WorkerOptions{
 			BatchSize: batch, PollInterval: 10 * time.Millisecond, NodeID: fmt.Sprintf("bench-%d", i), Logger: quiet,

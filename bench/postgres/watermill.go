@@ -8,9 +8,9 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/ThreeDotsLabs/watermill"
 	wmsql "github.com/ThreeDotsLabs/watermill-sql/v4/pkg/sql"
-	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/outboxrelay/outboxrelay/bench/internal/benchkit"
 )
 
 // Watermill's PostgreSQL queue: watermill-sql v4's PostgreSQLQueueSchema
@@ -55,54 +55,27 @@ func watermillLeft(ctx context.Context, b *bench) (int, error) {
 
 func watermillDrain(ctx context.Context, b *bench, n int, c compareConfig) (time.Duration, int, error) {
 	schema := watermillSchema(c)
-	runCtx, stop := context.WithCancel(ctx)
-	defer stop()
-	var (
-		pools []*pgxpool.Pool
-		subs  []*wmsql.Subscriber
-		wg    sync.WaitGroup
-	)
-	defer func() {
-		stop()
-		for _, s := range subs {
-			_ = s.Close()
-		}
-		wg.Wait()
-		for _, p := range pools {
-			p.Close()
-		}
-	}()
 	txs := &txWatch{open: map[*watchedTx]time.Time{}}
 	var got atomic.Int64
 	var lastAt atomic.Int64 // UnixNano of the n-th receipt
+	var subs benchkit.Subscribers
+	defer subs.Close()
 	start := time.Now()
-	for range c.Workers {
+	cfg := wmsql.SubscriberConfig{SchemaAdapter: schema, OffsetsAdapter: wmsql.PostgreSQLQueueOffsetsAdapter{}, PollInterval: 10 * time.Millisecond}
+	open := func() (wmsql.Beginner, func(), error) {
 		pool, err := b.pool(ctx, 2)
 		if err != nil {
-			return 0, 0, err
+			return nil, nil, err
 		}
-		pools = append(pools, pool)
-		sub, err := wmsql.NewSubscriber(&watchedBeginner{Beginner: wmsql.BeginnerFromPgx(pool), watch: txs}, wmsql.SubscriberConfig{
-			SchemaAdapter: schema, OffsetsAdapter: wmsql.PostgreSQLQueueOffsetsAdapter{}, PollInterval: 10 * time.Millisecond,
-		}, watermill.NopLogger{})
-		if err != nil {
-			return 0, 0, err
+		return &watchedBeginner{Beginner: wmsql.BeginnerFromPgx(pool), watch: txs}, pool.Close, nil
+	}
+	received := func() {
+		if got.Add(1) == int64(n) {
+			lastAt.Store(time.Now().UnixNano())
 		}
-		subs = append(subs, sub)
-		msgs, err := sub.Subscribe(runCtx, watermillTopic)
-		if err != nil {
-			return 0, 0, err
-		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for m := range msgs {
-				m.Ack()
-				if got.Add(1) == int64(n) {
-					lastAt.Store(time.Now().UnixNano())
-				}
-			}
-		}()
+	}
+	if err := subs.Start(ctx, c.Workers, watermillTopic, cfg, open, received); err != nil {
+		return 0, 0, err
 	}
 	// Done when every message has arrived and every transaction that was
 	// open when the last one arrived has ended: the acks are committed.

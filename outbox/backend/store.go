@@ -100,25 +100,20 @@ type Capabilities struct {
 // (and whose Capabilities so panics) can do nothing more.
 func CapabilitiesOf(s Store) Capabilities {
 	c := capabilities(s)
-	if x, ok := s.(SettleClaimer); ok {
-		c.SettleAndClaim = x
-	}
-	if x, ok := s.(HeadStartLeaser); ok {
-		c.HeadStart = x
-	}
-	if x, ok := s.(OrderedHeadStartLeaser); ok {
-		c.OrderedHeadStart = x
-	}
-	if x, ok := s.(HeadStartEnder); ok {
-		c.EndHeadStart = x
-	}
-	if x, ok := s.(Purger); ok {
-		c.Purge = x
-	}
-	if x, ok := s.(Transactor); ok {
-		c.Transactions = x
-	}
+	own(s, &c.SettleAndClaim)
+	own(s, &c.HeadStart)
+	own(s, &c.OrderedHeadStart)
+	own(s, &c.EndHeadStart)
+	own(s, &c.Purge)
+	own(s, &c.Transactions)
 	return c
+}
+
+// own sets *method to s when s itself has the method's interface M.
+func own[M any](s Store, method *M) {
+	if x, ok := s.(M); ok {
+		*method = x
+	}
 }
 
 // capabilities is s.Capabilities(), or none when it panics.

@@ -1,13 +1,13 @@
 package outboxui
 
 import (
-	"errors"
-	"fmt"
+	"cmp"
 	"log/slog"
 	"net/http"
 	"strings"
 	"time"
 
+	"github.com/outboxrelay/outboxrelay/internal/optcheck"
 	"github.com/outboxrelay/outboxrelay/outbox"
 	"github.com/outboxrelay/outboxrelay/outbox/backend"
 )
@@ -103,40 +103,22 @@ type Options struct {
 
 // withDefaults returns o with every zero field set to its default.
 func (o Options) withDefaults() Options {
-	if o.Path == "" {
-		o.Path = DefaultPath
-	}
-	if o.PageSize == 0 {
-		o.PageSize = DefaultPageSize
-	}
-	if o.SampleInterval == 0 {
-		o.SampleInterval = DefaultSampleInterval
-	}
-	if o.Samples == 0 {
-		o.Samples = DefaultSamples
-	}
-	if o.Refresh == 0 {
-		o.Refresh = DefaultRefresh
-	}
-	if o.MaxPayloadShown == 0 {
-		o.MaxPayloadShown = DefaultMaxPayloadShown
-	}
-	if o.QueryTimeout == 0 {
-		o.QueryTimeout = DefaultQueryTimeout
-	}
-	if o.RequeueBatch == 0 {
-		o.RequeueBatch = DefaultRequeueBatch
-	}
-	if o.Logger == nil {
-		o.Logger = slog.Default()
-	}
+	o.Path = cmp.Or(o.Path, DefaultPath)
+	o.PageSize = cmp.Or(o.PageSize, DefaultPageSize)
+	o.SampleInterval = cmp.Or(o.SampleInterval, DefaultSampleInterval)
+	o.Samples = cmp.Or(o.Samples, DefaultSamples)
+	o.Refresh = cmp.Or(o.Refresh, DefaultRefresh)
+	o.MaxPayloadShown = cmp.Or(o.MaxPayloadShown, DefaultMaxPayloadShown)
+	o.QueryTimeout = cmp.Or(o.QueryTimeout, DefaultQueryTimeout)
+	o.RequeueBatch = cmp.Or(o.RequeueBatch, DefaultRequeueBatch)
+	o.Logger = cmp.Or(o.Logger, slog.Default())
 	return o
 }
 
 // validate checks options with their defaults filled in.
 func (o Options) validate() error {
-	var errs []error
-	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf("outboxui: "+format, args...)) }
+	problems := optcheck.New("outboxui")
+	bad := problems.Addf
 	if len(o.Outboxes) == 0 {
 		bad("Outboxes: at least one is required")
 	}
@@ -154,9 +136,8 @@ func (o Options) validate() error {
 	if !strings.HasPrefix(o.Path, "/") || !strings.HasSuffix(o.Path, "/") || strings.ContainsAny(o.Path, "?#\"'<> ") {
 		bad("Path %q: must start and end with \"/\" and hold no query, quote or space", o.Path)
 	}
-	if _, err := newHostSet(o.AllowedHosts); err != nil {
-		errs = append(errs, err)
-	}
+	_, err := newHostSet(o.AllowedHosts)
+	problems.Add(err)
 	if len(o.CSRFKey) > 0 && len(o.CSRFKey) < MinCSRFKeyBytes {
 		bad("CSRFKey: %d bytes: must be at least %d", len(o.CSRFKey), MinCSRFKeyBytes)
 	}
@@ -181,5 +162,5 @@ func (o Options) validate() error {
 	if o.RequeueBatch < 1 || o.RequeueBatch > backend.MaxRequeueBatch {
 		bad("RequeueBatch %d: must be 1 to %d", o.RequeueBatch, backend.MaxRequeueBatch)
 	}
-	return errors.Join(errs...)
+	return problems.Err()
 }

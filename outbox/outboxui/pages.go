@@ -174,12 +174,7 @@ type recordRow struct {
 
 func (h *Handler) records(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
-	f, err := parseFilter(q)
-	if err != nil {
-		h.failErr(w, r, err)
-		return
-	}
-	ob, queue, err := h.queueOf(q)
+	f, ob, queue, err := h.filteredQueue(q)
 	if err != nil {
 		h.failErr(w, r, err)
 		return

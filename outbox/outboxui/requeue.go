@@ -57,12 +57,7 @@ func (h *Handler) requeue(w http.ResponseWriter, r *http.Request) {
 		h.failErr(w, r, err)
 		return
 	}
-	f, err := parseFilter(form)
-	if err != nil {
-		h.failErr(w, r, err)
-		return
-	}
-	_, queue, err := h.queueOf(form)
+	f, _, queue, err := h.filteredQueue(form)
 	if err != nil {
 		h.failErr(w, r, err)
 		return

@@ -182,6 +182,17 @@ func (h *Handler) queueOf(vals url.Values) (Outbox, Queue, error) {
 	return ob, q, nil
 }
 
+// filteredQueue reads the filter a request carries (parseFilter) and the
+// queue it names (queueOf).
+func (h *Handler) filteredQueue(vals url.Values) (filter, Outbox, Queue, error) {
+	f, err := parseFilter(vals)
+	if err != nil {
+		return f, nil, nil, err
+	}
+	ob, q, err := h.queueOf(vals)
+	return f, ob, q, err
+}
+
 // Views of the records page.
 const (
 	viewDead    = "dead"

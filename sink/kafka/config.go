@@ -1,9 +1,9 @@
 package kafka
 
 import (
+	"cmp"
 	"crypto/tls"
 	"crypto/x509"
-	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -17,6 +17,7 @@ import (
 	"github.com/twmb/franz-go/pkg/sasl/plain"
 	"github.com/twmb/franz-go/pkg/sasl/scram"
 
+	"github.com/outboxrelay/outboxrelay/internal/optcheck"
 	"github.com/outboxrelay/outboxrelay/internal/sinkerr"
 	"github.com/outboxrelay/outboxrelay/outbox"
 )
@@ -154,20 +155,16 @@ func (c Config) withDefaults() Config {
 	if c.Client == nil && c.ClientID == "" {
 		c.ClientID = DefaultClientID
 	}
-	if c.MaxRecordBytes == 0 {
-		c.MaxRecordBytes = DefaultMaxRecordBytes
-	}
-	if c.Logger == nil {
-		c.Logger = slog.Default()
-	}
+	c.MaxRecordBytes = cmp.Or(c.MaxRecordBytes, DefaultMaxRecordBytes)
+	c.Logger = cmp.Or(c.Logger, slog.Default())
 	return c
 }
 
 // validate checks a config with defaults filled in. Messages name the
 // field and, except for the password, the value.
 func (c Config) validate() error {
-	var errs []error
-	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf("kafka: "+format, args...)) }
+	problems := optcheck.New("kafka")
+	bad := problems.Addf
 	if c.Client != nil {
 		own := []string{}
 		if len(c.Seeds) > 0 {
@@ -232,7 +229,7 @@ func (c Config) validate() error {
 	default:
 		bad("SASL.Mechanism %q: must be %s, %s or %s", c.SASL.Mechanism, SASLPlain, SASLScramSHA256, SASLScramSHA512)
 	}
-	return errors.Join(errs...)
+	return problems.Err()
 }
 
 // clientOpts are the options of the sink's own client: the producer
@@ -326,12 +323,10 @@ func checkCallerClient(cl *kgo.Client, log *slog.Logger) {
 
 // topicFault says why name is not a valid Kafka topic name, or "".
 func topicFault(name string) string {
-	switch {
-	case name == "":
-		return "is empty"
-	case len(name) > MaxTopicBytes:
-		return fmt.Sprintf("is %d bytes, over MaxTopicBytes (%d)", len(name), MaxTopicBytes)
-	case name == "." || name == "..":
+	if why := sinkerr.SizeFault(name, MaxTopicBytes, "MaxTopicBytes"); why != "" {
+		return why
+	}
+	if name == "." || name == ".." {
 		return "is not a valid topic name"
 	}
 	if i := strings.IndexFunc(name, func(r rune) bool {

@@ -1,6 +1,7 @@
 package tencentim
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -10,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/outboxrelay/outboxrelay/internal/optcheck"
 	"github.com/outboxrelay/outboxrelay/internal/secretfmt"
 	"github.com/outboxrelay/outboxrelay/outbox"
 )
@@ -127,29 +129,17 @@ type Config struct {
 // withDefaults returns c with defaults filled in.
 func (c Config) withDefaults() Config {
 	c.BaseURL = strings.TrimRight(c.BaseURL, "/")
-	if c.Mode == "" {
-		c.Mode = ModeGroupMessage
-	}
+	c.Mode = cmp.Or(c.Mode, ModeGroupMessage)
+	c.MaxMessageBytes = optcheck.Positive(c.MaxMessageBytes, DefaultMaxMessageBytes)
+	c.UserSigTTL = cmp.Or(c.UserSigTTL, DefaultUserSigTTL)
+	c.RateLimit = cmp.Or(c.RateLimit, DefaultRateLimit)
+	c.GroupRateLimit = cmp.Or(c.GroupRateLimit, DefaultGroupRateLimit)
+	c.Logger = cmp.Or(c.Logger, slog.Default())
 	if c.GroupID == nil {
 		c.GroupID = func(m outbox.Message) (string, error) { return m.Key, nil }
 	}
-	if c.MaxMessageBytes <= 0 {
-		c.MaxMessageBytes = DefaultMaxMessageBytes
-	}
-	if c.UserSigTTL == 0 {
-		c.UserSigTTL = DefaultUserSigTTL
-	}
-	if c.RateLimit == 0 {
-		c.RateLimit = DefaultRateLimit
-	}
-	if c.GroupRateLimit == 0 {
-		c.GroupRateLimit = DefaultGroupRateLimit
-	}
 	if c.HTTPClient == nil {
 		c.HTTPClient = defaultHTTPClient()
-	}
-	if c.Logger == nil {
-		c.Logger = slog.Default()
 	}
 	if c.Now == nil {
 		c.Now = time.Now
@@ -160,11 +150,9 @@ func (c Config) withDefaults() Config {
 // validate checks a config with defaults filled in. Messages name the
 // field and, except for the secret, the value.
 func (c Config) validate() error {
-	var errs []error
-	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf("tencentim: "+format, args...)) }
-	if err := validateBaseURL(c.BaseURL); err != nil {
-		errs = append(errs, err)
-	}
+	problems := optcheck.New("tencentim")
+	bad := problems.Addf
+	problems.Add(validateBaseURL(c.BaseURL))
 	if c.SDKAppID <= 0 || c.SDKAppID > 1<<32-1 {
 		bad("SDKAppID %d: must be a positive 32-bit number", c.SDKAppID)
 	}
@@ -190,7 +178,7 @@ func (c Config) validate() error {
 	if c.UserSigTTL < MinUserSigTTL {
 		bad("UserSigTTL %v: must be at least %v", c.UserSigTTL, MinUserSigTTL)
 	}
-	return errors.Join(errs...)
+	return problems.Err()
 }
 
 // validateBaseURL checks that raw is an https URL with a host and nothing

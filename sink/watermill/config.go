@@ -1,13 +1,14 @@
 package watermill
 
 import (
-	"errors"
+	"cmp"
 	"fmt"
 	"log/slog"
 	"time"
 
 	"github.com/ThreeDotsLabs/watermill/message"
 
+	"github.com/outboxrelay/outboxrelay/internal/optcheck"
 	"github.com/outboxrelay/outboxrelay/internal/sinkerr"
 	"github.com/outboxrelay/outboxrelay/outbox"
 )
@@ -138,23 +139,17 @@ type Config struct {
 
 // withDefaults returns c with the defaults filled in.
 func (c Config) withDefaults() Config {
-	if c.MaxInFlight == 0 {
-		c.MaxInFlight = DefaultMaxInFlight
-	}
-	if c.CloseTimeout == 0 {
-		c.CloseTimeout = DefaultCloseTimeout
-	}
-	if c.Logger == nil {
-		c.Logger = slog.Default()
-	}
+	c.MaxInFlight = cmp.Or(c.MaxInFlight, DefaultMaxInFlight)
+	c.CloseTimeout = cmp.Or(c.CloseTimeout, DefaultCloseTimeout)
+	c.Logger = cmp.Or(c.Logger, slog.Default())
 	return c
 }
 
 // validate checks a config with defaults filled in. Messages name the
 // field and the value.
 func (c Config) validate() error {
-	var errs []error
-	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf("watermill: "+format, args...)) }
+	problems := optcheck.New("watermill")
+	bad := problems.Addf
 	if c.Publisher == nil {
 		bad("Publisher: required (a Watermill message.Publisher)")
 	}
@@ -176,5 +171,5 @@ func (c Config) validate() error {
 			bad("Redact[%d]: empty (it would match every text)", i)
 		}
 	}
-	return errors.Join(errs...)
+	return problems.Err()
 }

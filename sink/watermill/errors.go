@@ -135,12 +135,10 @@ func (s *Sink) scrubbed(err error) error {
 
 // topicFault says why name is not a valid topic, or "".
 func topicFault(name string) string {
-	switch {
-	case name == "":
-		return "is empty"
-	case len(name) > MaxTopicBytes:
-		return fmt.Sprintf("is %d bytes, over MaxTopicBytes (%d)", len(name), MaxTopicBytes)
-	case !utf8.ValidString(name):
+	if why := sinkerr.SizeFault(name, MaxTopicBytes, "MaxTopicBytes"); why != "" {
+		return why
+	}
+	if !utf8.ValidString(name) {
 		return "is not valid UTF-8"
 	}
 	if i := strings.IndexFunc(name, unicode.IsControl); i >= 0 {

@@ -1,9 +1,9 @@
 package webhook
 
 import (
+	"cmp"
 	"crypto/tls"
 	"errors"
-	"fmt"
 	"log/slog"
 	"net/http"
 	"net/netip"
@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/outboxrelay/outboxrelay/internal/optcheck"
 	"github.com/outboxrelay/outboxrelay/outbox"
 )
 
@@ -127,30 +128,14 @@ type Config struct {
 
 // withDefaults returns c with defaults filled in.
 func (c Config) withDefaults() Config {
-	if c.ContentType == "" {
-		c.ContentType = DefaultContentType
-	}
-	if c.UserAgent == "" {
-		c.UserAgent = DefaultUserAgent
-	}
-	if c.ConnectTimeout <= 0 {
-		c.ConnectTimeout = DefaultConnectTimeout
-	}
-	if c.ResponseHeaderTimeout <= 0 {
-		c.ResponseHeaderTimeout = DefaultResponseHeaderTimeout
-	}
-	if c.BodyTimeout <= 0 {
-		c.BodyTimeout = DefaultBodyTimeout
-	}
-	if c.MaxPayloadBytes == 0 {
-		c.MaxPayloadBytes = DefaultMaxPayloadBytes
-	}
-	if c.MaxRetryAfter <= 0 {
-		c.MaxRetryAfter = DefaultMaxRetryAfter
-	}
-	if c.Logger == nil {
-		c.Logger = slog.Default()
-	}
+	c.ContentType = cmp.Or(c.ContentType, DefaultContentType)
+	c.UserAgent = cmp.Or(c.UserAgent, DefaultUserAgent)
+	c.ConnectTimeout = optcheck.Positive(c.ConnectTimeout, DefaultConnectTimeout)
+	c.ResponseHeaderTimeout = optcheck.Positive(c.ResponseHeaderTimeout, DefaultResponseHeaderTimeout)
+	c.BodyTimeout = optcheck.Positive(c.BodyTimeout, DefaultBodyTimeout)
+	c.MaxPayloadBytes = cmp.Or(c.MaxPayloadBytes, DefaultMaxPayloadBytes)
+	c.MaxRetryAfter = optcheck.Positive(c.MaxRetryAfter, DefaultMaxRetryAfter)
+	c.Logger = cmp.Or(c.Logger, slog.Default())
 	if c.Now == nil {
 		c.Now = time.Now
 	}
@@ -161,8 +146,8 @@ func (c Config) withDefaults() Config {
 // secrets' keys. Messages name the field, and the value unless it is a
 // secret.
 func (c Config) validate() ([][]byte, error) {
-	var errs []error
-	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf("webhook: "+format, args...)) }
+	problems := optcheck.New("webhook")
+	bad := problems.Addf
 	switch {
 	case c.URL == "" && c.URLFor == nil:
 		bad("URL: required (or URLFor)")
@@ -211,7 +196,7 @@ func (c Config) validate() ([][]byte, error) {
 			bad("AllowNetworks[%d] %v: not a valid network", i, p)
 		}
 	}
-	return keys, errors.Join(errs...)
+	return keys, problems.Err()
 }
 
 // parseTarget checks raw as URL must be: http or https, a host, no user

@@ -22,6 +22,20 @@ func SelfCPU() (float64, error) {
 	return tvSeconds(ru.Utime) + tvSeconds(ru.Stime), nil
 }
 
+// ReadCPU reads the CPU times used so far, in seconds: this process's
+// (SelfCPU) and, unless pid is 0 (then server stays 0), the database
+// server's, through server(pid), whose errors it prefixes with
+// "server CPU: ".
+func ReadCPU(pid int, server func(pid int) (float64, error)) (bench, srv float64, err error) {
+	if bench, err = SelfCPU(); err != nil || pid == 0 {
+		return bench, 0, err
+	}
+	if srv, err = server(pid); err != nil {
+		return bench, 0, fmt.Errorf("server CPU: %w", err)
+	}
+	return bench, srv, nil
+}
+
 func tvSeconds(tv syscall.Timeval) float64 {
 	return float64(tv.Sec) + float64(tv.Usec)/1e6
 }
