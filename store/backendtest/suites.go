@@ -124,7 +124,7 @@ var workerTests = []conformance.Test[Harness]{
 	{Name: "ADecoratedStoreKeepsItsFastPaths", Fn: testDecoratedStoreKeepsFastPaths},
 
 	// A worker that holds off a failing sink (outbox.SinkBreaker; issue 37,
-	// defect 7; holdoff_suite.go).
+	// defect 7; aftercommit_suite.go).
 	{Name: "HeldOffRetryableSinkIsOnlyProbed", Fn: func(t *testing.T, h Harness) {
 		testHeldOffSinkOnlyProbed(t, h, outboxtest.ErrInjected, holdOffFailures)
 	}},
