@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -15,25 +14,6 @@ import (
 	"github.com/outboxrelay/outboxrelay/outbox"
 	"github.com/outboxrelay/outboxrelay/outbox/outboxtest"
 )
-
-type deadCall struct {
-	rec outbox.Record
-	err error
-}
-
-func deadRecorder() (func(context.Context, outbox.Record, error), func() []deadCall) {
-	var mu sync.Mutex
-	var calls []deadCall
-	return func(_ context.Context, r outbox.Record, err error) {
-			mu.Lock()
-			defer mu.Unlock()
-			calls = append(calls, deadCall{r, err})
-		}, func() []deadCall {
-			mu.Lock()
-			defer mu.Unlock()
-			return slices.Clone(calls)
-		}
-}
 
 func testPermanentIsDead(t *testing.T, h Harness) {
 	enqueue(t, h, outbox.EnqueueOptions{}, msg("ok"), msg("poison"))
