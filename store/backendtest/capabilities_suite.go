@@ -72,7 +72,7 @@ func testDecoratedStoreKeepsFastPaths(t *testing.T, h Harness) {
 		rec := outboxtest.NewRecorder()
 		w := newWorker(t, d, rec, outbox.WorkerOptions{Ordering: ordered})
 		m := outbox.Message{ID: "hs-" + map[bool]string{false: "u", true: "o"}[ordered], Key: "k", Type: "T"}
-		enqueueCommitted(t, h, w.HeadStart(), m)
+		enqueue(t, h, outbox.EnqueueOptions{HeadStart: w.HeadStart()}, m)
 		before := d.claims.Load()
 		require.NoError(t, w.PublishNow(ctx, m))
 		require.Equal(t, 1, rec.Count(m.ID))

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -15,25 +14,6 @@ import (
 	"github.com/outboxrelay/outboxrelay/outbox"
 	"github.com/outboxrelay/outboxrelay/outbox/outboxtest"
 )
-
-type deadCall struct {
-	rec outbox.Record
-	err error
-}
-
-func deadRecorder() (func(context.Context, outbox.Record, error), func() []deadCall) {
-	var mu sync.Mutex
-	var calls []deadCall
-	return func(_ context.Context, r outbox.Record, err error) {
-			mu.Lock()
-			defer mu.Unlock()
-			calls = append(calls, deadCall{r, err})
-		}, func() []deadCall {
-			mu.Lock()
-			defer mu.Unlock()
-			return slices.Clone(calls)
-		}
-}
 
 func testPermanentIsDead(t *testing.T, h Harness) {
 	enqueue(t, h, outbox.EnqueueOptions{}, msg("ok"), msg("poison"))
@@ -247,4 +227,153 @@ func testOrderingPublishNow(t *testing.T, h Harness) {
 	sink.FailIf(nil)
 	outboxtest.Eventually(t, "the worker delivers the rest in order", func() bool { return processBatch(t, w).Published == 0 && rec.Len() == 3 })
 	requireKeyOrder(t, rec.Messages())
+}
+
+// slowSink takes a while per call and records concurrency per key. Its
+// calls wait until gather of them have been in flight at once (or
+// outboxtest.WaitTimeout has passed), so that a worker that makes that
+// many calls at once is seen to do so however its goroutines are
+// scheduled: with the delay alone, a loaded machine could start the last
+// of them after the first had ended.
+type slowSink struct {
+	delay    time.Duration
+	gather   int
+	gathered chan struct{}
+	once     sync.Once
+	mu       sync.Mutex
+	inFlight int
+	maxSeen  int
+	perKey   map[string]int
+	overlap  int
+	order    map[string][]string
+}
+
+func (s *slowSink) Publish(_ context.Context, m outbox.Message) error {
+	s.mu.Lock()
+	s.inFlight++
+	s.maxSeen = max(s.maxSeen, s.inFlight)
+	s.perKey[m.Key]++
+	if s.perKey[m.Key] > 1 {
+		s.overlap++
+	}
+	s.order[m.Key] = append(s.order[m.Key], m.ID)
+	if s.inFlight == s.gather {
+		s.once.Do(func() { close(s.gathered) })
+	}
+	s.mu.Unlock()
+	select {
+	case <-s.gathered:
+	case <-time.After(outboxtest.WaitTimeout):
+		s.once.Do(func() { close(s.gathered) }) // the test fails on maxSeen, once
+	}
+	time.Sleep(s.delay) // the sink's latency, not synchronisation
+	s.mu.Lock()
+	s.inFlight--
+	s.perKey[m.Key]--
+	s.mu.Unlock()
+	return nil
+}
+
+func testConcurrency(t *testing.T, h Harness) {
+	var ms []outbox.Message // each key's records next to each other in the batch
+	for k := range 8 {
+		for i := range 5 {
+			ms = append(ms, outbox.Message{ID: fmt.Sprintf("c-%d-%d", k, i), Key: fmt.Sprintf("key-%d", k), Type: "T"})
+		}
+	}
+	enqueue(t, h, outbox.EnqueueOptions{}, ms...)
+	sink := &slowSink{delay: 20 * time.Millisecond, gather: 4, gathered: make(chan struct{}), perKey: map[string]int{}, order: map[string][]string{}}
+	w := newWorker(t, h.Store, sink, outbox.WorkerOptions{BatchSize: 40, Concurrency: 4})
+	res := processBatch(t, w)
+	require.Equal(t, 4, sink.maxSeen, "up to Concurrency calls at once")
+	require.Equal(t, 40, res.Published)
+	require.Zero(t, sink.overlap, "never two calls for one key at once")
+	for k := range 8 {
+		var want []string
+		for i := range 5 {
+			want = append(want, fmt.Sprintf("c-%d-%d", k, i))
+		}
+		require.Equal(t, want, sink.order[fmt.Sprintf("key-%d", k)], "a key's records in order")
+	}
+}
+
+func testNotify(t *testing.T, h Harness) {
+	enqueue(t, h, outbox.EnqueueOptions{}, msg("primer"))
+	rec := outboxtest.NewRecorder()
+	w := newWorker(t, h.Store, rec, outbox.WorkerOptions{PollInterval: time.Hour})
+	runWorker(t, w)
+	waitDistinct(t, rec, 1) // the first round is over; the next is an hour away
+	enqueue(t, h, outbox.EnqueueOptions{}, msg("woken"))
+	w.Notify()
+	waitDistinct(t, rec, 2)
+}
+
+func testCarriedSettle(t *testing.T, h Harness) {
+	enqueue(t, h, outbox.EnqueueOptions{}, msgs("full", 10)...)
+	rec := outboxtest.NewRecorder()
+	w := newWorker(t, h.Store, rec, outbox.WorkerOptions{BatchSize: 5, PollInterval: time.Hour})
+	stop := runWorker(t, w)
+	waitDistinct(t, rec, 10)
+	// Two full batches: their outcomes ride on the following claims; the
+	// last one on a claim that finds nothing, or on the way out.
+	outboxtest.Eventually(t, "every record is published", func() bool {
+		for _, m := range msgs("full", 10) {
+			if get(t, h.Store, m.ID).Status != outbox.StatusPublished {
+				return false
+			}
+		}
+		return true
+	})
+	stop()
+	require.Equal(t, 10, rec.Len())
+}
+
+// testOrderedKeepsUp: an ordered worker claims one record per key at a
+// time, so that with few keys its batches are never full; after a round
+// that left due work behind its heads it claims again at once, not after
+// PollInterval (an hour here: without that, 3 keys of 40 records each
+// took 40 poll intervals to drain; on MariaDB at 200 events/s a named
+// consumer's backlog grew without bound at the default settings).
+func testOrderedKeepsUp(t *testing.T, h Harness) {
+	const perKey = 40
+	var ms []outbox.Message
+	for i := range perKey {
+		for _, k := range []string{"A", "B", "C"} {
+			ms = append(ms, keyed(fmt.Sprintf("%s-%02d", k, i), k))
+		}
+	}
+	enqueue(t, h, outbox.EnqueueOptions{}, ms...)
+	var (
+		mu  sync.Mutex
+		got = map[string][]string{}
+		n   int
+	)
+	done := make(chan struct{})
+	sink := outbox.SinkFunc(func(_ context.Context, m outbox.Message) error {
+		mu.Lock()
+		defer mu.Unlock()
+		got[m.Key] = append(got[m.Key], m.ID)
+		if n++; n == len(ms) {
+			close(done)
+		}
+		return nil
+	})
+	w := newWorker(t, h.Store, sink, outbox.WorkerOptions{Ordering: true, PollInterval: time.Hour, BatchSize: 100})
+	stop := runWorker(t, w)
+	defer stop()
+	select {
+	case <-done:
+	case <-time.After(2 * time.Minute):
+		mu.Lock()
+		defer mu.Unlock()
+		t.Fatalf("delivered %d of %d: the worker waited for PollInterval with due work left", n, len(ms))
+	}
+	stop()
+	for _, k := range []string{"A", "B", "C"} {
+		want := make([]string, perKey)
+		for i := range want {
+			want[i] = fmt.Sprintf("%s-%02d", k, i)
+		}
+		require.Equal(t, want, got[k], "key %s in order", k)
+	}
 }

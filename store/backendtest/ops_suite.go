@@ -3,7 +3,6 @@ package backendtest
 import (
 	"context"
 	"errors"
-	"sync"
 	"testing"
 	"time"
 
@@ -43,41 +42,6 @@ func testStats(t *testing.T, h Harness) {
 	require.Less(t, st.OldestPending, 10*time.Minute)
 	require.Equal(t, time.Hour, get(t, h.Store, "a2").EnqueuedAt.Sub(get(t, h.Store, "old").CreatedAt).Round(time.Hour),
 		"the writer's time is kept as it was given")
-}
-
-// eventLog collects observer events.
-type eventLog struct {
-	mu     sync.Mutex
-	events []outbox.Event
-}
-
-func (l *eventLog) Observe(_ context.Context, e outbox.Event) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.events = append(l.events, e)
-}
-
-func (l *eventLog) kinds() map[outbox.EventKind]int {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	n := map[outbox.EventKind]int{}
-	for _, e := range l.events {
-		n[e.Kind]++
-	}
-	return n
-}
-
-// count sums the Count of the events of kind k.
-func (l *eventLog) count(k outbox.EventKind) int {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	n := 0
-	for _, e := range l.events {
-		if e.Kind == k {
-			n += e.Count
-		}
-	}
-	return n
 }
 
 func testObserver(t *testing.T, h Harness) {

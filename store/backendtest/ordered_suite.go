@@ -246,3 +246,76 @@ func testOrderedTakeOverInParts(t *testing.T, h Harness) {
 	require.NotEmpty(t, first.Records)
 	require.Zero(t, orderedClaim(t, h.Store, 10, time.Minute).Len(), "K's messages are out (%v): the rest must wait", ids(first.Records))
 }
+
+// settleAndClaim records outcomes under token and claims up to limit,
+// or skips t for a store that is not a backend.SettleClaimer.
+func settleAndClaim(t *testing.T, s backend.Store, token string, p backend.ClaimParams, outcomes ...backend.Outcome) (backend.SettleResult, backend.Batch) {
+	t.Helper()
+	if p.Owner == "" {
+		p.Owner, p.LeaseFor = "w", time.Minute
+	}
+	sc := storeAs[backend.SettleClaimer](t, s, "settle and claim in one transaction")
+	res, b, err := sc.SettleAndClaim(context.Background(), backend.Settlement{Token: token, Outcomes: outcomes}, p)
+	require.NoError(t, err)
+	return res, b
+}
+
+func testClaimWithSettle(t *testing.T, h Harness) {
+	enqueue(t, h, outbox.EnqueueOptions{}, msg("x1"), msg("x2"), msg("x3"), msg("x4"))
+	b1 := claim(t, h.Store, 2, time.Minute)
+	require.Len(t, b1.Records, 2)
+
+	settled, b2 := settleAndClaim(t, h.Store, b1.Token, backend.ClaimParams{Limit: 2},
+		backend.Outcome{ID: "x1", Kind: backend.OutcomePublished}, backend.Outcome{ID: "x2", Kind: backend.OutcomeRetry, Error: "e", RetryIn: time.Hour})
+	require.Equal(t, backend.SettleResult{Applied: 2}, settled)
+	require.Equal(t, []string{"x3", "x4"}, ids(b2.Records))
+	require.Equal(t, outbox.StatusPublished, get(t, h.Store, "x1").Status)
+	require.Equal(t, 1, get(t, h.Store, "x2").Attempts)
+
+	// Fenced like Settle; and nothing to claim still records the outcomes.
+	settled, b3 := settleAndClaim(t, h.Store, b2.Token, backend.ClaimParams{Limit: 2},
+		backend.Outcome{ID: "x3", Kind: backend.OutcomePublished}, backend.Outcome{ID: "x1", Kind: backend.OutcomeDead, Error: "late"})
+	require.Zero(t, b3.Len())
+	require.Equal(t, backend.SettleResult{Applied: 1, Stale: 1}, settled)
+	require.Equal(t, outbox.StatusPublished, get(t, h.Store, "x3").Status)
+	require.Equal(t, outbox.StatusPublished, get(t, h.Store, "x1").Status, "a stale outcome changes nothing")
+
+	// Ordered: the key a published head frees is claimable in the same call.
+	enqueue(t, h, outbox.EnqueueOptions{}, keyed("k1", "K"), keyed("k2", "K"))
+	bk := orderedClaim(t, h.Store, 10, time.Minute)
+	if keyPrefixes(t, bk, map[string][]string{"K": {"k1", "k2"}}, nil, true)["K"] == 2 {
+		return // a store that took the key's two records at once
+	}
+	_, bk2 := settleAndClaim(t, h.Store, bk.Token, backend.ClaimParams{Limit: 10, Ordered: true},
+		backend.Outcome{ID: "k1", Kind: backend.OutcomePublished})
+	require.Equal(t, []string{"k2"}, ids(bk2.Records))
+}
+
+// testClaimMore: Batch.More says the claim left due records it could
+// have taken but for its limit or, ordered, because their key's head is
+// in the batch; it is false when the claim took everything that was due.
+func testClaimMore(t *testing.T, h Harness) {
+	ordered := func(limit int) backend.Batch { return orderedClaim(t, h.Store, limit, time.Minute) }
+	publishAll := func(b backend.Batch) { settle(t, h.Store, b.Token, published(b)...) }
+	enqueue(t, h, outbox.EnqueueOptions{}, keyed("a1", "A"), keyed("a2", "A"), keyed("b1", "B"), keyed("u1", ""), keyed("u2", ""))
+	b := claim(t, h.Store, 3, time.Minute)
+	require.Len(t, b.Records, 3)
+	require.True(t, b.More, "unordered, the limit left two due records")
+	publishAll(b)
+	b = claim(t, h.Store, 10, time.Minute)
+	require.Len(t, b.Records, 2)
+	require.False(t, b.More, "unordered, everything due was taken")
+	publishAll(b)
+
+	enqueue(t, h, outbox.EnqueueOptions{}, keyed("c1", "C"), keyed("c2", "C"), keyed("d1", "D"), keyed("u3", ""))
+	b = ordered(10)
+	if keyPrefixes(t, b, map[string][]string{"C": {"c1", "c2"}, "D": {"d1"}}, []string{"u3"}, true)["C"] == 1 {
+		require.True(t, b.More, "ordered, c2 is due once c1 is settled")
+		publishAll(b)
+		b = ordered(10)
+		require.Equal(t, []string{"c2"}, ids(b.Records))
+	}
+	require.False(t, b.More, "ordered, nothing is left behind the records taken")
+	publishAll(b)
+	require.False(t, ordered(10).More, "nothing due")
+}

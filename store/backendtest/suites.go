@@ -52,7 +52,8 @@ var storeTests = []conformance.Test[Harness]{
 	{Name: "OrderedRequeuedDeadLetterWaitsForItsKeyInFlight", Fn: testOrderedRequeueWaits},
 	{Name: "OrderedTakeOverInPartsKeepsTheRestBack", Fn: testOrderedTakeOverInParts},
 
-	// A claim that settles the previous batch (throughput_suite.go).
+	// A claim that settles the previous batch, and what a claim leaves
+	// (ordered_suite.go: both check ordered claims too).
 	{Name: "ClaimSettlesThePreviousBatchInItsTransaction", Fn: testClaimWithSettle},
 	{Name: "ClaimSaysWhenDueWorkIsLeft", Fn: testClaimMore},
 
@@ -110,7 +111,7 @@ var workerTests = []conformance.Test[Harness]{
 	{Name: "RetentionDeletesOnlyOldPublishedRecords", Fn: testRetention},
 
 	// Concurrent publishing, wake-ups and carried settlements
-	// (throughput_suite.go).
+	// (delivery_suite.go).
 	{Name: "ConcurrencyKeepsEachKeyInOrder", Fn: testConcurrency},
 	{Name: "NotifyWakesTheWorker", Fn: testNotify},
 	{Name: "FullBatchOutcomesAreRecordedByTheNextClaim", Fn: testCarriedSettle},
@@ -124,7 +125,7 @@ var workerTests = []conformance.Test[Harness]{
 	{Name: "ADecoratedStoreKeepsItsFastPaths", Fn: testDecoratedStoreKeepsFastPaths},
 
 	// A worker that holds off a failing sink (outbox.SinkBreaker; issue 37,
-	// defect 7; holdoff_suite.go).
+	// defect 7; aftercommit_suite.go).
 	{Name: "HeldOffRetryableSinkIsOnlyProbed", Fn: func(t *testing.T, h Harness) {
 		testHeldOffSinkOnlyProbed(t, h, outboxtest.ErrInjected, holdOffFailures)
 	}},
