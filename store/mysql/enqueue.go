@@ -12,6 +12,7 @@ import (
 
 	mysqldrv "github.com/go-sql-driver/mysql"
 
+	"github.com/outboxrelay/outboxrelay/internal/mysqlerr"
 	"github.com/outboxrelay/outboxrelay/outbox"
 	"github.com/outboxrelay/outboxrelay/outbox/backend"
 	"github.com/outboxrelay/outboxrelay/store/internal/storecore"
@@ -88,7 +89,7 @@ func (s *Store) enqueueInTx(ctx context.Context, db *sql.DB, headStart time.Dura
 // insert writes rows in one statement, due headStart after now.
 func (s *Store) insert(ctx context.Context, tx backend.Execer, headStart time.Duration, rows []insertRow) error {
 	if _, err := insertSQL(s.t, headStart, rows).exec(ctx, tx); err != nil {
-		if classify(err) == classDuplicate {
+		if mysqlerr.Classify(err) == mysqlerr.Duplicate {
 			return fmt.Errorf("mysql store: enqueue: message ID %s already exists: %w", duplicateEntry(err), outbox.ErrDuplicateID)
 		}
 		return s.wrap("enqueue", err)
