@@ -207,13 +207,7 @@ func (c *channel) get(ctx context.Context, id string) (outbox.Record, error) {
 	if err != nil {
 		return outbox.Record{}, c.wrap("get", err)
 	}
-	if len(rows) == 0 {
-		return outbox.Record{}, fmt.Errorf("%s: get %q: %w", c.what, id, outbox.ErrNotFound)
-	}
-	if rows[0].err != nil {
-		return rows[0].rec, fmt.Errorf("%s: get %q: %w", c.what, id, rows[0].err)
-	}
-	return rows[0].rec, nil
+	return storecore.Found(c.what, id, rows, scanned.record)
 }
 
 // wrap gives a database error the channel's prefix and, where it helps, a
