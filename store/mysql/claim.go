@@ -169,7 +169,7 @@ func (s *channel) claimErr(err error) error {
 // inTx runs fn in a READ COMMITTED transaction of db, committed if fn
 // succeeds.
 func inTx(ctx context.Context, db *sql.DB, fn func(tx *sql.Tx) error) error {
-	return storecore.InTx(ctx, db, readCommitted, fn)
+	return storecore.InTx(ctx, db, readCommitted, nil, fn)
 }
 
 // claimIDs leases those of p.IDs that are pending for the consumer and

@@ -78,18 +78,10 @@ func (c *ConsumerStore) Enqueue(ctx context.Context, tx backend.Execer, opts *ba
 	if !ok {
 		return c.enqueueWithHeadStart(ctx, tx, headStart, msgs)
 	}
-	own, err := db.BeginTx(ctx, nil) // the messages and the consumer's records commit together
-	if err != nil {
-		return c.wrap("enqueue", err)
-	}
-	defer func() { _ = own.Rollback() }()
-	if err := c.enqueueWithHeadStart(ctx, own, headStart, msgs); err != nil {
-		return err
-	}
-	if err := own.Commit(); err != nil {
-		return c.wrap("enqueue", err)
-	}
-	return nil
+	// The messages and the consumer's records commit together.
+	return storecore.InTx(ctx, db, nil, c.wrapper("enqueue"), func(tx *sql.Tx) error {
+		return c.enqueueWithHeadStart(ctx, tx, headStart, msgs)
+	})
 }
 
 // enqueueWithHeadStart writes msgs to the outbox, and this consumer's

@@ -70,20 +70,14 @@ func (s *Store) Enqueue(ctx context.Context, tx backend.Execer, opts *backend.En
 // enqueueInTx writes several statements' worth of rows through a *sql.DB
 // in one transaction of its own, so that the call stays all-or-nothing.
 func (s *Store) enqueueInTx(ctx context.Context, db *sql.DB, headStart time.Duration, chunks [][]insertRow) error {
-	tx, err := db.BeginTx(ctx, nil)
-	if err != nil {
-		return s.wrap("enqueue", err)
-	}
-	defer func() { _ = tx.Rollback() }()
-	for _, c := range chunks {
-		if err := s.insert(ctx, tx, headStart, c); err != nil {
-			return err
+	return storecore.InTx(ctx, db, nil, s.wrapper("enqueue"), func(tx *sql.Tx) error {
+		for _, c := range chunks {
+			if err := s.insert(ctx, tx, headStart, c); err != nil {
+				return err
+			}
 		}
-	}
-	if err := tx.Commit(); err != nil {
-		return s.wrap("enqueue", err)
-	}
-	return nil
+		return nil
+	})
 }
 
 // insert writes rows in one statement, due headStart after now.

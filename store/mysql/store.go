@@ -198,6 +198,11 @@ func (s *channel) wrap(op string, err error) error {
 	return fmt.Errorf("%s: %s: %w", s.what, op, err)
 }
 
+// wrapper is wrap of operation op, for storecore.InTx.
+func (s *channel) wrapper(op string) func(error) error {
+	return func(err error) error { return s.wrap(op, err) }
+}
+
 // Capabilities reports what the Store does beyond backend.Store: one
 // transaction to settle and claim, the writer's head start (ordered too)
 // and its early end, and retention.

@@ -358,7 +358,7 @@ func relayTx(ctx context.Context, db *sql.DB, fn func(tx *sql.Tx) error) error {
 
 // inTx runs fn in a transaction of db, committed if fn succeeds.
 func inTx(ctx context.Context, db *sql.DB, fn func(tx *sql.Tx) error) error {
-	return storecore.InTx(ctx, db, nil, fn)
+	return storecore.InTx(ctx, db, nil, nil, fn)
 }
 
 // retrying runs fn again, a few times, after a deadlock or serialization

@@ -221,6 +221,11 @@ func (c *channel) wrap(op string, err error) error {
 	return fmt.Errorf("%s: %s: %w", c.what, op, err)
 }
 
+// wrapper is wrap of operation op, for storecore.InTx.
+func (c *channel) wrapper(op string) func(error) error {
+	return func(err error) error { return c.wrap(op, err) }
+}
+
 // execCount runs a statement through db and returns how many rows it
 // changed.
 func execCount(ctx context.Context, db backend.Execer, q string, args ...any) (int64, error) {

@@ -10,16 +10,24 @@ import (
 
 // InTx runs fn in a transaction of db begun with opts (nil for the
 // driver's defaults), committed if fn succeeds and rolled back if not.
-func InTx(ctx context.Context, db *sql.DB, opts *sql.TxOptions, fn func(tx *sql.Tx) error) error {
+// fn's error is returned as it is; those of the begin and the commit
+// pass through wrap, unless it is nil.
+func InTx(ctx context.Context, db *sql.DB, opts *sql.TxOptions, wrap func(error) error, fn func(tx *sql.Tx) error) error {
+	if wrap == nil {
+		wrap = func(err error) error { return err }
+	}
 	tx, err := db.BeginTx(ctx, opts)
 	if err != nil {
-		return err
+		return wrap(err)
 	}
 	if err := fn(tx); err != nil {
 		_ = tx.Rollback()
 		return err
 	}
-	return tx.Commit()
+	if err := tx.Commit(); err != nil {
+		return wrap(err)
+	}
+	return nil
 }
 
 // Column reads the rows of a query of one column, and closes rows. No
