@@ -125,10 +125,7 @@ func (c *ConsumerStore) Get(ctx context.Context, id string) (outbox.Record, erro
 // Enqueue gave (pending, never attempted, not leased, not yet due) due
 // at once. It returns how many it changed.
 func (c *ConsumerStore) EndHeadStart(ctx context.Context, ids []string) (int, error) {
-	if len(ids) == 0 {
-		return 0, nil
-	}
-	if err := storecore.CheckIDs(c.what, "end head start", ids); err != nil {
+	if ok, err := storecore.CheckEndHeadStart(c.what, ids); !ok {
 		return 0, err
 	}
 	t, err := c.resolve(ctx)
