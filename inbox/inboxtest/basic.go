@@ -20,10 +20,15 @@ func process(t *testing.T, ib inbox.Inbox, id string, h inbox.Handler, want inbo
 	require.Equal(t, want, res, "id %q", id)
 }
 
+// newInstanceOf returns the effects of ids and an instance of consumer
+// "orders" that reports to a new counter.
+func newInstanceOf(t *testing.T, h Harness, ids ...string) (*effects, *counter, inbox.Inbox) {
+	fx, obs := newEffects(t, h, ids...), newCounter()
+	return fx, obs, h.New(t, "orders", obs)
+}
+
 func testProcessOnce(t *testing.T, h Harness) {
-	fx := newEffects(t, h, "m-1")
-	obs := newCounter()
-	ib := h.New(t, "orders", obs)
+	fx, obs, ib := newInstanceOf(t, h, "m-1")
 	require.False(t, contains(t, ib, "m-1"))
 
 	process(t, ib, "m-1", fx.handler("m-1"), inbox.Processed)
@@ -35,9 +40,7 @@ func testProcessOnce(t *testing.T, h Harness) {
 }
 
 func testDuplicateSkipsHandler(t *testing.T, h Harness) {
-	fx := newEffects(t, h, "m-1")
-	obs := newCounter()
-	ib := h.New(t, "orders", obs)
+	fx, obs, ib := newInstanceOf(t, h, "m-1")
 	process(t, ib, "m-1", fx.handler("m-1"), inbox.Processed)
 	for range 3 {
 		process(t, ib, "m-1", fx.handler("m-1"), inbox.Duplicate)
@@ -52,9 +55,7 @@ func testDuplicateSkipsHandler(t *testing.T, h Harness) {
 }
 
 func testHandlerErrorRollsBack(t *testing.T, h Harness) {
-	fx := newEffects(t, h, "m-1")
-	obs := newCounter()
-	ib := h.New(t, "orders", obs)
+	fx, obs, ib := newInstanceOf(t, h, "m-1")
 	boom := errors.New("boom")
 	res, err := ib.Process(context.Background(), "m-1", func(ctx context.Context, tx *sql.Tx) error {
 		if err := fx.increment(ctx, tx, "m-1"); err != nil {

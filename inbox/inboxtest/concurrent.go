@@ -68,12 +68,17 @@ func awaitWaiters(ctx context.Context, t *testing.T, h Harness) error {
 	return nil
 }
 
-func newInstances(t *testing.T, h Harness, consumer string, obs inbox.Observer) []inbox.Inbox {
+// newInstancesOf returns the IDs of n messages with their effects, and
+// the instances of consumer "orders", all reporting to one new counter.
+func newInstancesOf(t *testing.T, h Harness, n int) ([]string, *effects, *counter, []inbox.Inbox) {
+	ids := messageIDs(n)
+	fx := newEffects(t, h, ids...)
+	obs := newCounter()
 	ibs := make([]inbox.Inbox, instances)
 	for i := range ibs {
-		ibs[i] = h.New(t, consumer, obs)
+		ibs[i] = h.New(t, "orders", obs)
 	}
-	return ibs
+	return ids, fx, obs, ibs
 }
 
 // testConcurrentRedelivery: one message delivered to three instances at
@@ -81,10 +86,7 @@ func newInstances(t *testing.T, h Harness, consumer string, obs inbox.Observer) 
 // call processed it, and none returned an error.
 func testConcurrentRedelivery(t *testing.T, h Harness) {
 	const rounds = 12
-	ids := messageIDs(rounds)
-	fx := newEffects(t, h, ids...)
-	obs := newCounter()
-	ibs := newInstances(t, h, "orders", obs)
+	ids, fx, obs, ibs := newInstancesOf(t, h, rounds)
 	for _, id := range ids {
 		outs := redeliver(ibs, id, func(int) inbox.Handler {
 			return func(ctx context.Context, tx *sql.Tx) error {
@@ -117,10 +119,7 @@ func testConcurrentRedelivery(t *testing.T, h Harness) {
 // skips it.
 func testRedeliveryTakesOver(t *testing.T, h Harness) {
 	const rounds = 12
-	ids := messageIDs(rounds)
-	fx := newEffects(t, h, ids...)
-	obs := newCounter()
-	ibs := newInstances(t, h, "orders", obs)
+	ids, fx, obs, ibs := newInstancesOf(t, h, rounds)
 	boom := errors.New("first attempt fails")
 	for _, id := range ids {
 		var first atomic.Bool
@@ -164,10 +163,7 @@ func testRedeliveryTakesOver(t *testing.T, h Harness) {
 // fails.
 func testManyIDsWithDeadlocks(t *testing.T, h Harness) {
 	const messages, workersPerInstance = 60, 3
-	ids := messageIDs(messages)
-	fx := newEffects(t, h, ids...)
-	obs := newCounter()
-	ibs := newInstances(t, h, "orders", obs)
+	ids, fx, obs, ibs := newInstancesOf(t, h, messages)
 	handler := func(id string, i int) inbox.Handler {
 		first := "a"
 		if i%2 == 1 {

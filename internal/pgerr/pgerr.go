@@ -90,28 +90,27 @@ func Classify(err error) Class {
 	return Other
 }
 
+// sqlStates classifies the SQLSTATEs that are not Other, but for the
+// rest of class 08 (connection_exception), which classifyState adds.
+var sqlStates = map[string]Class{
+	"23505": UniqueViolation,   // unique_violation
+	"40001": Serialization,     // serialization_failure
+	"40P01": Deadlock,          // deadlock_detected
+	"55P03": LockTimeout,       // lock_not_available
+	"42P01": UndefinedTable,    // undefined_table
+	"25P02": FailedTransaction, // in_failed_sql_transaction
+	"57P01": Connection,        // admin_shutdown (pg_terminate_backend, a fast shutdown)
+	"57P02": Connection,        // crash_shutdown
+	"57P03": Connection,        // cannot_connect_now (starting up, shutting down)
+	"25P03": Connection,        // idle_in_transaction_session_timeout
+	"57P05": Connection,        // idle_session_timeout
+	"40003": Connection,        // statement_completion_unknown
+}
+
 // classifyState classifies a SQLSTATE.
 func classifyState(code string) Class {
-	switch code {
-	case "23505": // unique_violation
-		return UniqueViolation
-	case "40001": // serialization_failure
-		return Serialization
-	case "40P01": // deadlock_detected
-		return Deadlock
-	case "55P03": // lock_not_available
-		return LockTimeout
-	case "42P01": // undefined_table
-		return UndefinedTable
-	case "25P02": // in_failed_sql_transaction
-		return FailedTransaction
-	case "57P01", // admin_shutdown (pg_terminate_backend, a fast shutdown)
-		"57P02", // crash_shutdown
-		"57P03", // cannot_connect_now (starting up, shutting down)
-		"25P03", // idle_in_transaction_session_timeout
-		"57P05", // idle_session_timeout
-		"40003": // statement_completion_unknown
-		return Connection
+	if c, ok := sqlStates[code]; ok {
+		return c
 	}
 	if strings.HasPrefix(code, "08") { // connection_exception
 		return Connection

@@ -11,17 +11,14 @@ import (
 // Logger returns a logger that writes to t.Log at debug level, so that a
 // failing test shows what the worker logged.
 func Logger(t testing.TB) *slog.Logger {
-	return slog.New(slog.NewTextHandler(&testWriter{t: t}, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	return slog.New(slog.NewTextHandler(testWriter{t: t}, &slog.HandlerOptions{Level: slog.LevelDebug}))
 }
 
-type testWriter struct {
-	t  testing.TB
-	mu sync.Mutex
-}
+// testWriter writes each line to t.Log, which is safe for concurrent use
+// (and slog's handlers write a record at a time).
+type testWriter struct{ t testing.TB }
 
-func (w *testWriter) Write(p []byte) (int, error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
+func (w testWriter) Write(p []byte) (int, error) {
 	w.t.Helper()
 	w.t.Log(strings.TrimRight(string(p), "\n"))
 	return len(p), nil

@@ -16,6 +16,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/outboxrelay/outboxrelay/outbox/backend"
+	"github.com/outboxrelay/outboxrelay/store/internal/storecore"
 )
 
 // Claim takes up to p.Limit records for the consumer (see
@@ -168,15 +169,7 @@ func (s *channel) claimErr(err error) error {
 // inTx runs fn in a READ COMMITTED transaction of db, committed if fn
 // succeeds.
 func inTx(ctx context.Context, db *sql.DB, fn func(tx *sql.Tx) error) error {
-	tx, err := db.BeginTx(ctx, readCommitted)
-	if err != nil {
-		return err
-	}
-	if err := fn(tx); err != nil {
-		_ = tx.Rollback()
-		return err
-	}
-	return tx.Commit()
+	return storecore.InTx(ctx, db, readCommitted, nil, fn)
 }
 
 // claimIDs leases those of p.IDs that are pending for the consumer and

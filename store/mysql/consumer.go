@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/outboxrelay/outboxrelay/internal/mysqlerr"
 	"github.com/outboxrelay/outboxrelay/outbox/backend"
 	"github.com/outboxrelay/outboxrelay/store/internal/storecore"
 )
@@ -89,7 +90,7 @@ func (s *Store) register(ctx context.Context, name string, from StartFrom, token
 		}
 		_, err := tx.ExecContext(ctx, s.t.sql(`INSERT INTO {consumers} (id, name, walked, start_seq, created_at, add_token)
 SELECT COALESCE(MAX(id), 0) + 1, ?, ?, ?, UTC_TIMESTAMP(6), ? FROM {consumers}`), name, last, last, token)
-		if classify(err) == classDuplicate {
+		if mysqlerr.Classify(err) == mysqlerr.Duplicate {
 			return fmt.Errorf("mysql store: add consumer %q: %w", name, ErrConsumerExists)
 		}
 		return err

@@ -78,18 +78,10 @@ func (c *ConsumerStore) Enqueue(ctx context.Context, tx backend.Execer, opts *ba
 	if !ok {
 		return c.enqueueWithHeadStart(ctx, tx, headStart, msgs)
 	}
-	own, err := db.BeginTx(ctx, nil) // the messages and the consumer's records commit together
-	if err != nil {
-		return c.wrap("enqueue", err)
-	}
-	defer func() { _ = own.Rollback() }()
-	if err := c.enqueueWithHeadStart(ctx, own, headStart, msgs); err != nil {
-		return err
-	}
-	if err := own.Commit(); err != nil {
-		return c.wrap("enqueue", err)
-	}
-	return nil
+	// The messages and the consumer's records commit together.
+	return storecore.InTx(ctx, db, nil, c.wrapper("enqueue"), func(tx *sql.Tx) error {
+		return c.enqueueWithHeadStart(ctx, tx, headStart, msgs)
+	})
 }
 
 // enqueueWithHeadStart writes msgs to the outbox, and this consumer's
@@ -133,10 +125,7 @@ func (c *ConsumerStore) Get(ctx context.Context, id string) (outbox.Record, erro
 // Enqueue gave (pending, never attempted, not leased, not yet due) due
 // at once. It returns how many it changed.
 func (c *ConsumerStore) EndHeadStart(ctx context.Context, ids []string) (int, error) {
-	if len(ids) == 0 {
-		return 0, nil
-	}
-	if err := storecore.CheckIDs(c.what, "end head start", ids); err != nil {
+	if ok, err := storecore.CheckEndHeadStart(c.what, ids); !ok {
 		return 0, err
 	}
 	t, err := c.resolve(ctx)

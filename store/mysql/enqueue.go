@@ -12,6 +12,7 @@ import (
 
 	mysqldrv "github.com/go-sql-driver/mysql"
 
+	"github.com/outboxrelay/outboxrelay/internal/mysqlerr"
 	"github.com/outboxrelay/outboxrelay/outbox"
 	"github.com/outboxrelay/outboxrelay/outbox/backend"
 	"github.com/outboxrelay/outboxrelay/store/internal/storecore"
@@ -69,26 +70,20 @@ func (s *Store) Enqueue(ctx context.Context, tx backend.Execer, opts *backend.En
 // enqueueInTx writes several statements' worth of rows through a *sql.DB
 // in one transaction of its own, so that the call stays all-or-nothing.
 func (s *Store) enqueueInTx(ctx context.Context, db *sql.DB, headStart time.Duration, chunks [][]insertRow) error {
-	tx, err := db.BeginTx(ctx, nil)
-	if err != nil {
-		return s.wrap("enqueue", err)
-	}
-	defer func() { _ = tx.Rollback() }()
-	for _, c := range chunks {
-		if err := s.insert(ctx, tx, headStart, c); err != nil {
-			return err
+	return storecore.InTx(ctx, db, nil, s.wrapper("enqueue"), func(tx *sql.Tx) error {
+		for _, c := range chunks {
+			if err := s.insert(ctx, tx, headStart, c); err != nil {
+				return err
+			}
 		}
-	}
-	if err := tx.Commit(); err != nil {
-		return s.wrap("enqueue", err)
-	}
-	return nil
+		return nil
+	})
 }
 
 // insert writes rows in one statement, due headStart after now.
 func (s *Store) insert(ctx context.Context, tx backend.Execer, headStart time.Duration, rows []insertRow) error {
 	if _, err := insertSQL(s.t, headStart, rows).exec(ctx, tx); err != nil {
-		if classify(err) == classDuplicate {
+		if mysqlerr.Classify(err) == mysqlerr.Duplicate {
 			return fmt.Errorf("mysql store: enqueue: message ID %s already exists: %w", duplicateEntry(err), outbox.ErrDuplicateID)
 		}
 		return s.wrap("enqueue", err)

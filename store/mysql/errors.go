@@ -2,24 +2,9 @@ package mysql
 
 import "github.com/outboxrelay/outboxrelay/internal/mysqlerr"
 
-// The store classifies every database error it sees with mysqlerr, which
-// inbox/mysql shares.
-type errClass = mysqlerr.Class
-
-const (
-	classOther            = mysqlerr.Other
-	classDuplicate        = mysqlerr.Duplicate
-	classDeadlock         = mysqlerr.Deadlock
-	classLockWait         = mysqlerr.LockWait
-	classConnection       = mysqlerr.Connection
-	classNoTable          = mysqlerr.NoTable
-	classDuplicateIndex   = mysqlerr.DuplicateIndex
-	classDuplicateColumn  = mysqlerr.DuplicateColumn
-	classAlgorithmRefused = mysqlerr.AlgorithmRefused
-	classAccessDenied     = mysqlerr.AccessDenied
-)
-
-func classify(err error) errClass { return mysqlerr.Classify(err) }
+// The store classifies every database error it sees with
+// mysqlerr.Classify, which inbox/mysql shares; the two functions below
+// are the part of it a service may use.
 
 // IsTransient reports whether err is a database failure worth retrying as
 // a whole: a deadlock (or MariaDB's "record has changed since last

@@ -28,6 +28,8 @@ import (
 	"context"
 	"database/sql"
 	"time"
+
+	"github.com/outboxrelay/outboxrelay/internal/mysqlerr"
 )
 
 // DefaultGapTimeout is Options.GapTimeout's default.
@@ -132,7 +134,7 @@ func probeGap(ctx context.Context, db *sql.DB, t *target, h hole) (gapVerdict, e
 // isLockNotGranted reports a locking read that did not get its lock:
 // MariaDB answers NOWAIT with error 1205 (lock wait timeout), MySQL with
 // 3572 (ER_LOCK_NOWAIT).
-func isLockNotGranted(err error) bool { return classify(err) == classLockWait }
+func isLockNotGranted(err error) bool { return mysqlerr.Classify(err) == mysqlerr.LockWait }
 
 // lateWindow is how long after a consumer passed a hole its claims look
 // for rows that appear in it (lateArrivals).

@@ -174,10 +174,7 @@ func olderLeftOut(mine map[uint64]string, taken map[uint64]bool, k string, id ui
 // them at once. It returns how many it changed.
 func (s *Store) EndHeadStart(ctx context.Context, ids []string) (int, error) {
 	ids = slices.DeleteFunc(slices.Clone(ids), func(id string) bool { return strings.HasSuffix(id, " ") }) // see HeadStartBatch
-	if len(ids) == 0 {
-		return 0, nil
-	}
-	if err := storecore.CheckIDs(s.what, "end head start", ids); err != nil {
+	if ok, err := storecore.CheckEndHeadStart(s.what, ids); !ok {
 		return 0, err
 	}
 	n, err := execRetrying(ctx, s.db, s.t.renderList(`UPDATE {outbox} SET writer_until = UTC_TIMESTAMP(6)

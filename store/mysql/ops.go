@@ -184,13 +184,7 @@ func (s *channel) get(ctx context.Context, id string) (outbox.Record, error) {
 	if err != nil {
 		return outbox.Record{}, s.wrap("get", err)
 	}
-	if len(rows) == 0 {
-		return outbox.Record{}, fmt.Errorf("%s: get %q: %w", s.what, id, outbox.ErrNotFound)
-	}
-	if rows[0].decodeErr != nil {
-		return rows[0].rec, fmt.Errorf("%s: get %q: %w", s.what, id, rows[0].decodeErr)
-	}
-	return rows[0].rec, nil
+	return storecore.Found(s.what, id, rows, scannedRecord.record)
 }
 
 // exactID is the condition, after one on event_id that the index serves,

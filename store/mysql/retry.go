@@ -6,6 +6,7 @@ import (
 
 	"github.com/cenkalti/backoff/v4"
 
+	"github.com/outboxrelay/outboxrelay/internal/mysqlerr"
 	"github.com/outboxrelay/outboxrelay/outbox/backend"
 )
 
@@ -26,7 +27,7 @@ func retryTransient(ctx context.Context, op func() error) error {
 // applied, so running it again is exact. Unlike retryTransient it never
 // repeats op after a lost connection, whose commit may have applied.
 func retryRolledBack(ctx context.Context, op func() error) error {
-	return retryWhile(ctx, func(err error) bool { return classify(err) == classDeadlock }, op)
+	return retryWhile(ctx, func(err error) bool { return mysqlerr.Classify(err) == mysqlerr.Deadlock }, op)
 }
 
 // retryWhile runs op, retrying it with a short exponential backoff while

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/outboxrelay/outboxrelay/outbox"
+	"github.com/outboxrelay/outboxrelay/store/internal/storecore"
 )
 
 // dbTimeLayout is how DATETIME(6) values are written and read. They are
@@ -24,6 +25,9 @@ type scannedRecord struct {
 	decodeErr error
 }
 
+// record returns the record and its decoding error.
+func (r scannedRecord) record() (outbox.Record, error) { return r.rec, r.decodeErr }
+
 type scanner interface{ Scan(dest ...any) error }
 
 // column runs a query of one column and returns its values.
@@ -32,16 +36,7 @@ func column[T any](ctx context.Context, q querier, st statement) ([]T, error) {
 	if err != nil {
 		return nil, err
 	}
-	defer rows.Close()
-	var out []T
-	for rows.Next() {
-		var v T
-		if err := rows.Scan(&v); err != nil {
-			return nil, err
-		}
-		out = append(out, v)
-	}
-	return out, rows.Err()
+	return storecore.Column[T](rows)
 }
 
 // readRows runs a select of a target's columns and scans the rows.

@@ -10,6 +10,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/outboxrelay/outboxrelay/internal/mysqlerr"
 )
 
 // consumersTable and consumptionTable name the companion tables of an
@@ -206,7 +208,7 @@ func (s *Store) runStep(ctx context.Context, conn *sql.Conn, sc schema, p planne
 	}
 	// Another instance may have run the same step (with a version of the
 	// store that does not take the migration lock).
-	if err == nil || classify(err) == classDuplicateIndex || classify(err) == classDuplicateColumn {
+	if err == nil || mysqlerr.Classify(err) == mysqlerr.DuplicateIndex || mysqlerr.Classify(err) == mysqlerr.DuplicateColumn {
 		return nil
 	}
 	return s.wrap(fmt.Sprintf("migrate to schema version %d: %s (%s)", p.version, p.describe(sc, s.table), printable(p.ddl)), err)
@@ -333,10 +335,10 @@ func execDDL(ctx context.Context, conn *sql.Conn, ddl string) error {
 
 // isAlgorithmRefused reports the server's "ALGORITHM=… is not supported"
 // error.
-func isAlgorithmRefused(err error) bool { return classify(err) == classAlgorithmRefused }
+func isAlgorithmRefused(err error) bool { return mysqlerr.Classify(err) == mysqlerr.AlgorithmRefused }
 
 // isAccessDenied reports a statement the user has no right to run.
-func isAccessDenied(err error) bool { return classify(err) == classAccessDenied }
+func isAccessDenied(err error) bool { return mysqlerr.Classify(err) == mysqlerr.AccessDenied }
 
 // migrationLockSQL takes the named lock that makes Migrates of one table
 // take turns, waiting a second; the name is per database and table, and

@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/outboxrelay/outboxrelay/internal/mysqlerr"
 	"github.com/outboxrelay/outboxrelay/outbox"
 	"github.com/outboxrelay/outboxrelay/outbox/backend"
 	"github.com/outboxrelay/outboxrelay/store/internal/storecore"
@@ -191,10 +192,15 @@ func (s *Store) Get(ctx context.Context, id string) (outbox.Record, error) {
 // wrap gives a database error the channel's prefix and, where it helps, a
 // hint.
 func (s *channel) wrap(op string, err error) error {
-	if classify(err) == classNoTable {
+	if mysqlerr.Classify(err) == mysqlerr.NoTable {
 		return fmt.Errorf("%s: %s: table %q or its companion tables do not exist (run Store.Migrate): %w", s.what, op, s.table, err)
 	}
 	return fmt.Errorf("%s: %s: %w", s.what, op, err)
+}
+
+// wrapper is wrap of operation op, for storecore.InTx.
+func (s *channel) wrapper(op string) func(error) error {
+	return func(err error) error { return s.wrap(op, err) }
 }
 
 // Capabilities reports what the Store does beyond backend.Store: one

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+
+	"github.com/outboxrelay/outboxrelay/internal/mysqlerr"
 )
 
 // Verify checks that the tables exist and have the columns and indexes
@@ -380,7 +382,7 @@ func (s *Store) readSchema(ctx context.Context, q querier) (schema, error) {
 		return sc, err
 	}
 	err = q.QueryRowContext(ctx, "SELECT COALESCE(MAX(version), 0) FROM `"+schemaVersionTable(s.table)+"`").Scan(&sc.recorded)
-	if classify(err) == classNoTable {
+	if mysqlerr.Classify(err) == mysqlerr.NoTable {
 		err = nil
 	}
 	return sc, err

@@ -10,6 +10,7 @@ import (
 
 	"github.com/outboxrelay/outboxrelay/outbox"
 	"github.com/outboxrelay/outboxrelay/outbox/backend"
+	"github.com/outboxrelay/outboxrelay/store/internal/storecore"
 )
 
 // Claim takes up to p.Limit records for the consumer (see
@@ -357,15 +358,7 @@ func relayTx(ctx context.Context, db *sql.DB, fn func(tx *sql.Tx) error) error {
 
 // inTx runs fn in a transaction of db, committed if fn succeeds.
 func inTx(ctx context.Context, db *sql.DB, fn func(tx *sql.Tx) error) error {
-	tx, err := db.BeginTx(ctx, nil)
-	if err != nil {
-		return err
-	}
-	if err := fn(tx); err != nil {
-		_ = tx.Rollback()
-		return err
-	}
-	return tx.Commit()
+	return storecore.InTx(ctx, db, nil, nil, fn)
 }
 
 // retrying runs fn again, a few times, after a deadlock or serialization

@@ -64,18 +64,9 @@ func (s *Store) Enqueue(ctx context.Context, tx backend.Execer, opts *backend.En
 // enqueueInTx writes through a *sql.DB in a transaction of its own, so
 // that a rejected call rolls back whole.
 func (s *Store) enqueueInTx(ctx context.Context, db *sql.DB, headStart time.Duration, cols columns) error {
-	tx, err := db.BeginTx(ctx, nil)
-	if err != nil {
-		return s.wrap("enqueue", err)
-	}
-	defer func() { _ = tx.Rollback() }()
-	if err := s.insert(ctx, tx, headStart, cols); err != nil {
-		return err
-	}
-	if err := tx.Commit(); err != nil {
-		return s.wrap("enqueue", err)
-	}
-	return nil
+	return storecore.InTx(ctx, db, nil, s.wrapper("enqueue"), func(tx *sql.Tx) error {
+		return s.insert(ctx, tx, headStart, cols)
+	})
 }
 
 // insert writes the messages in one statement that inserts all of them

@@ -113,10 +113,7 @@ SELECT count(*) FROM o`, s.headStart)
 // endHeadStart runs stmt, which takes ids ($1, and args after it) and
 // returns how many records it made due.
 func (c *channel) endHeadStart(ctx context.Context, ids []string, stmt string, args ...any) (int, error) {
-	if len(ids) == 0 {
-		return 0, nil
-	}
-	if err := storecore.CheckIDs(c.what, "end head start", ids); err != nil {
+	if ok, err := storecore.CheckEndHeadStart(c.what, ids); !ok {
 		return 0, err
 	}
 	t, err := c.resolve(ctx)

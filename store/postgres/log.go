@@ -14,6 +14,7 @@ import (
 	"strings"
 
 	"github.com/outboxrelay/outboxrelay/outbox/backend"
+	"github.com/outboxrelay/outboxrelay/store/internal/storecore"
 )
 
 // The columns of recordCols (see scanRecord) for a message read from
@@ -117,16 +118,11 @@ SELECT h.seq FROM h WHERE NOT h.has_state AND h.writer_until > statement_timesta
 	if err != nil {
 		return nil, err
 	}
-	defer q.Close()
-	still := []int64{}
-	for q.Next() {
-		var seq int64
-		if err := q.Scan(&seq); err != nil {
-			return nil, err
-		}
-		still = append(still, seq)
+	still, err := storecore.Column[int64](q)
+	if still == nil && err == nil {
+		still = []int64{} // the held column is NOT NULL: none is an empty array
 	}
-	return still, q.Err()
+	return still, err
 }
 
 func setHeld(ctx context.Context, tx *sql.Tx, t *target, held []int64) error {

@@ -27,6 +27,9 @@ type scanned struct {
 	err error
 }
 
+// record returns the record and its decoding error.
+func (r scanned) record() (outbox.Record, error) { return r.rec, r.err }
+
 // queryRecords runs q, whose first columns are recordCols, and scans them.
 func queryRecords(ctx context.Context, db querier, q string, args ...any) ([]scanned, error) {
 	rows, err := db.QueryContext(ctx, q, args...)

@@ -207,13 +207,7 @@ func (c *channel) get(ctx context.Context, id string) (outbox.Record, error) {
 	if err != nil {
 		return outbox.Record{}, c.wrap("get", err)
 	}
-	if len(rows) == 0 {
-		return outbox.Record{}, fmt.Errorf("%s: get %q: %w", c.what, id, outbox.ErrNotFound)
-	}
-	if rows[0].err != nil {
-		return rows[0].rec, fmt.Errorf("%s: get %q: %w", c.what, id, rows[0].err)
-	}
-	return rows[0].rec, nil
+	return storecore.Found(c.what, id, rows, scanned.record)
 }
 
 // wrap gives a database error the channel's prefix and, where it helps, a
@@ -225,6 +219,11 @@ func (c *channel) wrap(op string, err error) error {
 		return fmt.Errorf("%s: %s: table %q or its companion tables do not exist (run Store.Migrate): %w", c.what, op, c.s.opts.Table, err)
 	}
 	return fmt.Errorf("%s: %s: %w", c.what, op, err)
+}
+
+// wrapper is wrap of operation op, for storecore.InTx.
+func (c *channel) wrapper(op string) func(error) error {
+	return func(err error) error { return c.wrap(op, err) }
 }
 
 // execCount runs a statement through db and returns how many rows it

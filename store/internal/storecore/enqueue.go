@@ -53,6 +53,17 @@ func CheckIDs(what, op string, ids []string) error {
 	return nil
 }
 
+// CheckEndHeadStart checks the ids of an EndHeadStart
+// (backend.HeadStartEnder): it reports whether there is anything to do,
+// and refuses more IDs than backend.MaxClaimLimit; what prefixes the
+// error.
+func CheckEndHeadStart(what string, ids []string) (bool, error) {
+	if err := CheckIDs(what, "end head start", ids); err != nil {
+		return false, err
+	}
+	return len(ids) > 0, nil
+}
+
 // CheckHeadStartBatch checks the arguments of HeadStartBatch and
 // OrderedHeadStartBatch (backend.HeadStartLeaser); what prefixes the
 // error.
