@@ -142,6 +142,19 @@ func (c *cli) parse(fs *flag.FlagSet, args []string) (int, bool) {
 	}
 }
 
+// parseNoArgs is parse for a command that takes no positional
+// arguments: one given is a usage error that names it (extraArgs, with
+// lookup's hint) and returns (exitUsage, false).
+func (c *cli) parseNoArgs(fs *flag.FlagSet, args []string, lookup func([]string) string) (int, bool) {
+	if code, ok := c.parse(fs, args); !ok {
+		return code, false
+	}
+	if len(c.args) > 0 {
+		return c.extraArgs(c.name+" takes no arguments", c.args, lookup), false
+	}
+	return exitOK, true
+}
+
 // wantsJSON reports whether args ask for JSON, read before any parsing so
 // that an error in an earlier flag is reported as JSON too.
 func wantsJSON(args []string) bool {

@@ -34,10 +34,8 @@ type driver struct {
 	// schema is the outbox's DDL; inbox the inbox table's.
 	schema schemaDDL
 	inbox  inboxDDL
-	// migration reads what Migrate would do to a store's tables, and
-	// does it.
-	status  func(ctx context.Context, s outboxStore) (schemaStatus, error)
-	migrate func(ctx context.Context, s outboxStore) error
+	// status reads what Migrate would do to a store's tables.
+	status func(ctx context.Context, s outboxStore) (schemaStatus, error)
 }
 
 // dbConn is a pool on the DSN's database and how to name it.

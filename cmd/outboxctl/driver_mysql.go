@@ -32,7 +32,6 @@ func init() {
 			st, err := s.(*mysql.Store).SchemaStatus(ctx)
 			return schemaStatus{version: st.Version, pending: st.Pending}, err
 		},
-		migrate: func(ctx context.Context, s outboxStore) error { return s.(*mysql.Store).Migrate(ctx) },
 	}
 }
 

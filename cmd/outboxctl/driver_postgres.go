@@ -35,7 +35,6 @@ func init() {
 			st, err := s.(*postgres.Store).SchemaStatus(ctx)
 			return schemaStatus{version: st.Version, pending: st.Pending}, err
 		},
-		migrate: func(ctx context.Context, s outboxStore) error { return s.(*postgres.Store).Migrate(ctx) },
 	}
 }
 

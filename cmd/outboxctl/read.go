@@ -47,11 +47,8 @@ func byType(m map[string]backend.TypeStats) map[string]typeStats {
 
 func runStats(c *cli, args []string) int {
 	fs := c.flags("[--json]")
-	if code, ok := c.parse(fs, args); !ok {
+	if code, ok := c.parseNoArgs(fs, args, c.tableInDB); !ok {
 		return code
-	}
-	if len(c.args) > 0 {
-		return c.extraArgs("stats takes no arguments", c.args, c.tableInDB)
 	}
 	if code, ok := c.connect(); !ok {
 		return code
@@ -148,13 +145,11 @@ func runList(c *cli, args []string) int {
 	key := fs.String("key", "", "only records with this key")
 	limit := fs.Int("limit", 50, fmt.Sprintf("records per page, 1 to %d", listLimitMax))
 	after := fs.Int64("after", 0, "page: only records after this SEQ (the last SEQ of the previous page)")
-	if code, ok := c.parse(fs, args); !ok {
+	if code, ok := c.parseNoArgs(fs, args, c.tableInDB); !ok {
 		return code
 	}
 	statuses := []string{string(outbox.StatusPending), string(outbox.StatusPublished), string(outbox.StatusDead)}
 	switch {
-	case len(c.args) > 0:
-		return c.extraArgs("list takes no arguments", c.args, c.tableInDB)
 	case *status != "" && !slices.Contains(statuses, *status):
 		return c.usageError("--status %q: must be pending, published or dead%s", safe(*status, false), didYouMean(*status, "", statuses))
 	case *limit < 1 || *limit > listLimitMax:

@@ -86,11 +86,8 @@ func printInboxSchema(c *cli, fs *flag.FlagSet, d *driver) int {
 func runMigrate(c *cli, args []string) int {
 	fs := c.flags("[--dry-run] [--yes]")
 	cf := addConfirm(fs)
-	if code, ok := c.parse(fs, args); !ok {
+	if code, ok := c.parseNoArgs(fs, args, c.tableInDB); !ok {
 		return code
-	}
-	if len(c.args) > 0 {
-		return c.extraArgs("migrate takes no arguments", c.args, c.tableInDB)
 	}
 	if code, ok := c.open(); !ok {
 		return code
@@ -116,7 +113,7 @@ func runMigrate(c *cli, args []string) int {
 	if code, ok := c.proceed(cf, what); !ok {
 		return code
 	}
-	if err := call0(c, func(ctx context.Context) error { return d.migrate(ctx, c.store) }); err != nil {
+	if err := call0(c, c.store.Migrate); err != nil {
 		return c.fail(exitFailed, err)
 	}
 	if c.json {

@@ -26,6 +26,9 @@ type outboxStore interface {
 	CountPurgeable(ctx context.Context, olderThan time.Duration) (int, error)
 	// PurgeAll deletes everything PurgePublished would, in batches.
 	PurgeAll(ctx context.Context, olderThan time.Duration, batch int, pause time.Duration) (int, error)
+	// Migrate creates the tables or brings them to the store's schema
+	// version (migrate).
+	Migrate(ctx context.Context) error
 }
 
 // defaultTable is --table's default: the stores'.

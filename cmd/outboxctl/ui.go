@@ -28,11 +28,8 @@ func runUI(c *cli, args []string) int {
 	readOnly := fs.Bool("read-only", false, "switch every action (requeue) off")
 	allowRemote := fs.Bool("allow-remote", false, "allow an address other than loopback: anyone who reaches it can see payloads and requeue, and there is no login")
 	flagged := allowHostFlag(fs)
-	if code, ok := c.parse(fs, args); !ok {
+	if code, ok := c.parseNoArgs(fs, args, c.tableInDB); !ok {
 		return code
-	}
-	if len(c.args) > 0 {
-		return c.extraArgs("ui takes no arguments", c.args, c.tableInDB)
 	}
 	host, _, err := net.SplitHostPort(*addr)
 	if err != nil {

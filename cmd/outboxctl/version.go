@@ -67,11 +67,8 @@ func libraryVersion(bi *debug.BuildInfo) string {
 
 func runVersion(c *cli, args []string) int {
 	fs := c.baseFlags("[--json]")
-	if code, ok := c.parse(fs, args); !ok {
+	if code, ok := c.parseNoArgs(fs, args, nil); !ok {
 		return code
-	}
-	if len(c.args) > 0 {
-		return c.extraArgs("version takes no arguments", c.args, nil)
 	}
 	info, ok := readBuildInfo()
 	if !ok {

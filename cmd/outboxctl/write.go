@@ -150,12 +150,10 @@ func runPurge(c *cli, args []string) int {
 	durationFlag(fs, &olderThan, "older-than", 0, "delete records published longer than this `duration` ago (required), "+durationHelp)
 	batch := fs.Int("batch", outbox.DefaultRetentionBatch, fmt.Sprintf("rows per DELETE, 1 to %d", outbox.MaxBatchSize))
 	cf := addConfirm(fs)
-	if code, ok := c.parse(fs, args); !ok {
+	if code, ok := c.parseNoArgs(fs, args, c.tableInDB); !ok {
 		return code
 	}
 	switch {
-	case len(c.args) > 0:
-		return c.extraArgs("purge takes no arguments", c.args, c.tableInDB)
 	case len(givenFlags(fs, "older-than")) == 0:
 		return c.usageError("--older-than is required: how old a finished record must be to be deleted (MySQL counts from its publish, PostgreSQL from its write), e.g. --older-than 30d")
 	case olderThan == 0:

@@ -82,13 +82,15 @@ type tableFigures struct {
 
 // newDialect parses dsn for driver. Its errors never contain the DSN.
 func newDialect(driver, dsn string) (dialect, error) {
-	switch driver {
-	case "mysql":
+	switch {
+	case driver != "mysql" && driver != "postgres":
+		return nil, fmt.Errorf("--driver %q: must be mysql or postgres", driver)
+	case dsn == "":
+		return nil, errNoDSN
+	case driver == "mysql":
 		return newMySQL(dsn)
-	case "postgres":
-		return newPostgres(dsn)
 	}
-	return nil, fmt.Errorf("--driver %q: must be mysql or postgres", driver)
+	return newPostgres(dsn)
 }
 
 // errNoDSN is returned when no DSN is given.

@@ -22,10 +22,8 @@ type mysqlDialect struct {
 	secrets []string
 }
 
+// newMySQL parses a DSN that is not "" (newDialect).
 func newMySQL(dsn string) (*mysqlDialect, error) {
-	if dsn == "" {
-		return nil, errNoDSN
-	}
 	cfg, err := gomysql.ParseDSN(dsn)
 	if err != nil {
 		// The parser's error may quote the DSN.

@@ -23,10 +23,8 @@ type postgresDialect struct {
 	secrets []string
 }
 
+// newPostgres parses a DSN that is not "" (newDialect).
 func newPostgres(dsn string) (*postgresDialect, error) {
-	if dsn == "" {
-		return nil, errNoDSN
-	}
 	cfg, err := pgx.ParseConfig(dsn)
 	if err != nil || ambiguousURL(dsn) {
 		return nil, errors.New("the PostgreSQL DSN does not parse; its forms are postgres://user:password@host:5432/database?sslmode=disable (a password's reserved characters percent-encoded) and host=HOST user=USER password=PASSWORD dbname=DATABASE")

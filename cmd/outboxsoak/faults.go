@@ -106,19 +106,32 @@ func lastsByDefault(kind faultKind) (time.Duration, bool) {
 // KIND[:PARAM]@AT[+FOR], such as kill-worker@2m, sink-slow:2s@8m+20s.
 // AT and FOR are Go durations; FOR defaults to the kind's.
 func parseFaults(spec string) ([]fault, error) {
-	var out []fault
+	out, err := parseList(spec, func(item string) (fault, error) {
+		f, err := parseFault(item)
+		if err != nil {
+			return f, fmt.Errorf("--faults %q: %w", item, err)
+		}
+		return f, nil
+	})
+	slices.SortStableFunc(out, func(a, b fault) int { return int(a.At - b.At) })
+	return out, err
+}
+
+// parseList parses a comma-separated list, skipping empty items, with
+// parse for each item; it stops at the first item parse refuses.
+func parseList[T any](spec string, parse func(item string) (T, error)) ([]T, error) {
+	var out []T
 	for _, item := range strings.Split(spec, ",") {
 		item = strings.TrimSpace(item)
 		if item == "" {
 			continue
 		}
-		f, err := parseFault(item)
+		v, err := parse(item)
 		if err != nil {
-			return nil, fmt.Errorf("--faults %q: %w", item, err)
+			return nil, err
 		}
-		out = append(out, f)
+		out = append(out, v)
 	}
-	slices.SortStableFunc(out, func(a, b fault) int { return int(a.At - b.At) })
 	return out, nil
 }
 
@@ -179,18 +192,12 @@ func kindList() string {
 
 // parseKinds parses --fault-kinds, a comma-separated list of kinds.
 func parseKinds(spec string) ([]faultKind, error) {
-	var out []faultKind
-	for _, k := range strings.Split(spec, ",") {
-		k = strings.TrimSpace(k)
-		if k == "" {
-			continue
-		}
+	return parseList(spec, func(k string) (faultKind, error) {
 		if _, ok := lastsByDefault(faultKind(k)); !ok {
-			return nil, fmt.Errorf("--fault-kinds: no fault %q: the kinds are %s", k, kindList())
+			return "", fmt.Errorf("--fault-kinds: no fault %q: the kinds are %s", k, kindList())
 		}
-		out = append(out, faultKind(k))
-	}
-	return out, nil
+		return faultKind(k), nil
+	})
 }
 
 // parseGap parses --fault-every: MIN-MAX (2m-5m) or one duration.

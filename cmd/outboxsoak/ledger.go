@@ -175,23 +175,26 @@ type intervalFigures struct {
 // takeInterval returns every consumer's figures of the interval that
 // ends now, and starts the next.
 func (l *ledger) takeInterval() map[string]intervalFigures {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	out := make(map[string]intervalFigures, len(l.consumers))
-	for name, b := range l.consumers {
-		out[name] = intervalFigures{Deliveries: b.intervalDeliv, Unique: b.intervalUnique, Lag: b.interval.figures(), Duplicates: b.duplicates}
+	return eachConsumer(l, func(b *consumerBook) intervalFigures {
+		f := intervalFigures{Deliveries: b.intervalDeliv, Unique: b.intervalUnique, Lag: b.interval.figures(), Duplicates: b.duplicates}
 		b.interval, b.intervalDeliv, b.intervalUnique = histogram{}, 0, 0
-	}
-	return out
+		return f
+	})
 }
 
 // uniqueCounts returns how many distinct events each consumer has had.
 func (l *ledger) uniqueCounts() map[string]int64 {
+	return eachConsumer(l, func(b *consumerBook) int64 { return b.unique })
+}
+
+// eachConsumer returns get of every consumer's book, by consumer, under
+// the ledger's lock.
+func eachConsumer[T any](l *ledger, get func(b *consumerBook) T) map[string]T {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	out := make(map[string]int64, len(l.consumers))
+	out := make(map[string]T, len(l.consumers))
 	for name, b := range l.consumers {
-		out[name] = b.unique
+		out[name] = get(b)
 	}
 	return out
 }

@@ -232,31 +232,9 @@ func applyToRoom(ctx context.Context, tx *sql.Tx, cmd Command, nowMs int64) (roo
 		return room{}, nil, err
 	}
 	switch cmd.Kind {
-	case KindJoin:
-		if err := addMember(ctx, tx, r.id, cmd.UserID, nowMs); err != nil {
+	case KindJoin, KindLeave:
+		if events, err = changeMembers(ctx, tx, &r, cmd, nowMs); err != nil {
 			return room{}, nil, err
-		}
-		r.heat += heatPerMember
-		n, err := memberCount(ctx, tx, r.id)
-		if err != nil {
-			return room{}, nil, err
-		}
-		events = []event{
-			{RoomUserJoined, map[string]any{"user_id": cmd.UserID, "member_count": n}},
-			{RoomHeatChanged, map[string]any{"heat": r.heat}},
-		}
-	case KindLeave:
-		if err := removeMember(ctx, tx, r.id, cmd.UserID); err != nil {
-			return room{}, nil, err
-		}
-		r.heat = max(0, r.heat-heatPerMember)
-		n, err := memberCount(ctx, tx, r.id)
-		if err != nil {
-			return room{}, nil, err
-		}
-		events = []event{
-			{RoomUserLeft, map[string]any{"user_id": cmd.UserID, "member_count": n}},
-			{RoomHeatChanged, map[string]any{"heat": r.heat}},
 		}
 	case KindGift:
 		if events, err = sendGift(ctx, tx, &r, cmd); err != nil {
@@ -268,6 +246,33 @@ func applyToRoom(ctx context.Context, tx *sql.Tx, cmd Command, nowMs int64) (roo
 	}
 	r.version++
 	return r, events, saveRoom(ctx, tx, r)
+}
+
+// changeMembers adds (join) or removes (leave) cmd's user, moves the
+// room's heat by heatPerMember (never below 0), and returns the member
+// event and the heat event.
+func changeMembers(ctx context.Context, tx *sql.Tx, r *room, cmd Command, nowMs int64) ([]event, error) {
+	var err error
+	eventType := RoomUserJoined
+	if cmd.Kind == KindJoin {
+		err = addMember(ctx, tx, r.id, cmd.UserID, nowMs)
+		r.heat += heatPerMember
+	} else {
+		eventType = RoomUserLeft
+		err = removeMember(ctx, tx, r.id, cmd.UserID)
+		r.heat = max(0, r.heat-heatPerMember)
+	}
+	if err != nil {
+		return nil, err
+	}
+	n, err := memberCount(ctx, tx, r.id)
+	if err != nil {
+		return nil, err
+	}
+	return []event{
+		{eventType, map[string]any{"user_id": cmd.UserID, "member_count": n}},
+		{RoomHeatChanged, map[string]any{"heat": r.heat}},
+	}, nil
 }
 
 func sendGift(ctx context.Context, tx *sql.Tx, r *room, cmd Command) ([]event, error) {
