@@ -6,7 +6,6 @@ go 1.26.0
 // (bench/) requires River, pgx or Watermill's PostgreSQL code.
 
 require (
-	github.com/ThreeDotsLabs/watermill v1.5.1
 	github.com/ThreeDotsLabs/watermill-sql/v4 v4.1.2
 	github.com/jackc/pgx/v5 v5.12.0
 	github.com/outboxrelay/outboxrelay v0.2.0
@@ -17,6 +16,7 @@ require (
 )
 
 require (
+	github.com/ThreeDotsLabs/watermill v1.5.1 // indirect
 	github.com/cenkalti/backoff/v4 v4.3.0 // indirect
 	github.com/cenkalti/backoff/v5 v5.0.3 // indirect
 	github.com/google/uuid v1.6.0 // indirect
