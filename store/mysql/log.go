@@ -309,6 +309,11 @@ ORDER BY o.id LIMIT `+strconv.Itoa(p.Limit+len(held)+1), from, to, c.startSeq))
 	rows = slices.DeleteFunc(rows, func(r scannedRecord) bool {
 		return slices.ContainsFunc(held, func(m heldMessage) bool { return m.id == r.seq })
 	})
+	if p.Ordered {
+		if rows, err = gateTakeOver(ctx, tx, t, old, from, held, rows); err != nil {
+			return nil, false, false, err
+		}
+	}
 	end := to
 	if len(rows) == 0 {
 		// Everything in it was settled otherwise (state rows): done.
@@ -342,6 +347,54 @@ WHERE consumer_id = {c} AND token = ?`), token, p.Owner, p.LeaseFor.Microseconds
 	return rows, more, true, nil
 }
 
+// gateTakeOver holds back, from rows (the messages of the range under
+// token old, from_id from, that an ordered take-over would hand out),
+// those that must wait behind an older message of their key, as a walk
+// does (gateWalk): one in another range of the consumer, a pending state
+// row, or one its writer holds. They get state rows, due at once (they
+// leave the range), and wait there. The range's own messages were gated
+// when it was walked; what the gate finds since is an older message that
+// became pending after that: the first part of this range when an
+// earlier take-over split it (a claim of a smaller batch) and one of its
+// messages failed, or a dead letter requeued.
+func gateTakeOver(ctx context.Context, tx *sql.Tx, t *target, old int64, from uint64, held []heldMessage, rows []scannedRecord) ([]scannedRecord, error) {
+	g := &gate{inFlight: map[string]bool{}, held: map[string]uint64{}}
+	keys, err := column[[]byte](ctx, tx, t.render(inFlightKeysSQL+` AND r.token <> ? AND o.id <= ?`, old, from))
+	if err != nil {
+		return nil, err
+	}
+	for _, k := range keys {
+		g.inFlight[string(k)] = true
+	}
+	for _, m := range held {
+		g.holdBack(m)
+	}
+	ws := make([]walked, len(rows))
+	for i, r := range rows {
+		ws[i] = walked{scannedRecord: r}
+	}
+	blocked, err := gateWalk(ctx, tx, t, g, ws)
+	if err != nil || len(blocked) == 0 {
+		return rows, err
+	}
+	var wait []heldMessage
+	rows = slices.DeleteFunc(rows, func(r scannedRecord) bool {
+		if blocked[r.seq] {
+			wait = append(wait, heldMessage{id: r.seq, key: r.rec.Key})
+		}
+		return blocked[r.seq]
+	})
+	_, err = dueStateRowsSQL(t, wait).exec(ctx, tx)
+	return rows, err
+}
+
+// inFlightKeysSQL reads the keys of the messages handed out in the
+// consumer's ranges and not settled otherwise (no state row).
+const inFlightKeysSQL = `SELECT DISTINCT o.event_key FROM {ranges} r
+JOIN {outbox} o ON o.id > r.from_id AND o.id <= r.to_id
+LEFT JOIN {state} s FORCE INDEX ({primary}) ON s.consumer_id = {c} AND s.id = o.id
+WHERE r.consumer_id = {c} AND o.event_key <> '' AND s.id IS NULL AND NOT ({c} = 0 AND ` + byWriter + `)`
+
 // gate is what holds a keyed message back in an ordered claim: a message
 // of its key handed out in a live range of the consumer (and not settled
 // otherwise), or an older one its writer holds (the held list), or an
@@ -355,10 +408,7 @@ type gate struct {
 // the held list.
 func readGate(ctx context.Context, tx *sql.Tx, t *target, held []heldMessage) (*gate, error) {
 	g := &gate{inFlight: map[string]bool{}, held: map[string]uint64{}}
-	keys, err := column[[]byte](ctx, tx, t.render(`SELECT DISTINCT o.event_key FROM {ranges} r
-JOIN {outbox} o ON o.id > r.from_id AND o.id <= r.to_id
-LEFT JOIN {state} s FORCE INDEX ({primary}) ON s.consumer_id = {c} AND s.id = o.id
-WHERE r.consumer_id = {c} AND o.event_key <> '' AND s.id IS NULL AND NOT ({c} = 0 AND `+byWriter+`)`))
+	keys, err := column[[]byte](ctx, tx, t.render(inFlightKeysSQL))
 	if err != nil {
 		return nil, err
 	}

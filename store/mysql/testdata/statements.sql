@@ -217,6 +217,18 @@ UPDATE `orders_outbox_state` SET status = 'pending', retry_count = 0, next_attem
 	finished_at = '1970-01-01 00:00:01'
 WHERE consumer_id = 1 AND status = 'dead' AND id IN ({list});
 
+-- gateTakeOver
+SELECT DISTINCT o.event_key FROM `orders_outbox_ranges` r
+JOIN `orders_outbox` o ON o.id > r.from_id AND o.id <= r.to_id
+LEFT JOIN `orders_outbox_state` s FORCE INDEX (`PRIMARY`) ON s.consumer_id = 0 AND s.id = o.id
+WHERE r.consumer_id = 0 AND o.event_key <> '' AND s.id IS NULL AND NOT (0 = 0 AND o.writer_token <> 0 AND o.writer_until = '1970-01-01 00:00:01') AND r.token <> ? AND o.id <= ?;
+
+-- gateTakeOver
+SELECT DISTINCT o.event_key FROM `orders_outbox_ranges` r
+JOIN `orders_outbox` o ON o.id > r.from_id AND o.id <= r.to_id
+LEFT JOIN `orders_outbox_state` s FORCE INDEX (`PRIMARY`) ON s.consumer_id = 1 AND s.id = o.id
+WHERE r.consumer_id = 1 AND o.event_key <> '' AND s.id IS NULL AND NOT (1 = 0 AND o.writer_token <> 0 AND o.writer_until = '1970-01-01 00:00:01') AND r.token <> ? AND o.id <= ?;
+
 -- headStartSQL
 SELECT o.id, o.event_id, o.event_key, o.event_type, o.payload, o.headers, o.occurred_at, o.created_at, 'pending', 0, NULL, o.created_at, NULL, TIMESTAMPDIFF(MICROSECOND, UTC_TIMESTAMP(6), o.writer_until)
 FROM `orders_outbox` o LEFT JOIN `orders_outbox_state` s FORCE INDEX (`PRIMARY`) ON s.consumer_id = 0 AND s.id = o.id
