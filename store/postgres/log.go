@@ -154,6 +154,11 @@ ORDER BY o.xid, o.seq LIMIT $7`), t.consumerID, from.xid, from.seq, to.xid, to.s
 	if err != nil {
 		return nil, false, false, err
 	}
+	if p.Ordered {
+		if rows, err = gateTakeOver(ctx, tx, t, old, rows); err != nil {
+			return nil, false, false, err
+		}
+	}
 	end := to
 	if len(rows) == 0 {
 		// Everything in it was settled otherwise (state rows): done.
@@ -188,6 +193,60 @@ WHERE consumer_id = $1 AND token = $2`), t.consumerID, old, token, p.Owner, p.Le
 		return nil, false, false, err
 	}
 	return rows, more, true, nil
+}
+
+// gateTakeOver holds back, from rows (the messages of the range under
+// token old that an ordered take-over would hand out), those that must
+// wait behind an older message of their key: a pending state row, a
+// message handed out in another range of the consumer, or one its
+// writer holds (the held list); a key's later messages wait with it.
+// They get state rows, due at once (they leave the range), and wait
+// there. The range's own messages were gated when it was walked; what
+// this finds is an older message that became pending since: the first
+// part of this range when an earlier take-over split it (a claim of a
+// smaller batch) and one of its messages failed, or a dead letter
+// requeued.
+func gateTakeOver(ctx context.Context, tx *sql.Tx, t *target, old int64, rows []scanned) ([]scanned, error) {
+	var keys [][]byte
+	var seqs []int64
+	for _, r := range rows {
+		if r.rec.Key != "" {
+			keys, seqs = append(keys, []byte(r.rec.Key)), append(seqs, r.rec.Seq)
+		}
+	}
+	if len(keys) == 0 {
+		return rows, nil
+	}
+	q, err := tx.QueryContext(ctx, t.render(`SELECT w.seq FROM unnest($2::bytea[], $3::bigint[]) AS w(k, seq)
+WHERE EXISTS (SELECT 1 FROM {state} g WHERE g.consumer_id = $1 AND g.status = 'pending' AND g.event_key = w.k AND g.seq < w.seq)
+	OR EXISTS (SELECT 1 FROM {ranges} r, {outbox} go WHERE r.consumer_id = $1 AND r.token <> $4 AND go.event_key = w.k AND go.seq < w.seq
+		AND (go.xid, go.seq) > (r.from_xid, r.from_seq) AND (go.xid, go.seq) <= (r.to_xid, r.to_seq)
+		AND NOT ($1 = 0 AND go.writer_token <> 0 AND go.writer_until IS NULL)
+		AND NOT EXISTS (SELECT 1 FROM {state} gs WHERE gs.consumer_id = $1 AND gs.seq = go.seq))
+	OR EXISTS (SELECT 1 FROM {consumers} hc JOIN {outbox} ho ON ho.seq = ANY(hc.held)
+		WHERE hc.id = $1 AND ho.event_key = w.k AND ho.seq < w.seq AND ho.writer_until IS NOT NULL)`),
+		t.consumerID, keys, seqs, old)
+	if err != nil {
+		return nil, err
+	}
+	blockedSeqs, err := storecore.Column[int64](q)
+	if err != nil || len(blockedSeqs) == 0 {
+		return rows, err
+	}
+	waiting := map[string]bool{}
+	var wait []int64
+	rows = slices.DeleteFunc(rows, func(r scanned) bool {
+		if r.rec.Key == "" || !(waiting[r.rec.Key] || slices.Contains(blockedSeqs, r.rec.Seq)) {
+			return false
+		}
+		waiting[r.rec.Key] = true
+		wait = append(wait, r.rec.Seq)
+		return true
+	})
+	_, err = tx.ExecContext(ctx, t.render(`INSERT INTO {state} (consumer_id, seq, event_key, next_attempt_at)
+SELECT $1, o.seq, o.event_key, statement_timestamp() FROM {outbox} o WHERE o.seq = ANY($2::bigint[])
+ON CONFLICT DO NOTHING`), t.consumerID, wait)
+	return rows, err
 }
 
 // claimState leases up to limit due pending state rows of the consumer.

@@ -276,6 +276,23 @@ WHERE o.event_id = $1`, pre+"k2").Scan(&n))
 		require.NoError(t, err)
 	}
 
+	// The ordered take-over of the rest of a split range holds a key
+	// back behind its message in the first part, which failed.
+	require.NoError(t, s.Enqueue(ctx, d.DB, nil, msg("split-g1", "G"), msg("split-g0", ""), msg("split-g2", "G")))
+	_ = waitClaim(s, backend.ClaimParams{Owner: "w", Limit: 10, LeaseFor: time.Millisecond, Ordered: true})
+	sb := waitClaim(s, backend.ClaimParams{Owner: "w2", Limit: 1, LeaseFor: time.Millisecond, Ordered: true})
+	require.Equal(t, "split-g1", sb.Records[0].ID)
+	_, err = s.Settle(ctx, sb.Token, []backend.Outcome{{ID: "split-g1", Seq: sb.Records[0].Seq, Kind: backend.OutcomeRetry, Error: "flaky", RetryIn: time.Millisecond}})
+	require.NoError(t, err)
+	for {
+		sb = waitClaim(s, ordered)
+		_, err = s.Settle(ctx, sb.Token, publish(sb))
+		require.NoError(t, err)
+		if r, err := s.Get(ctx, "split-g2"); err == nil && r.Status == backend.StatusPublished {
+			break
+		}
+	}
+
 	// The writer's head start (the default consumer's): the writer
 	// publishes its own; one it leaves is passed by the walk (held), then
 	// made due; a named consumer's head start is a state row.

@@ -671,6 +671,21 @@ SELECT 0, '', '\x'::bytea, '\x'::bytea, '\x'::bytea, NULL::jsonb, NULL::timestam
 	'pending', 0, '', statement_timestamp(), NULL::timestamptz, flags.ok, flags.more, EXISTS (SELECT 1 FROM settled)
 FROM flags;
 
+-- gateTakeOver
+INSERT INTO "orders_outbox_state" (consumer_id, seq, event_key, next_attempt_at)
+SELECT $1, o.seq, o.event_key, statement_timestamp() FROM "orders_outbox" o WHERE o.seq = ANY($2::bigint[])
+ON CONFLICT DO NOTHING;
+
+-- gateTakeOver
+SELECT w.seq FROM unnest($2::bytea[], $3::bigint[]) AS w(k, seq)
+WHERE EXISTS (SELECT 1 FROM "orders_outbox_state" g WHERE g.consumer_id = $1 AND g.status = 'pending' AND g.event_key = w.k AND g.seq < w.seq)
+	OR EXISTS (SELECT 1 FROM "orders_outbox_ranges" r, "orders_outbox" go WHERE r.consumer_id = $1 AND r.token <> $4 AND go.event_key = w.k AND go.seq < w.seq
+		AND (go.xid, go.seq) > (r.from_xid, r.from_seq) AND (go.xid, go.seq) <= (r.to_xid, r.to_seq)
+		AND NOT ($1 = 0 AND go.writer_token <> 0 AND go.writer_until IS NULL)
+		AND NOT EXISTS (SELECT 1 FROM "orders_outbox_state" gs WHERE gs.consumer_id = $1 AND gs.seq = go.seq))
+	OR EXISTS (SELECT 1 FROM "orders_outbox_consumers" hc JOIN "orders_outbox" ho ON ho.seq = ANY(hc.held)
+		WHERE hc.id = $1 AND ho.event_key = w.k AND ho.seq < w.seq AND ho.writer_until IS NOT NULL);
+
 -- gateWalk
 SELECT w.k, w.seq, (EXISTS (SELECT 1 FROM "orders_outbox_state" g WHERE g.consumer_id = $1 AND g.status = 'pending' AND g.event_key = w.k AND g.seq < w.seq)
 	OR EXISTS (SELECT 1 FROM "orders_outbox_state" f WHERE f.consumer_id = $1 AND f.status = 'pending' AND f.event_key = w.k
