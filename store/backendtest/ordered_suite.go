@@ -247,6 +247,51 @@ func testOrderedTakeOverInParts(t *testing.T, h Harness) {
 	require.Zero(t, orderedClaim(t, h.Store, 10, time.Minute).Len(), "K's messages are out (%v): the rest must wait", ids(first.Records))
 }
 
+// testOrderedTakeOverOfTheRestWaits: a batch whose lease ran out is
+// taken over in parts by a claim of a smaller limit, and the first
+// part's message of a key fails. The rest, taken over once its own lease
+// runs out, must hold that key's next message back until the failed one
+// is delivered (before the fix, both SQL stores handed it out beside the
+// retry).
+func testOrderedTakeOverOfTheRestWaits(t *testing.T, h Harness) {
+	ctx := context.Background()
+	enqueue(t, h, outbox.EnqueueOptions{}, keyed("k1", "K"), keyed("x1", "X"), keyed("y1", "Y"), keyed("k2", "K"))
+	short := 200 * time.Millisecond
+	if b := orderedClaim(t, h.Store, 10, short); b.Len() < 4 {
+		t.Skipf("the store's ordered claim took %d of the 4 messages: nothing to take over in parts", b.Len())
+	}
+	var first backend.Batch
+	require.Eventually(t, func() bool {
+		var err error
+		first, err = h.Store.Claim(ctx, backend.ClaimParams{Owner: "a", Limit: 2, LeaseFor: short, Ordered: true})
+		require.NoError(t, err)
+		return first.Len() > 0
+	}, 30*time.Second, 5*time.Millisecond, "the first claim's lease runs out")
+	require.Equal(t, []string{"k1", "x1"}, ids(first.Records))
+	settle(t, h.Store, first.Token,
+		backend.Outcome{ID: "k1", Seq: first.Records[0].Seq, Kind: backend.OutcomeRetry, Error: "down", RetryIn: 300 * time.Millisecond},
+		backend.Outcome{ID: "x1", Seq: first.Records[1].Seq, Kind: backend.OutcomePublished})
+
+	// Drain: k2 must not be handed out before k1 is delivered.
+	k1Done := false
+	for deadline := time.Now().Add(30 * time.Second); get(t, h.Store, "k2").Status != outbox.StatusPublished; {
+		require.False(t, time.Now().After(deadline), "not every message delivered within 30s")
+		b, err := h.Store.Claim(ctx, backend.ClaimParams{Owner: "b", Limit: 10, LeaseFor: time.Minute, Ordered: true})
+		require.NoError(t, err)
+		var os []backend.Outcome
+		for _, r := range b.Records {
+			require.False(t, r.ID == "k2" && !k1Done, "k2 handed out (%v) while k1 waits for its retry", ids(b.Records))
+			os = append(os, backend.Outcome{ID: r.ID, Seq: r.Seq, Kind: backend.OutcomePublished})
+		}
+		if len(os) > 0 {
+			settle(t, h.Store, b.Token, os...)
+		} else {
+			time.Sleep(5 * time.Millisecond) // polling: the retry and the rest's lease are due soon
+		}
+		k1Done = get(t, h.Store, "k1").Status == outbox.StatusPublished
+	}
+}
+
 // settleAndClaim records outcomes under token and claims up to limit,
 // or skips t for a store that is not a backend.SettleClaimer.
 func settleAndClaim(t *testing.T, s backend.Store, token string, p backend.ClaimParams, outcomes ...backend.Outcome) (backend.SettleResult, backend.Batch) {

@@ -51,6 +51,7 @@ var storeTests = []conformance.Test[Harness]{
 	{Name: "OrderedClaimNeverReturnsARecordTwice", Fn: testOrderedNoRepeats},
 	{Name: "OrderedRequeuedDeadLetterWaitsForItsKeyInFlight", Fn: testOrderedRequeueWaits},
 	{Name: "OrderedTakeOverInPartsKeepsTheRestBack", Fn: testOrderedTakeOverInParts},
+	{Name: "OrderedTakeOverOfTheRestWaitsForAFailedFirstPart", Fn: testOrderedTakeOverOfTheRestWaits},
 
 	// A claim that settles the previous batch, and what a claim leaves
 	// (ordered_suite.go: both check ordered claims too).

@@ -358,16 +358,9 @@ WHERE consumer_id = {c} AND token = ?`), token, p.Owner, p.LeaseFor.Microseconds
 // earlier take-over split it (a claim of a smaller batch) and one of its
 // messages failed, or a dead letter requeued.
 func gateTakeOver(ctx context.Context, tx *sql.Tx, t *target, old int64, from uint64, held []heldMessage, rows []scannedRecord) ([]scannedRecord, error) {
-	g := &gate{inFlight: map[string]bool{}, held: map[string]uint64{}}
-	keys, err := column[[]byte](ctx, tx, t.render(inFlightKeysSQL+` AND r.token <> ? AND o.id <= ?`, old, from))
-	if err != nil {
+	g := newGate(held)
+	if err := g.readInFlight(ctx, tx, t.render(inFlightKeysSQL+` AND r.token <> ? AND o.id <= ?`, old, from)); err != nil {
 		return nil, err
-	}
-	for _, k := range keys {
-		g.inFlight[string(k)] = true
-	}
-	for _, m := range held {
-		g.holdBack(m)
 	}
 	ws := make([]walked, len(rows))
 	for i, r := range rows {
@@ -407,28 +400,36 @@ type gate struct {
 // readGate reads the keys the consumer's live ranges hold and those of
 // the held list.
 func readGate(ctx context.Context, tx *sql.Tx, t *target, held []heldMessage) (*gate, error) {
-	g := &gate{inFlight: map[string]bool{}, held: map[string]uint64{}}
-	keys, err := column[[]byte](ctx, tx, t.render(inFlightKeysSQL))
-	if err != nil {
+	g := newGate(held)
+	if err := g.readInFlight(ctx, tx, t.render(inFlightKeysSQL)); err != nil {
 		return nil, err
-	}
-	for _, k := range keys {
-		g.inFlight[string(k)] = true
 	}
 	// And those of state rows leased now: a requeued dead letter is its
 	// key's oldest pending record while a later one may be in flight.
-	keys, err = column[[]byte](ctx, tx, t.render(`SELECT DISTINCT event_key FROM {state}
-WHERE consumer_id = {c} AND status = 'pending' AND lease_token <> 0 AND next_attempt_at > UTC_TIMESTAMP(6) AND event_key <> ''`))
-	if err != nil {
+	if err := g.readInFlight(ctx, tx, t.render(`SELECT DISTINCT event_key FROM {state}
+WHERE consumer_id = {c} AND status = 'pending' AND lease_token <> 0 AND next_attempt_at > UTC_TIMESTAMP(6) AND event_key <> ''`)); err != nil {
 		return nil, err
 	}
-	for _, k := range keys {
-		g.inFlight[string(k)] = true
-	}
+	return g, nil
+}
+
+// newGate returns a gate that holds back the keys of held (messages
+// their writers hold), and none in flight yet.
+func newGate(held []heldMessage) *gate {
+	g := &gate{inFlight: map[string]bool{}, held: map[string]uint64{}}
 	for _, m := range held {
 		g.holdBack(m)
 	}
-	return g, nil
+	return g
+}
+
+// readInFlight counts the keys q reads (one column) as in flight.
+func (g *gate) readInFlight(ctx context.Context, tx *sql.Tx, q statement) error {
+	keys, err := column[[]byte](ctx, tx, q)
+	for _, k := range keys {
+		g.inFlight[string(k)] = true
+	}
+	return err
 }
 
 // holdBack counts m, a message its writer holds, in the gate.
