@@ -243,10 +243,17 @@ WHERE EXISTS (SELECT 1 FROM {state} g WHERE g.consumer_id = $1 AND g.status = 'p
 		wait = append(wait, r.rec.Seq)
 		return true
 	})
-	_, err = tx.ExecContext(ctx, t.render(`INSERT INTO {state} (consumer_id, seq, event_key, next_attempt_at)
+	return rows, waitInState(ctx, tx, t, wait)
+}
+
+// waitInState gives the messages seqs a pending state row of the
+// consumer, due at once, unless they have one: held back behind their
+// key, they wait there.
+func waitInState(ctx context.Context, tx *sql.Tx, t *target, seqs []int64) error {
+	_, err := tx.ExecContext(ctx, t.render(`INSERT INTO {state} (consumer_id, seq, event_key, next_attempt_at)
 SELECT $1, o.seq, o.event_key, statement_timestamp() FROM {outbox} o WHERE o.seq = ANY($2::bigint[])
-ON CONFLICT DO NOTHING`), t.consumerID, wait)
-	return rows, err
+ON CONFLICT DO NOTHING`), t.consumerID, seqs)
+	return err
 }
 
 // claimState leases up to limit due pending state rows of the consumer.
@@ -397,9 +404,7 @@ ORDER BY o.xid, o.seq LIMIT `+strconv.Itoa(limit+1)), t.consumerID, from.xid, fr
 		}
 	}
 	if len(divert) > 0 {
-		if _, err := tx.ExecContext(ctx, t.render(`INSERT INTO {state} (consumer_id, seq, event_key, next_attempt_at)
-SELECT $1, o.seq, o.event_key, statement_timestamp() FROM {outbox} o WHERE o.seq = ANY($2::bigint[])
-ON CONFLICT DO NOTHING`), t.consumerID, divert); err != nil {
+		if err := waitInState(ctx, tx, t, divert); err != nil {
 			return nil, false, err
 		}
 	}

@@ -672,11 +672,6 @@ SELECT 0, '', '\x'::bytea, '\x'::bytea, '\x'::bytea, NULL::jsonb, NULL::timestam
 FROM flags;
 
 -- gateTakeOver
-INSERT INTO "orders_outbox_state" (consumer_id, seq, event_key, next_attempt_at)
-SELECT $1, o.seq, o.event_key, statement_timestamp() FROM "orders_outbox" o WHERE o.seq = ANY($2::bigint[])
-ON CONFLICT DO NOTHING;
-
--- gateTakeOver
 SELECT w.seq FROM unnest($2::bytea[], $3::bigint[]) AS w(k, seq)
 WHERE EXISTS (SELECT 1 FROM "orders_outbox_state" g WHERE g.consumer_id = $1 AND g.status = 'pending' AND g.event_key = w.k AND g.seq < w.seq)
 	OR EXISTS (SELECT 1 FROM "orders_outbox_ranges" r, "orders_outbox" go WHERE r.consumer_id = $1 AND r.token <> $4 AND go.event_key = w.k AND go.seq < w.seq
@@ -840,7 +835,7 @@ UPDATE "orders_outbox_ranges" SET token = $3, owner = $4, claimed_at = statement
 	lease_until = statement_timestamp() + $5 * interval '1 microsecond', to_xid = $6::bigint::text::xid8, to_seq = $7, n = $8
 WHERE consumer_id = $1 AND token = $2;
 
--- walk
+-- waitInState
 INSERT INTO "orders_outbox_state" (consumer_id, seq, event_key, next_attempt_at)
 SELECT $1, o.seq, o.event_key, statement_timestamp() FROM "orders_outbox" o WHERE o.seq = ANY($2::bigint[])
 ON CONFLICT DO NOTHING;
