@@ -322,21 +322,19 @@ ORDER BY o.id LIMIT `+strconv.Itoa(p.Limit+len(held)+1), from, to, c.startSeq))
 	}
 	if len(rows) > p.Limit {
 		// Split: this claim takes the first p.Limit, the rest stays a
-		// range of its own: one that has run out, for the next claim; or,
-		// ordered, one of this claim's lease, since a key's messages may
-		// be in both parts and must not go out side by side (until then
-		// its keys are in flight for every gate, as any range's are).
+		// range of its own that has run out, for the next claim. Ordered,
+		// a key's messages may be in both parts: the rest's take-over
+		// gates them (gateTakeOver) behind this part's, which are in
+		// flight, and behind a retry of one of them. (Until the gate, the
+		// rest took this claim's lease, and a probe's claim of one record
+		// froze the rest of a dead instance's range for a whole lease.)
 		rows = rows[:p.Limit]
 		end = rows[len(rows)-1].seq
-		lease := int64(-1) // lease_until in the past: expired at once
-		if p.Ordered {
-			lease = p.LeaseFor.Microseconds()
-		}
 		if _, err := tx.ExecContext(ctx, t.sql(`INSERT INTO {ranges} (consumer_id, token, from_id, to_id, n, owner, claimed_at, lease_until)
-VALUES ({c}, ?, ?, ?, 0, '', UTC_TIMESTAMP(6), UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND)`), token^1<<62, end, to, lease); err != nil {
+VALUES ({c}, ?, ?, ?, 0, '', UTC_TIMESTAMP(6), UTC_TIMESTAMP(6) - INTERVAL 1 MICROSECOND)`), token^1<<62, end, to); err != nil {
 			return nil, false, false, err
 		}
-		more = !p.Ordered
+		more = true
 	}
 	_, err = tx.ExecContext(ctx, t.sql(`UPDATE {ranges} SET token = ?, owner = ?, claimed_at = UTC_TIMESTAMP(6),
 	lease_until = UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND, to_id = ?, n = ?

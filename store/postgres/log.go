@@ -167,10 +167,12 @@ ORDER BY o.xid, o.seq LIMIT $7`), t.consumerID, from.xid, from.seq, to.xid, to.s
 	}
 	if len(rows) > p.Limit {
 		// Split: this claim takes the first p.Limit, the rest stays a
-		// range of its own: one that has run out, for the next claim; or,
-		// ordered, one of this claim's lease, since a key's messages may
-		// be in both parts and must not go out side by side (until then
-		// its keys are in flight for every gate, as any range's are).
+		// range of its own that has run out, for the next claim. Ordered,
+		// a key's messages may be in both parts: the rest's take-over
+		// gates them (gateTakeOver) behind this part's, which are in
+		// flight, and behind a retry of one of them. (Until the gate, the
+		// rest took this claim's lease, and a probe's claim of one record
+		// froze the rest of a dead instance's range for a whole lease.)
 		rows = rows[:p.Limit]
 		last := rows[len(rows)-1].rec.Seq
 		var lastXID uint64
@@ -179,12 +181,11 @@ ORDER BY o.xid, o.seq LIMIT $7`), t.consumerID, from.xid, from.seq, to.xid, to.s
 		}
 		end = position{lastXID, last}
 		if _, err := tx.ExecContext(ctx, t.render(`INSERT INTO {ranges} (consumer_id, token, from_xid, from_seq, to_xid, to_seq, n, owner, lease_until)
-VALUES ($1, $2, $3::bigint::text::xid8, $4, $5::bigint::text::xid8, $6, 0, '',
-	CASE WHEN $7 THEN statement_timestamp() + $8 * interval '1 microsecond' ELSE '-infinity' END)`),
-			t.consumerID, token^1<<62, end.xid, end.seq, to.xid, to.seq, p.Ordered, p.LeaseFor.Microseconds()); err != nil {
+VALUES ($1, $2, $3::bigint::text::xid8, $4, $5::bigint::text::xid8, $6, 0, '', '-infinity')`),
+			t.consumerID, token^1<<62, end.xid, end.seq, to.xid, to.seq); err != nil {
 			return nil, false, false, err
 		}
-		more = !p.Ordered
+		more = true
 	}
 	_, err = tx.ExecContext(ctx, t.render(`UPDATE {ranges} SET token = $3, owner = $4, claimed_at = statement_timestamp(),
 	lease_until = statement_timestamp() + $5 * interval '1 microsecond', to_xid = $6::bigint::text::xid8, to_seq = $7, n = $8

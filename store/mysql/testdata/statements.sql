@@ -609,11 +609,11 @@ DELETE FROM `orders_outbox_ranges` WHERE consumer_id = 1 AND token = ?;
 
 -- takeOver
 INSERT INTO `orders_outbox_ranges` (consumer_id, token, from_id, to_id, n, owner, claimed_at, lease_until)
-VALUES (0, ?, ?, ?, 0, '', UTC_TIMESTAMP(6), UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND);
+VALUES (0, ?, ?, ?, 0, '', UTC_TIMESTAMP(6), UTC_TIMESTAMP(6) - INTERVAL 1 MICROSECOND);
 
 -- takeOver
 INSERT INTO `orders_outbox_ranges` (consumer_id, token, from_id, to_id, n, owner, claimed_at, lease_until)
-VALUES (1, ?, ?, ?, 0, '', UTC_TIMESTAMP(6), UTC_TIMESTAMP(6) + INTERVAL ? MICROSECOND);
+VALUES (1, ?, ?, ?, 0, '', UTC_TIMESTAMP(6), UTC_TIMESTAMP(6) - INTERVAL 1 MICROSECOND);
 
 -- takeOver
 SELECT from_id, to_id FROM `orders_outbox_ranges`

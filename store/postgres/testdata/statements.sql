@@ -813,8 +813,7 @@ DELETE FROM "orders_outbox_ranges" WHERE consumer_id = $1 AND token = $2;
 
 -- takeOver
 INSERT INTO "orders_outbox_ranges" (consumer_id, token, from_xid, from_seq, to_xid, to_seq, n, owner, lease_until)
-VALUES ($1, $2, $3::bigint::text::xid8, $4, $5::bigint::text::xid8, $6, 0, '',
-	CASE WHEN $7 THEN statement_timestamp() + $8 * interval '1 microsecond' ELSE '-infinity' END);
+VALUES ($1, $2, $3::bigint::text::xid8, $4, $5::bigint::text::xid8, $6, 0, '', '-infinity');
 
 -- takeOver
 SELECT o.seq, o.event_id, o.event_key, o.event_type, o.payload, o.headers, o.occurred_at, o.created_at, 'pending', 0, '', o.created_at, NULL::timestamptz FROM "orders_outbox" o
