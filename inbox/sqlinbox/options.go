@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"log/slog"
 	"regexp"
-	"time"
 
 	"github.com/outboxrelay/outboxrelay/inbox"
 	"github.com/outboxrelay/outboxrelay/inbox/internal/sqldialect"
@@ -28,12 +27,6 @@ const (
 	// MaxMaxAttempts is the largest Options.MaxAttempts accepted.
 	MaxMaxAttempts = 1000
 )
-
-// DefaultRetention is the retention window the packages document and
-// their examples use: processed IDs are kept 7 days (NServiceBus keeps
-// its deduplication records as long by default). Purge takes the window
-// as an argument; the inbox deletes nothing by itself.
-const DefaultRetention = 7 * 24 * time.Hour
 
 var consumerNameRE = regexp.MustCompile(fmt.Sprintf(`^[A-Za-z0-9_][A-Za-z0-9_.-]{0,%d}$`, MaxConsumerLength-1))
 

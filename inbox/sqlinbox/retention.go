@@ -13,6 +13,12 @@ import (
 // MaxPurgeBatch is the largest batch Purge accepts.
 const MaxPurgeBatch = 10000
 
+// DefaultRetention is the retention window the packages document and
+// their examples use: processed IDs are kept 7 days (NServiceBus keeps
+// its deduplication records as long by default). Purge takes the window
+// as an argument; the inbox deletes nothing by itself.
+const DefaultRetention = 7 * 24 * time.Hour
+
 // Purge deletes the consumer's records of messages processed longer ago
 // than olderThan (on the database clock), oldest first, and returns how
 // many it deleted (and reports them to the Observer). A record's age
