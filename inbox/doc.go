@@ -54,7 +54,8 @@
 // # Implementations
 //
 // inbox/mysql is the Inbox for MySQL and MariaDB, inbox/postgres (a
-// module of its own) the Inbox for PostgreSQL. inbox/inboxtest is the
+// module of its own) the Inbox for PostgreSQL; both construct one type,
+// inbox/sqlinbox's Inbox, with its Options. inbox/inboxtest is the
 // conformance suite an implementation runs. The Observer receives every
 // outcome for metrics; outbox/outboxprom exports them to Prometheus.
 package inbox

@@ -11,8 +11,9 @@ import (
 
 	mysqldrv "github.com/go-sql-driver/mysql"
 
-	"github.com/outboxrelay/outboxrelay/inbox/internal/sqlinbox"
+	"github.com/outboxrelay/outboxrelay/inbox/internal/sqldialect"
 	"github.com/outboxrelay/outboxrelay/inbox/internal/txproc"
+	"github.com/outboxrelay/outboxrelay/inbox/sqlinbox"
 	"github.com/outboxrelay/outboxrelay/internal/mysqlerr"
 )
 
@@ -23,7 +24,7 @@ import (
 // schema and the migration are in schema.go.
 type dialect struct{}
 
-var _ sqlinbox.Dialect = dialect{}
+var _ sqldialect.Dialect = dialect{}
 
 func (dialect) Name() string { return "mysql inbox" }
 
@@ -35,8 +36,8 @@ func (dialect) TableName() (*regexp.Regexp, string) {
 
 // Statements: msg_id is VARBINARY, compared byte by byte; Purge has
 // {ids} to replace by a placeholder per record PurgeOldest read.
-func (dialect) Statements() sqlinbox.Statements {
-	return sqlinbox.Statements{
+func (dialect) Statements() sqldialect.Statements {
+	return sqldialect.Statements{
 		Insert:   "INSERT INTO `{table}` (consumer, msg_id, processed_at) VALUES (?, ?, UTC_TIMESTAMP(6))",
 		Stamp:    "UPDATE `{table}` SET processed_at = UTC_TIMESTAMP(6) WHERE consumer = ? AND msg_id = ?",
 		Contains: "SELECT 1 FROM `{table}` WHERE consumer = ? AND msg_id = ?",
@@ -75,7 +76,7 @@ func (dialect) IsFailedTransaction(error) bool { return false }
 // handler ran a ROLLBACK statement, or swallowed an error after which
 // the server had rolled it back) and the handler's later statements ran
 // outside it.
-func (dialect) Unstamped(ctx context.Context, tx *sql.Tx, st sqlinbox.Statements, consumer, id string) error {
+func (dialect) Unstamped(ctx context.Context, tx *sql.Tx, st sqldialect.Statements, consumer, id string) error {
 	var one int
 	err := tx.QueryRowContext(ctx, st.Contains, consumer, id).Scan(&one)
 	if errors.Is(err, sql.ErrNoRows) {
@@ -96,6 +97,9 @@ func (dialect) IsHandlerConflict(_ context.Context, _ *sql.Tx, err error) bool {
 	return errors.Is(err, driver.ErrBadConn) || errors.Is(err, mysqldrv.ErrInvalidConn) || errors.Is(err, sql.ErrConnDone)
 }
 
+// MaxPurgeBatch is the largest batch Purge accepts: sqlinbox.MaxPurgeBatch.
+const MaxPurgeBatch = sqlinbox.MaxPurgeBatch
+
 // PurgeBatch is one batch of Purge, in a READ COMMITTED transaction
 // (whatever the server's default): the SELECT is a plain read, which
 // takes no locks and sees no transaction in progress, and the DELETE
@@ -107,7 +111,7 @@ func (dialect) IsHandlerConflict(_ context.Context, _ *sql.Tx, err error) bool {
 // The DELETE checks the age again: a record deleted by another purge
 // meanwhile and inserted again by a redelivery is a new record, and
 // waiting for its transaction does not make it old.
-func (dialect) PurgeBatch(ctx context.Context, tx *sql.Tx, st sqlinbox.Statements, consumer string, olderThan time.Duration, batch int) (found, deleted int, err error) {
+func (dialect) PurgeBatch(ctx context.Context, tx *sql.Tx, st sqldialect.Statements, consumer string, olderThan time.Duration, batch int) (found, deleted int, err error) {
 	age := olderThan.Microseconds()
 	rows, err := tx.QueryContext(ctx, st.PurgeOldest, consumer, age, batch)
 	if err != nil {
@@ -130,6 +134,43 @@ func (dialect) PurgeBatch(ctx context.Context, tx *sql.Tx, st sqlinbox.Statement
 		return 0, 0, nil
 	}
 	ids := strings.Repeat("?, ", found-1) + "?"
-	deleted, err = sqlinbox.Exec(ctx, tx, strings.Replace(st.Purge, "{ids}", ids, 1), args...)
+	deleted, err = sqldialect.Exec(ctx, tx, strings.Replace(st.Purge, "{ids}", ids, 1), args...)
 	return found, deleted, err
+}
+
+// Options configures an Inbox: they are sqlinbox.Options, whose fields
+// and defaults are documented there (the limits and defaults are
+// sqlinbox's constants: DefaultTable, MaxTableLength, MaxConsumerLength,
+// DefaultMaxAttempts, MaxMaxAttempts). The zero value, with Consumer
+// set, is every default. On MySQL and MariaDB:
+//
+//   - Table names a table in the database the *sql.DB points at. It
+//     must be letters, digits and underscores, not starting with a
+//     digit, of at most sqlinbox.MaxTableLength (48) characters, which
+//     leaves room under MySQL's 64-character identifier limit for
+//     <table>_schema_version.
+//   - MaxAttempts counts the transactions rolled back by a deadlock, a
+//     lock wait timeout (innodb_lock_wait_timeout) or a lost connection.
+//   - Isolation: under the default, sql.LevelReadCommitted, the
+//     duplicate check locks only the message's own row; under
+//     sql.LevelRepeatableRead (and sql.LevelSerializable) it also locks
+//     the gap before it, so that concurrent messages conflict more
+//     often.
+type Options = sqlinbox.Options
+
+// Inbox is the inbox.Inbox of one consumer on MySQL 8.0+ or MariaDB
+// 10.6+: a sqlinbox.Inbox, whose methods are documented there (Process,
+// Purge, Migrate, Contains, Table, Consumer, Options). It is safe for
+// concurrent use, by many goroutines and by many processes on one
+// database. What MySQL does its own way in Process, Purge and Migrate is
+// in the package documentation.
+type Inbox = sqlinbox.Inbox
+
+// New returns the inbox of opts.Consumer on db, which must be the
+// database the handlers write to (through github.com/go-sql-driver/mysql).
+// It does not touch the database; call Migrate once (say, at start-up)
+// to create the table. Invalid options fail with an error naming the
+// field.
+func New(db *sql.DB, opts Options) (*Inbox, error) {
+	return sqlinbox.New(db, dialect{}, opts)
 }

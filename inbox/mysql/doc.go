@@ -1,6 +1,11 @@
 // Package mysql is the inbox.Inbox for MySQL 8.0+ and MariaDB 10.6+, on
 // database/sql with github.com/go-sql-driver/mysql.
 //
+// Its Inbox and Options are inbox/sqlinbox's, the one implementation for
+// every database, which documents their methods and fields; New hands
+// it this package's part: MySQL's SQL, schema and error classification.
+// What that part means for a user is below and on Options.
+//
 // # Table
 //
 // One table (Options.Table, default "inbox"), created by Inbox.Migrate,
@@ -33,7 +38,7 @@
 //
 // Purge deletes one consumer's rows older than a window, in small
 // batches. Run it periodically (say, hourly) with the window the
-// consumer can afford: DefaultRetention is 7 days. A message redelivered
+// consumer can afford: sqlinbox.DefaultRetention is 7 days. A message redelivered
 // after its row was purged is processed again.
 //
 // The window counts from the commit of the handler's transaction, not
@@ -41,5 +46,17 @@
 // its row a full window after it commits. Purge reads the rows it deletes
 // without locks, so it neither sees nor waits for the row of a message
 // whose handler is still running, and then deletes them by primary key,
-// so it locks only those (no gaps: new messages are never held up).
+// so it locks only those (no gaps: new messages are never held up). A
+// deadlock, lock wait timeout or lost connection is retried (a batch is
+// idempotent).
+//
+// # Migrate
+//
+// Migrate creates the table and <table>_schema_version on a connection
+// of its own: MySQL commits each DDL statement as it runs, so there is
+// no transaction to roll back. Instances that call it at once take
+// turns on a named lock (GET_LOCK, per database and table), which it
+// releases at the end. A table of the same name that the inbox did not
+// make fails before any DDL. SchemaSQL prints the same statements for a
+// migration tool.
 package mysql

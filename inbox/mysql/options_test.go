@@ -7,6 +7,8 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/outboxrelay/outboxrelay/inbox/sqlinbox"
 )
 
 // A *sql.DB that is never used: New does not touch the database.
@@ -22,9 +24,9 @@ func TestOptionsDefaults(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, DefaultTable, ib.Table())
 	require.Equal(t, "activity", ib.Consumer())
-	require.Equal(t, DefaultMaxAttempts, ib.core.Options().MaxAttempts)
-	require.Equal(t, sql.LevelReadCommitted, ib.core.Options().Isolation)
-	require.NotNil(t, ib.core.Options().Logger)
+	require.Equal(t, sqlinbox.DefaultMaxAttempts, ib.Options().MaxAttempts)
+	require.Equal(t, sql.LevelReadCommitted, ib.Options().Isolation)
+	require.NotNil(t, ib.Options().Logger)
 }
 
 func TestOptionsOverrides(t *testing.T) {
@@ -33,9 +35,9 @@ func TestOptionsOverrides(t *testing.T) {
 		Isolation: sql.LevelRepeatableRead, Logger: logger})
 	require.NoError(t, err)
 	require.Equal(t, "activity_inbox", ib.Table())
-	require.Equal(t, 3, ib.core.Options().MaxAttempts)
-	require.Equal(t, sql.LevelRepeatableRead, ib.core.Options().Isolation)
-	require.Same(t, logger, ib.core.Options().Logger)
+	require.Equal(t, 3, ib.Options().MaxAttempts)
+	require.Equal(t, sql.LevelRepeatableRead, ib.Options().Isolation)
+	require.Same(t, logger, ib.Options().Logger)
 }
 
 func TestOptionsValidation(t *testing.T) {
@@ -46,11 +48,11 @@ func TestOptionsValidation(t *testing.T) {
 	}{
 		{"no consumer", Options{}, `Consumer "": required`},
 		{"consumer with a quote", Options{Consumer: "a'b"}, `Consumer "a'b"`},
-		{"consumer too long", Options{Consumer: strings.Repeat("c", MaxConsumerLength+1)}, "Consumer"},
+		{"consumer too long", Options{Consumer: strings.Repeat("c", sqlinbox.MaxConsumerLength+1)}, "Consumer"},
 		{"consumer starting with a dot", Options{Consumer: ".x"}, "Consumer"},
 		{"consumer not ASCII", Options{Consumer: "活动"}, "Consumer"},
 		{"table with a backtick", Options{Consumer: "c", Table: "in`box"}, "Table \"in`box\""},
-		{"table too long", Options{Consumer: "c", Table: strings.Repeat("t", MaxTableLength+1)}, "Table"},
+		{"table too long", Options{Consumer: "c", Table: strings.Repeat("t", sqlinbox.MaxTableLength+1)}, "Table"},
 		{"table starting with a digit", Options{Consumer: "c", Table: "1inbox"}, "Table"},
 		{"negative attempts", Options{Consumer: "c", MaxAttempts: -1}, "MaxAttempts -1"},
 		{"too many attempts", Options{Consumer: "c", MaxAttempts: 1001}, "MaxAttempts 1001"},

@@ -8,6 +8,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/outboxrelay/outboxrelay/inbox/mysql"
 	"github.com/outboxrelay/outboxrelay/internal/testutil"
 )
 
@@ -38,7 +39,7 @@ func TestPurgePlanIsARange(t *testing.T) {
 			}
 			_, err := d.DB.ExecContext(ctx, "ANALYZE TABLE inbox")
 			require.NoError(t, err)
-			plan := testutil.Explain(t, d.DB, ib.PurgeOldestSQL(), "activity", tc.window.Microseconds(), 100)
+			plan := testutil.Explain(t, d.DB, mysql.PurgeOldestSQL(ib), "activity", tc.window.Microseconds(), 100)
 			require.Equal(t, "idx_processed", plan["key"], "plan: %v", plan)
 			require.Equal(t, "range", plan["type"], "plan: %v", plan)
 			require.Contains(t, plan["Extra"], "Using index", "plan: %v", plan)

@@ -8,7 +8,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/outboxrelay/outboxrelay/inbox/internal/sqlinbox"
+	"github.com/outboxrelay/outboxrelay/inbox/internal/sqldialect"
+	"github.com/outboxrelay/outboxrelay/inbox/sqlinbox"
 )
 
 // SchemaVersion is the version of the inbox schema this build makes and
@@ -40,7 +41,7 @@ type migration struct {
 	locked bool
 }
 
-func (dialect) BeginMigration(ctx context.Context, db *sql.DB, table string) (sqlinbox.Migration, error) {
+func (dialect) BeginMigration(ctx context.Context, db *sql.DB, table string) (sqldialect.Migration, error) {
 	conn, err := db.Conn(ctx)
 	if err != nil {
 		return nil, err
@@ -77,7 +78,7 @@ func (m *migration) Lock(ctx context.Context) error {
 // record.
 func (m *migration) Version(ctx context.Context) (int, error) {
 	var v sql.NullInt64
-	err := m.conn.QueryRowContext(ctx, "SELECT MAX(version) FROM "+quote(m.table+sqlinbox.SchemaVersionSuffix)).Scan(&v)
+	err := m.conn.QueryRowContext(ctx, "SELECT MAX(version) FROM "+quote(m.table+sqldialect.SchemaVersionSuffix)).Scan(&v)
 	if (dialect{}).IsNoTable(err) {
 		return 0, nil
 	}
@@ -135,4 +136,16 @@ func (m *migration) Close() {
 		}
 	}
 	_ = m.conn.Close()
+}
+
+// DefaultTable is the table name when Options.Table is empty:
+// sqlinbox.DefaultTable.
+const DefaultTable = sqlinbox.DefaultTable
+
+// SchemaSQL returns the SQL that creates the inbox table named table at
+// the current SchemaVersion, with its names filled in, for a migration
+// tool (golang-migrate, goose, atlas) or a DBA to apply instead of
+// Migrate. Migrate runs the same statements.
+func SchemaSQL(table string) (string, error) {
+	return sqlinbox.SchemaSQL(dialect{}, table)
 }

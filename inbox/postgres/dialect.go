@@ -8,8 +8,9 @@ import (
 	"regexp"
 	"time"
 
-	"github.com/outboxrelay/outboxrelay/inbox/internal/sqlinbox"
+	"github.com/outboxrelay/outboxrelay/inbox/internal/sqldialect"
 	"github.com/outboxrelay/outboxrelay/inbox/internal/txproc"
+	"github.com/outboxrelay/outboxrelay/inbox/sqlinbox"
 	"github.com/outboxrelay/outboxrelay/internal/pgerr"
 )
 
@@ -20,7 +21,7 @@ import (
 // migration are in schema.go.
 type dialect struct{}
 
-var _ sqlinbox.Dialect = dialect{}
+var _ sqldialect.Dialect = dialect{}
 
 func (dialect) Name() string { return "postgres inbox" }
 
@@ -32,8 +33,8 @@ func (dialect) TableName() (*regexp.Regexp, string) {
 
 // Statements: msg_id is bytea, so every ID is passed as its UTF-8 bytes
 // (IDArg).
-func (dialect) Statements() sqlinbox.Statements {
-	return sqlinbox.Statements{
+func (dialect) Statements() sqldialect.Statements {
+	return sqldialect.Statements{
 		// The primary key is the arbiter: a second INSERT of a key waits
 		// for the transaction holding it, then inserts nothing if it
 		// committed.
@@ -89,7 +90,7 @@ func (dialect) IsFailedTransaction(err error) bool {
 // ROLLBACK or COMMIT statement) and the handler's later statements ran
 // outside it. (Until the commit no purge sees the row: PostgreSQL shows
 // no transaction another's uncommitted rows.)
-func (dialect) Unstamped(context.Context, *sql.Tx, sqlinbox.Statements, string, string) error {
+func (dialect) Unstamped(context.Context, *sql.Tx, sqldialect.Statements, string, string) error {
 	return &txproc.HandlerError{Err: errors.New("the message's record is no longer in the handler's transaction: the transaction ended inside the handler, by a ROLLBACK or COMMIT statement")}
 }
 
@@ -112,11 +113,54 @@ func (dialect) IsHandlerConflict(ctx context.Context, tx *sql.Tx, err error) boo
 	return perr != nil && pgerr.Classify(perr) == pgerr.Connection
 }
 
+// MaxPurgeBatch is the largest batch Purge accepts: sqlinbox.MaxPurgeBatch.
+const MaxPurgeBatch = sqlinbox.MaxPurgeBatch
+
 // PurgeBatch is one batch of Purge: one DELETE in a READ COMMITTED
 // transaction of its own (whatever the server's default), which sees no
 // transaction in progress and locks only the rows it deletes. It finds
 // as many old records as it deletes.
-func (dialect) PurgeBatch(ctx context.Context, tx *sql.Tx, st sqlinbox.Statements, consumer string, olderThan time.Duration, batch int) (found, deleted int, err error) {
-	n, err := sqlinbox.Exec(ctx, tx, st.Purge, consumer, olderThan.Seconds(), batch)
+func (dialect) PurgeBatch(ctx context.Context, tx *sql.Tx, st sqldialect.Statements, consumer string, olderThan time.Duration, batch int) (found, deleted int, err error) {
+	n, err := sqldialect.Exec(ctx, tx, st.Purge, consumer, olderThan.Seconds(), batch)
 	return n, n, err
+}
+
+// Options configures an Inbox: they are sqlinbox.Options, whose fields
+// and defaults are documented there (the limits and defaults are
+// sqlinbox's constants: DefaultTable, MaxTableLength, MaxConsumerLength,
+// DefaultMaxAttempts, MaxMaxAttempts). The zero value, with Consumer
+// set, is every default. On PostgreSQL:
+//
+//   - Table is looked up on the connection's search_path. It must be
+//     lower-case letters, digits and underscores, not starting with a
+//     digit, of at most sqlinbox.MaxTableLength (48) characters, which
+//     leaves room under PostgreSQL's 63-byte identifier limit for
+//     <table>_schema_version. The inbox quotes it, and a lower-case name
+//     is then the same table whether a DBA quotes it or not.
+//   - MaxAttempts counts the transactions rolled back by a deadlock, a
+//     serialization failure, a lock timeout (lock_timeout) or a lost
+//     connection.
+//   - Isolation: under the default, sql.LevelReadCommitted, a
+//     redelivery waits for the transaction that holds the message's row
+//     and then finds it (Duplicate) or inserts it. Under
+//     sql.LevelRepeatableRead and sql.LevelSerializable a redelivery
+//     that waited ends in a serialization failure instead, which Process
+//     retries: one more transaction per such wait.
+type Options = sqlinbox.Options
+
+// Inbox is the inbox.Inbox of one consumer on PostgreSQL 13+: a
+// sqlinbox.Inbox, whose methods are documented there (Process, Purge,
+// Migrate, Contains, Table, Consumer, Options). It is safe for
+// concurrent use, by many goroutines and by many processes on one
+// database. What PostgreSQL does its own way in Process, Purge and
+// Migrate is in the package documentation.
+type Inbox = sqlinbox.Inbox
+
+// New returns the inbox of opts.Consumer on db, which must be the
+// database the handlers write to (a database/sql pool: pgx's stdlib
+// driver, or stdlib.OpenDBFromPool over a pgxpool). It does not touch the
+// database; call Migrate once (say, at start-up) to create the table.
+// Invalid options fail with an error naming the field.
+func New(db *sql.DB, opts Options) (*Inbox, error) {
+	return sqlinbox.New(db, dialect{}, opts)
 }

@@ -4,6 +4,12 @@
 // errors report their SQLSTATE through a SQLState method (lib/pq's do).
 // The package imports no driver.
 //
+// Its Inbox and Options are inbox/sqlinbox's, the one implementation for
+// every database, which documents their methods and fields; New hands
+// it this package's part: PostgreSQL's SQL, schema and error
+// classification. What that part means for a user is below and on
+// Options.
+//
 // # Table
 //
 // One table (Options.Table, default "inbox"), created by Inbox.Migrate,
@@ -22,9 +28,6 @@
 //	-- was one message processed?
 //	SELECT processed_at FROM inbox WHERE consumer = 'activity-service'
 //	 AND msg_id = convert_to('evt-1', 'UTF8');
-//
-// SchemaSQL prints the DDL for a migration tool; Migrate runs the same
-// statements in one transaction under an advisory lock.
 //
 // # How Process works
 //
@@ -46,7 +49,7 @@
 //
 // Purge deletes one consumer's rows older than a window, in small
 // batches. Run it periodically (say, hourly) with the window the
-// consumer can afford: DefaultRetention is 7 days. A message redelivered
+// consumer can afford: sqlinbox.DefaultRetention is 7 days. A message redelivered
 // after its row was purged is processed again.
 //
 // The window counts from the commit of the handler's transaction, not
@@ -56,7 +59,20 @@
 // a message whose handler is still running; a batch locks the rows it
 // deletes with SKIP LOCKED, so purges on several instances share the work
 // instead of queueing, and a row another transaction holds is left for
-// the next purge.
+// the next purge. A batch is one DELETE; a deadlock, serialization
+// failure, lock timeout or lost connection is retried (a batch is
+// idempotent).
+//
+// # Migrate
+//
+// Migrate creates the table, its index and <table>_schema_version in one
+// transaction, DDL and all, so a failure leaves nothing half made.
+// Instances that call it at once take turns on a transaction-scoped
+// advisory lock (pg_advisory_xact_lock, keyed by the table's name),
+// which the commit releases and which also keeps two CREATE TABLE IF NOT
+// EXISTS from racing. A table of the same name that the inbox did not
+// make fails before any DDL. SchemaSQL prints the same statements for a
+// migration tool.
 //
 // # Errors
 //

@@ -16,6 +16,7 @@ import (
 
 	"github.com/outboxrelay/outboxrelay/inbox"
 	"github.com/outboxrelay/outboxrelay/inbox/postgres"
+	"github.com/outboxrelay/outboxrelay/inbox/sqlinbox"
 )
 
 // giftSent is the payload of the example's event.
@@ -118,7 +119,7 @@ func ExampleInbox_Purge() {
 	tick := time.NewTicker(time.Hour)
 	defer tick.Stop()
 	for {
-		n, err := ib.Purge(ctx, postgres.DefaultRetention, 1000)
+		n, err := ib.Purge(ctx, sqlinbox.DefaultRetention, 1000)
 		if err != nil {
 			slog.WarnContext(ctx, "inbox retention failed", "error", err)
 		} else {

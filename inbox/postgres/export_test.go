@@ -1,11 +1,7 @@
 package postgres
 
-// PurgeSQL is the statement with which Purge deletes a batch, for the
-// plan tests.
-func (ib *Inbox) PurgeSQL() string { return ib.core.Statements().Purge }
+import "github.com/outboxrelay/outboxrelay/inbox/internal/sqldialect"
 
-// InsertSQL is the duplicate check, for the plan tests.
-func (ib *Inbox) InsertSQL() string { return ib.core.Statements().Insert }
-
-// ContainsSQL is Contains' lookup, for the plan tests.
-func (ib *Inbox) ContainsSQL() string { return ib.core.Statements().Contains }
+// Statements are ib's SQL, for the plan tests: Purge deletes a batch
+// with Purge, Insert is the duplicate check, Contains the lookup.
+func Statements(ib *Inbox) sqldialect.Statements { return dialect{}.Statements().Fill(ib.Table()) }

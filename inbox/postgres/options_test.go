@@ -8,6 +8,8 @@ import (
 
 	_ "github.com/jackc/pgx/v5/stdlib"
 	"github.com/stretchr/testify/require"
+
+	"github.com/outboxrelay/outboxrelay/inbox/sqlinbox"
 )
 
 // A *sql.DB that is never used: New does not touch the database.
@@ -23,10 +25,10 @@ func TestOptionsDefaults(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, DefaultTable, ib.Table())
 	require.Equal(t, "activity", ib.Consumer())
-	require.Equal(t, DefaultMaxAttempts, ib.core.Options().MaxAttempts)
-	require.Equal(t, sql.LevelReadCommitted, ib.core.Options().Isolation)
-	require.Same(t, slog.Default(), ib.core.Options().Logger)
-	require.Nil(t, ib.core.Options().Observer)
+	require.Equal(t, sqlinbox.DefaultMaxAttempts, ib.Options().MaxAttempts)
+	require.Equal(t, sql.LevelReadCommitted, ib.Options().Isolation)
+	require.Same(t, slog.Default(), ib.Options().Logger)
+	require.Nil(t, ib.Options().Observer)
 }
 
 func TestOptionsOverrides(t *testing.T) {
@@ -37,13 +39,13 @@ func TestOptionsOverrides(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, "activity_inbox", ib.Table())
 		require.Equal(t, "activity-service.v2", ib.Consumer())
-		require.Equal(t, 3, ib.core.Options().MaxAttempts)
-		require.Equal(t, iso, ib.core.Options().Isolation)
-		require.Same(t, logger, ib.core.Options().Logger)
+		require.Equal(t, 3, ib.Options().MaxAttempts)
+		require.Equal(t, iso, ib.Options().Isolation)
+		require.Same(t, logger, ib.Options().Logger)
 	}
-	ib, err := New(unusedDB(t), Options{Consumer: strings.Repeat("c", MaxConsumerLength), Table: strings.Repeat("t", MaxTableLength), MaxAttempts: MaxMaxAttempts})
+	ib, err := New(unusedDB(t), Options{Consumer: strings.Repeat("c", sqlinbox.MaxConsumerLength), Table: strings.Repeat("t", sqlinbox.MaxTableLength), MaxAttempts: sqlinbox.MaxMaxAttempts})
 	require.NoError(t, err, "the limits themselves are accepted")
-	require.Equal(t, MaxMaxAttempts, ib.core.Options().MaxAttempts)
+	require.Equal(t, sqlinbox.MaxMaxAttempts, ib.Options().MaxAttempts)
 }
 
 func TestOptionsValidation(t *testing.T) {
@@ -54,16 +56,16 @@ func TestOptionsValidation(t *testing.T) {
 	}{
 		{"no consumer", Options{}, `Consumer "": required`},
 		{"consumer with a quote", Options{Consumer: "a'b"}, `Consumer "a'b"`},
-		{"consumer too long", Options{Consumer: strings.Repeat("c", MaxConsumerLength+1)}, "Consumer"},
+		{"consumer too long", Options{Consumer: strings.Repeat("c", sqlinbox.MaxConsumerLength+1)}, "Consumer"},
 		{"consumer starting with a dot", Options{Consumer: ".x"}, "Consumer"},
 		{"consumer not ASCII", Options{Consumer: "活动"}, "Consumer"},
 		{"table with a double quote", Options{Consumer: "c", Table: `in"box`}, `Table "in\"box"`},
 		{"table with upper case", Options{Consumer: "c", Table: "Inbox"}, `Table "Inbox": must be lower-case`},
 		{"table with a schema", Options{Consumer: "c", Table: "public.inbox"}, `Table "public.inbox"`},
-		{"table too long", Options{Consumer: "c", Table: strings.Repeat("t", MaxTableLength+1)}, "Table"},
+		{"table too long", Options{Consumer: "c", Table: strings.Repeat("t", sqlinbox.MaxTableLength+1)}, "Table"},
 		{"table starting with a digit", Options{Consumer: "c", Table: "1inbox"}, "Table"},
 		{"negative attempts", Options{Consumer: "c", MaxAttempts: -1}, "MaxAttempts -1"},
-		{"too many attempts", Options{Consumer: "c", MaxAttempts: MaxMaxAttempts + 1}, "MaxAttempts 1001"},
+		{"too many attempts", Options{Consumer: "c", MaxAttempts: sqlinbox.MaxMaxAttempts + 1}, "MaxAttempts 1001"},
 		{"read uncommitted", Options{Consumer: "c", Isolation: sql.LevelReadUncommitted}, "Isolation Read Uncommitted"},
 		{"snapshot", Options{Consumer: "c", Isolation: sql.LevelSnapshot}, "Isolation Snapshot"},
 	}

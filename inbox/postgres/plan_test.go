@@ -9,6 +9,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/outboxrelay/outboxrelay/inbox/postgres"
 	"github.com/outboxrelay/outboxrelay/internal/pgtest"
 )
 
@@ -84,7 +85,7 @@ func TestPurgePlanIsARange(t *testing.T) {
 			_, err := d.DB.ExecContext(ctx, "ANALYZE inbox")
 			require.NoError(t, err)
 
-			plan := explain(t, d.DB, ib.PurgeSQL(), "activity", tc.window.Seconds(), 100)
+			plan := explain(t, d.DB, postgres.Statements(ib).Purge, "activity", tc.window.Seconds(), 100)
 			types := nodeTypes(plan)
 			require.Contains(t, types, "Index Scan using inbox_processed_idx", "plan: %v", types)
 			for _, n := range plan {
@@ -118,11 +119,11 @@ func TestDedupePlanUsesThePrimaryKey(t *testing.T) {
 	_, err := d.DB.ExecContext(ctx, "ANALYZE inbox")
 	require.NoError(t, err)
 
-	plan := explain(t, d.DB, ib.InsertSQL(), "activity", []byte("evt-00042"))
+	plan := explain(t, d.DB, postgres.Statements(ib).Insert, "activity", []byte("evt-00042"))
 	require.Equal(t, "ModifyTable", plan[0].NodeType)
 	require.Equal(t, []string{"inbox_pkey"}, plan[0].Arbiters)
 
-	plan = explain(t, d.DB, ib.ContainsSQL(), "activity", []byte("evt-00042"))
+	plan = explain(t, d.DB, postgres.Statements(ib).Contains, "activity", []byte("evt-00042"))
 	types := nodeTypes(plan)
 	require.Len(t, plan, 1, "plan: %v", types)
 	require.Contains(t, []string{"Index Scan using inbox_pkey", "Index Only Scan using inbox_pkey"}, types[0])

@@ -8,7 +8,8 @@ import (
 	"maps"
 	"slices"
 
-	"github.com/outboxrelay/outboxrelay/inbox/internal/sqlinbox"
+	"github.com/outboxrelay/outboxrelay/inbox/internal/sqldialect"
+	"github.com/outboxrelay/outboxrelay/inbox/sqlinbox"
 )
 
 // SchemaVersion is the version of the inbox schema this build makes and
@@ -38,7 +39,7 @@ type migration struct {
 	table string
 }
 
-func (dialect) BeginMigration(ctx context.Context, db *sql.DB, table string) (sqlinbox.Migration, error) {
+func (dialect) BeginMigration(ctx context.Context, db *sql.DB, table string) (sqldialect.Migration, error) {
 	tx, err := db.BeginTx(ctx, &sql.TxOptions{Isolation: sql.LevelReadCommitted})
 	if err != nil {
 		return nil, err
@@ -59,7 +60,7 @@ func (m *migration) Lock(ctx context.Context) error {
 // Version reads the highest recorded schema version; 0 when there is no
 // record.
 func (m *migration) Version(ctx context.Context) (int, error) {
-	versions := quote(m.table + sqlinbox.SchemaVersionSuffix)
+	versions := quote(m.table + sqldialect.SchemaVersionSuffix)
 	var exists bool
 	if err := m.tx.QueryRowContext(ctx, "SELECT to_regclass($1) IS NOT NULL", versions).Scan(&exists); err != nil || !exists {
 		return 0, err
@@ -124,3 +125,15 @@ func (m *migration) Commit() error { return m.tx.Commit() }
 
 // Close rolls back what Commit did not keep, which releases the lock.
 func (m *migration) Close() { _ = m.tx.Rollback() }
+
+// DefaultTable is the table name when Options.Table is empty:
+// sqlinbox.DefaultTable.
+const DefaultTable = sqlinbox.DefaultTable
+
+// SchemaSQL returns the SQL that creates the inbox table named table at
+// the current SchemaVersion, with its names filled in, for a migration
+// tool (golang-migrate, goose, atlas) or a DBA to apply instead of
+// Migrate. Migrate runs the same statements, in one transaction.
+func SchemaSQL(table string) (string, error) {
+	return sqlinbox.SchemaSQL(dialect{}, table)
+}

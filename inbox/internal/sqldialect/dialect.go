@@ -1,4 +1,10 @@
-package sqlinbox
+// Package sqldialect is what one database does its own way in the inbox
+// of inbox/sqlinbox: its SQL and schema file, how it reads the
+// database's errors, how a transaction proves its row is still its own,
+// how a purge picks its batch, and what a migration holds (a connection
+// and a named lock, or a transaction). inbox/mysql and inbox/postgres
+// each implement Dialect; sqlinbox is the rest, once.
+package sqldialect
 
 import (
 	"context"
@@ -15,7 +21,7 @@ type Dialect interface {
 	// Name names the inbox in errors: "mysql inbox".
 	Name() string
 	// TableName matches the table names the inbox accepts (at most
-	// MaxTableLength long), which rule says in words for the error that
+	// sqlinbox.MaxTableLength long), which rule says in words for the error that
 	// refuses one: "letters, digits and underscores, not starting with a
 	// digit".
 	TableName() (re *regexp.Regexp, rule string)
@@ -65,6 +71,34 @@ type Dialect interface {
 	BeginMigration(ctx context.Context, db *sql.DB, table string) (Migration, error)
 }
 
+// SchemaVersionSuffix makes the name of the table that records an inbox
+// table's schema version: <table>_schema_version.
+const SchemaVersionSuffix = "_schema_version"
+
+// A Migration is one Migrate's hold on the database (a connection, or
+// a transaction where DDL is transactional), which Dialect.BeginMigration
+// returns for the inbox's table. Its methods return the database's
+// errors as they are.
+type Migration interface {
+	// Lock waits for the lock that makes the Migrates of one table take
+	// turns, until ctx is done.
+	Lock(ctx context.Context) error
+	// Version reads the table's recorded schema version; 0 when there
+	// is none.
+	Version(ctx context.Context) (int, error)
+	// Lacks reads the table's columns and reports whether it exists and
+	// what it lacks of what the inbox needs, in words: "column msg_id",
+	// "primary key (consumer, msg_id)".
+	Lacks(ctx context.Context) (exists bool, missing []string, err error)
+	// Exec runs one statement of the schema.
+	Exec(ctx context.Context, statement string) error
+	// Commit keeps what the migration did, where a transaction holds it.
+	Commit() error
+	// Close releases the lock and ends the migration, rolling back what
+	// Commit did not keep.
+	Close()
+}
+
 // Statements are the SQL of the inbox. Insert, Stamp and Contains take
 // the consumer and the message ID (as Dialect.IDArg makes it); the
 // purges are the Dialect's own to run.
@@ -82,8 +116,8 @@ type Statements struct {
 	Purge, PurgeOldest string
 }
 
-// fill returns st with table's name in place of {table}.
-func (st Statements) fill(table string) Statements {
+// Fill returns st with table's name in place of {table}.
+func (st Statements) Fill(table string) Statements {
 	r := strings.NewReplacer("{table}", table)
 	return Statements{
 		Insert:      r.Replace(st.Insert),

@@ -7,11 +7,13 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/outboxrelay/outboxrelay/inbox/internal/sqldialect"
 )
 
 // namesOnly is a Dialect whose names alone are there: the options use
 // nothing else.
-type namesOnly struct{ Dialect }
+type namesOnly struct{ sqldialect.Dialect }
 
 func (namesOnly) Name() string { return "test inbox" }
 func (namesOnly) TableName() (*regexp.Regexp, string) {
@@ -20,8 +22,8 @@ func (namesOnly) TableName() (*regexp.Regexp, string) {
 
 func TestOptionsValidate(t *testing.T) {
 	d := namesOnly{}
-	ok := Options{Consumer: "activity-service"}.WithDefaults()
-	require.NoError(t, ok.Validate(d))
+	ok := Options{Consumer: "activity-service"}.withDefaults()
+	require.NoError(t, ok.validate(d))
 	require.Equal(t, DefaultTable, ok.Table)
 	require.Equal(t, DefaultMaxAttempts, ok.MaxAttempts)
 	require.Equal(t, sql.LevelReadCommitted, ok.Isolation)
@@ -44,11 +46,11 @@ func TestOptionsValidate(t *testing.T) {
 		{"read uncommitted", Options{Consumer: "c", Isolation: sql.LevelReadUncommitted}, "Isolation Read Uncommitted"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			err := tc.o.WithDefaults().Validate(d)
+			err := tc.o.withDefaults().validate(d)
 			require.ErrorContains(t, err, "test inbox: "+tc.want)
 			require.Len(t, strings.Split(err.Error(), "\n"), 1, "one field is wrong")
 		})
 	}
-	err := Options{Table: "T", MaxAttempts: -1, Isolation: sql.LevelSnapshot}.Validate(d)
+	err := Options{Table: "T", MaxAttempts: -1, Isolation: sql.LevelSnapshot}.validate(d)
 	require.Len(t, strings.Split(err.Error(), "\n"), 4, "every wrong field is named")
 }

@@ -5,42 +5,24 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+
+	"github.com/outboxrelay/outboxrelay/inbox/internal/sqldialect"
 )
 
-// SchemaVersionSuffix makes the name of the table that records an inbox
-// table's schema version: <table>_schema_version.
-const SchemaVersionSuffix = "_schema_version"
-
-// A Migration is one Migrate's hold on the database (a connection, or
-// a transaction where DDL is transactional), which Dialect.BeginMigration
-// returns for the inbox's table. Its methods return the database's
-// errors as they are.
-type Migration interface {
-	// Lock waits for the lock that makes the Migrates of one table take
-	// turns, until ctx is done.
-	Lock(ctx context.Context) error
-	// Version reads the table's recorded schema version; 0 when there
-	// is none.
-	Version(ctx context.Context) (int, error)
-	// Lacks reads the table's columns and reports whether it exists and
-	// what it lacks of what the inbox needs, in words: "column msg_id",
-	// "primary key (consumer, msg_id)".
-	Lacks(ctx context.Context) (exists bool, missing []string, err error)
-	// Exec runs one statement of the schema.
-	Exec(ctx context.Context, statement string) error
-	// Commit keeps what the migration did, where a transaction holds it.
-	Commit() error
-	// Close releases the lock and ends the migration, rolling back what
-	// Commit did not keep.
-	Close()
-}
-
-// Migrate creates the inbox table at the schema version if it is not
-// there yet, and checks that the table is one the inbox can use: it
-// takes the migration lock, reads the recorded version, refuses a newer
-// one, refuses a table of that name that the inbox did not make before
-// any DDL touches it, runs the schema's statements when the version is
-// older, and checks the table again. A current table takes no DDL.
+// Migrate creates the inbox table, its index and <table>_schema_version
+// if they do not exist, records the schema version, and checks that the
+// table has the columns and the primary key (consumer, msg_id) the inbox
+// needs. It is idempotent and safe to run from several instances at
+// start-up: they take turns on a lock (the database's package says
+// which, and whether the migration is one transaction). When the table
+// is already current it runs no DDL, so a database user without CREATE
+// rights may call it. A table of the same name that the inbox did not
+// make fails, before any DDL, with an error naming what it lacks; one
+// recorded at a newer schema version than this build knows fails too.
+//
+// In order: it takes the migration lock, reads the recorded version,
+// refuses a newer one, refuses a foreign table, runs the schema's
+// statements when the version is older, and checks the table again.
 func (ib *Inbox) Migrate(ctx context.Context) error {
 	m, err := ib.d.BeginMigration(ctx, ib.db, ib.opts.Table)
 	if err != nil {
@@ -79,7 +61,7 @@ func (ib *Inbox) Migrate(ctx context.Context) error {
 
 // verify refuses a table that lacks what the inbox needs; one that does
 // not exist is refused only if mustExist.
-func (ib *Inbox) verify(ctx context.Context, m Migration, mustExist bool) error {
+func (ib *Inbox) verify(ctx context.Context, m sqldialect.Migration, mustExist bool) error {
 	exists, missing, err := m.Lacks(ctx)
 	switch {
 	case err != nil:
@@ -90,11 +72,13 @@ func (ib *Inbox) verify(ctx context.Context, m Migration, mustExist bool) error 
 	return nil
 }
 
-// SchemaSQL is the package's SchemaSQL: d's schema of the table named
-// table (checked as Options.Table is), one statement after another.
-func SchemaSQL(d Dialect, table string) (string, error) {
-	opts := Options{Table: table, Consumer: "x"}.WithDefaults()
-	if err := opts.Validate(d); err != nil {
+// SchemaSQL returns the SQL that creates the inbox table named table (a
+// name Options.Table accepts; "" for DefaultTable) in d's dialect at its
+// schema version, one statement after another: what Migrate runs. It is
+// what inbox/mysql's and inbox/postgres's SchemaSQL call: call theirs.
+func SchemaSQL(d sqldialect.Dialect, table string) (string, error) {
+	opts := Options{Table: table, Consumer: "x"}.withDefaults()
+	if err := opts.validate(d); err != nil {
 		return "", err
 	}
 	var b strings.Builder
@@ -106,7 +90,7 @@ func SchemaSQL(d Dialect, table string) (string, error) {
 
 // schema returns the statements of d's schema file, without comments,
 // with the names of table and the version filled in.
-func schema(d Dialect, table string) []string {
+func schema(d sqldialect.Dialect, table string) []string {
 	file, version := d.Schema()
 	names := strings.NewReplacer("{table}", table, "{version}", strconv.Itoa(version))
 	var out []string
