@@ -8,7 +8,8 @@
 //     the probes, the background work (outbox workers, consumers,
 //     retention), and the drain order on SIGTERM;
 //   - the http and mysql config blocks (HTTP, MySQL) with their defaults
-//     and their validation, whose errors name the key;
+//     and their validation, whose errors name the key, and the retention
+//     of an ID log (Retention: an inbox, a command log) with its loop;
 //   - a strict YAML decoder whose errors name the key, and settings read
 //     from the environment or from the files *_FILE variables name
 //     (EnvSetting, ApplyEnv);

@@ -20,6 +20,12 @@ const (
 	EnvMySQLDSNFile = "MYSQL_DSN_FILE"
 )
 
+// MySQLEnv is the setting of mysql.dsn from EnvMySQLDSN (or the file
+// EnvMySQLDSNFile names) for a config C whose mysql block block returns.
+func MySQLEnv[C any](block func(c *C) *MySQL) EnvSetting[C] {
+	return Env(EnvVar{Var: EnvMySQLDSN, FileVar: EnvMySQLDSNFile, Key: "mysql.dsn"}, func(c *C, v string) { block(c).DSN = v })
+}
+
 // MySQL is a service's mysql block: its database and the pool's limits.
 // It prints (every fmt verb) and logs with the DSN's password redacted.
 type MySQL struct {

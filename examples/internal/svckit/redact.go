@@ -29,6 +29,13 @@ func RedactDSN(dsn string) string {
 	return cfg.FormatDSN()
 }
 
+// The variables that give a service's NATS server list (room-service's
+// nats.url, activity-service's rooms.nats_url).
+const (
+	EnvNATSURL     = "NATS_URL"
+	EnvNATSURLFile = "NATS_URL_FILE"
+)
+
 // NATSURLs splits a NATS server list (URLs separated by commas) and
 // checks each; its errors never hold credentials.
 func NATSURLs(list string) ([]*url.URL, error) {

@@ -226,27 +226,12 @@ func (a *App) closeResources() error {
 }
 
 // runInboxRetention deletes processed IDs older than inbox.retention,
-// every inbox.retention_interval, until ctx ends.
+// right away and then every inbox.retention_interval, until ctx ends.
 func (a *App) runInboxRetention(ctx context.Context) {
-	c := a.cfg.Inbox
-	if c.RetentionInterval <= 0 {
-		return
-	}
-	t := time.NewTicker(c.RetentionInterval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-		n, err := a.inbox.Purge(ctx, c.Retention, c.RetentionBatch)
-		if err != nil && ctx.Err() == nil {
-			a.log.WarnContext(ctx, "inbox retention failed; next round tries again", slog.Any("error", err))
-		} else if n > 0 {
-			a.log.InfoContext(ctx, "inbox retention", slog.Int("deleted", n))
-		}
-	}
+	a.cfg.Inbox.Run(ctx, a.log, "inbox", func(ctx context.Context, age time.Duration, batch int) (int64, error) {
+		n, err := a.inbox.Purge(ctx, age, batch)
+		return int64(n), err
+	})
 }
 
 // handleTimeout bounds the processing of one message: well within

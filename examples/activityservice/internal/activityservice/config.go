@@ -91,18 +91,13 @@ type RoomsConfig struct {
 	StartupTimeout time.Duration `yaml:"startup_timeout"`
 }
 
-// InboxConfig is the inbox block.
-type InboxConfig struct {
-	// Retention is how long a processed event ID is remembered: a
-	// redelivery within it is absorbed, one after it is applied again.
-	// It must be longer than an event can be late (room-service's
-	// retries plus the stream's redeliveries). Defaults to 168h.
-	Retention time.Duration `yaml:"retention"`
-	// RetentionInterval is how often older IDs are deleted, at most
-	// RetentionBatch per statement. Defaults to 1m and 1000.
-	RetentionInterval time.Duration `yaml:"retention_interval"`
-	RetentionBatch    int           `yaml:"retention_batch"`
-}
+// InboxConfig is the inbox block (svckit.Retention). Retention is how
+// long a processed event ID is remembered: a redelivery within it is
+// absorbed, one after it is applied again. It must be longer than an
+// event can be late (room-service's retries plus the stream's
+// redeliveries). Defaults to 168h; older IDs are deleted every
+// retention_interval (1m), retention_batch (1000) per statement.
+type InboxConfig = svckit.Retention
 
 // OutboxConfig is the outbox block: the activity_outbox table and the
 // worker that publishes its UserLevelUp events to NATS JetStream.
@@ -141,8 +136,8 @@ const (
 	DefaultFetchWait         = time.Second
 	DefaultRetryDelay        = time.Second
 	DefaultInboxRetention    = 7 * 24 * time.Hour
-	DefaultRetentionInterval = time.Minute
-	DefaultRetentionBatch    = 1000
+	DefaultRetentionInterval = svckit.DefaultRetentionInterval
+	DefaultRetentionBatch    = svckit.DefaultRetentionBatch
 	DefaultOutboxTable       = "activity_outbox"
 	DefaultOutboxStream      = "ACTIVITY"
 	DefaultOutboxPrefix      = "activity"
@@ -173,9 +168,7 @@ func (c Config) WithDefaults() Config {
 	svckit.OrDefault(&r.FetchWait, DefaultFetchWait)
 	svckit.OrDefault(&r.RetryDelay, DefaultRetryDelay)
 	svckit.OrDefault(&r.StartupTimeout, DefaultStartupTimeout)
-	svckit.OrDefault(&c.Inbox.Retention, DefaultInboxRetention)
-	svckit.OrDefault(&c.Inbox.RetentionInterval, DefaultRetentionInterval)
-	svckit.OrDefault(&c.Inbox.RetentionBatch, DefaultRetentionBatch)
+	c.Inbox = c.Inbox.WithDefaults(DefaultInboxRetention)
 	if len(c.Levels) == 0 {
 		c.Levels = slices.Clone(DefaultLevels)
 	}
@@ -207,7 +200,7 @@ func (c Config) Validate() error {
 	if c.MySQL.MaxOpenConns < 2 {
 		bad("mysql.max_open_conns", c.MySQL.MaxOpenConns, "must be at least 2 (the consumer and the outbox worker)")
 	}
-	errs = append(errs, c.Rooms.validate(), c.Inbox.validate(), validLevels(c.Levels), c.Outbox.validate())
+	errs = append(errs, c.Rooms.validate(), validInbox(c.Inbox), validLevels(c.Levels), c.Outbox.validate())
 	if c.ShutdownTimeout < 0 {
 		bad("shutdown_timeout", c.ShutdownTimeout, "must not be negative")
 	}
@@ -248,7 +241,9 @@ func (r RoomsConfig) validate() error {
 	return errors.Join(errs...)
 }
 
-func (c InboxConfig) validate() error {
+// validInbox checks the inbox block: activity-service's bounds, the
+// batch's being the inbox's Purge's.
+func validInbox(c InboxConfig) error {
 	var errs []error
 	if c.Retention < time.Hour {
 		errs = append(errs, fmt.Errorf("config: inbox.retention %v: must be at least 1h (longer than an event can be late)", c.Retention))

@@ -148,7 +148,7 @@ func TestConfigNeverPrintsSecrets(t *testing.T) {
 // refuses must fail at start-up, not at every retention run.
 func TestRetentionBatchBoundIsThePurgeBound(t *testing.T) {
 	c := InboxConfig{Retention: 168 * time.Hour, RetentionInterval: time.Minute, RetentionBatch: inboxmysql.MaxPurgeBatch + 1}
-	require.ErrorContains(t, c.validate(), "inbox.retention_batch")
+	require.ErrorContains(t, validInbox(c), "inbox.retention_batch")
 	c.RetentionBatch = inboxmysql.MaxPurgeBatch
-	require.NoError(t, c.validate())
+	require.NoError(t, validInbox(c))
 }

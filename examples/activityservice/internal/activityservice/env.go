@@ -10,8 +10,8 @@ import (
 const (
 	EnvMySQLDSN     = svckit.EnvMySQLDSN
 	EnvMySQLDSNFile = svckit.EnvMySQLDSNFile
-	EnvNATSURL      = "NATS_URL"
-	EnvNATSURLFile  = "NATS_URL_FILE"
+	EnvNATSURL      = svckit.EnvNATSURL
+	EnvNATSURLFile  = svckit.EnvNATSURLFile
 	EnvNodeID       = "ACTIVITY_NODE_ID"
 	EnvHTTPAddr     = "ACTIVITY_HTTP_ADDR"
 	EnvAdminAddr    = "ACTIVITY_ADMIN_ADDR"
@@ -20,7 +20,7 @@ const (
 // EnvSettings lists what the environment can set, in the order of the
 // usage text.
 var EnvSettings = []svckit.EnvSetting[Config]{
-	svckit.Env(svckit.EnvVar{Var: EnvMySQLDSN, FileVar: EnvMySQLDSNFile, Key: "mysql.dsn"}, func(c *Config, v string) { c.MySQL.DSN = v }),
+	svckit.MySQLEnv(func(c *Config) *MySQLConfig { return &c.MySQL }),
 	svckit.Env(svckit.EnvVar{Var: EnvNATSURL, FileVar: EnvNATSURLFile, Key: "rooms.nats_url"}, func(c *Config, v string) { c.Rooms.NATSURL = v }),
 	svckit.Env(svckit.EnvVar{Var: EnvNodeID, Key: "node_id"}, func(c *Config, v string) { c.NodeID = v }),
 	svckit.Env(svckit.EnvVar{Var: EnvHTTPAddr, Key: "http.addr"}, func(c *Config, v string) { c.HTTP.Addr = v }),

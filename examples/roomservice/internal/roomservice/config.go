@@ -72,18 +72,13 @@ type HTTPConfig struct {
 // MaxIdleConns defaults to 10.
 type MySQLConfig = svckit.MySQL
 
-// CommandsConfig is the commands block: the command log that makes
-// command IDs idempotent.
-type CommandsConfig struct {
-	// Retention is how long a command ID is remembered: a retry within it
-	// replays the first result, one after it runs the command again.
-	// Defaults to 168h (7 days).
-	Retention time.Duration `yaml:"retention"`
-	// RetentionInterval is how often old commands are deleted, at most
-	// RetentionBatch rows per statement. Defaults to 1m and 1000.
-	RetentionInterval time.Duration `yaml:"retention_interval"`
-	RetentionBatch    int           `yaml:"retention_batch"`
-}
+// CommandsConfig is the commands block (svckit.Retention): the command
+// log that makes command IDs idempotent. Retention is how long a command
+// ID is remembered: a retry within it replays the first result, one
+// after it runs the command again. Defaults to 168h (7 days); old
+// commands are deleted every retention_interval (1m), retention_batch
+// (1000) rows per statement.
+type CommandsConfig = svckit.Retention
 
 // TencentIMConfig is the tencent_im block.
 type TencentIMConfig struct {
@@ -218,8 +213,8 @@ const (
 	DefaultMaxOpenConns      = 20
 	DefaultMaxIdleConns      = 10
 	DefaultCommandRetention  = 7 * 24 * time.Hour
-	DefaultRetentionInterval = time.Minute
-	DefaultRetentionBatch    = 1000
+	DefaultRetentionInterval = svckit.DefaultRetentionInterval
+	DefaultRetentionBatch    = svckit.DefaultRetentionBatch
 	DefaultShutdownTimeout   = 30 * time.Second
 )
 
@@ -229,9 +224,7 @@ func (c Config) WithDefaults() Config {
 	c.HTTP.HTTP = c.HTTP.WithDefaults(DefaultHTTPAddr, DefaultAdminAddr)
 	svckit.OrDefault(&c.HTTP.MaxInFlight, DefaultMaxInFlight)
 	c.MySQL = c.MySQL.WithDefaults(DefaultMaxOpenConns, DefaultMaxIdleConns)
-	svckit.OrDefault(&c.Commands.Retention, DefaultCommandRetention)
-	svckit.OrDefault(&c.Commands.RetentionInterval, DefaultRetentionInterval)
-	svckit.OrDefault(&c.Commands.RetentionBatch, DefaultRetentionBatch)
+	c.Commands = c.Commands.WithDefaults(DefaultCommandRetention)
 	svckit.OrDefault(&c.ShutdownTimeout, DefaultShutdownTimeout)
 	c.NATS = c.NATS.withDefaults()
 	c.Sink = c.Sink.withDefaults()
@@ -240,7 +233,7 @@ func (c Config) WithDefaults() Config {
 
 func (c Config) validate() error {
 	var errs []error
-	errs = append(errs, c.HTTP.validate(), c.MySQL.Validate(), c.Commands.validate(), c.NATS.validate(), c.Sink.validate())
+	errs = append(errs, c.HTTP.validate(), c.MySQL.Validate(), validCommands(c.Commands), c.NATS.validate(), c.Sink.validate())
 	if c.ShutdownTimeout < 0 {
 		errs = append(errs, fmt.Errorf("config: shutdown_timeout: %v: must not be negative", c.ShutdownTimeout))
 	}
@@ -288,7 +281,8 @@ func (h HTTPConfig) validate() error {
 	return errors.Join(errs...)
 }
 
-func (c CommandsConfig) validate() error {
+// validCommands checks the commands block: room-service's bounds.
+func validCommands(c CommandsConfig) error {
 	var errs []error
 	if c.Retention < time.Minute {
 		errs = append(errs, fmt.Errorf("config: commands.retention: %v: must be at least 1m (a client's retries must fall inside it)", c.Retention))

@@ -23,8 +23,8 @@ const (
 	EnvSDKAppID        = "TENCENT_IM_SDK_APP_ID"
 	EnvAdminIdentifier = "TENCENT_IM_ADMIN_IDENTIFIER"
 	EnvNodeID          = "ROOMSERVICE_NODE_ID"
-	EnvNATSURL         = "NATS_URL"
-	EnvNATSURLFile     = "NATS_URL_FILE"
+	EnvNATSURL         = svckit.EnvNATSURL
+	EnvNATSURLFile     = svckit.EnvNATSURLFile
 	// The sink block's (sinks.go).
 	EnvSinkKind           = "ROOMSERVICE_SINK_KIND"
 	EnvSinkNATSURL        = "SINK_NATS_URL"
@@ -47,7 +47,7 @@ const (
 // EnvSettings lists what the environment can set, in the order of the
 // usage text.
 var EnvSettings = []svckit.EnvSetting[Config]{
-	svckit.Env(svckit.EnvVar{Var: EnvMySQLDSN, FileVar: EnvMySQLDSNFile, Key: "mysql.dsn"}, func(c *Config, v string) { c.MySQL.DSN = v }),
+	svckit.MySQLEnv(func(c *Config) *MySQLConfig { return &c.MySQL }),
 	svckit.Env(svckit.EnvVar{Var: EnvSecretKey, FileVar: EnvSecretKeyFile, Key: "tencent_im.secret_key"}, func(c *Config, v string) { c.TencentIM.SecretKey = v }),
 	svckit.Env(svckit.EnvVar{Var: EnvBaseURL, Key: "tencent_im.base_url"}, func(c *Config, v string) { c.TencentIM.BaseURL = v }),
 	{EnvVar: svckit.EnvVar{Var: EnvSDKAppID, Key: "tencent_im.sdk_app_id"}, Set: func(c *Config, v string) error {

@@ -3,7 +3,6 @@ package roomservice
 import (
 	"context"
 	"fmt"
-	"log/slog"
 	"time"
 )
 
@@ -40,37 +39,12 @@ func (s *Service) PurgeCommands(ctx context.Context, olderThan time.Time, batch 
 
 // RunCommandRetention purges commands older than c.Retention, c.RetentionBatch
 // rows per statement, once right away and then every c.RetentionInterval,
-// until ctx ends; then it returns, leaving nothing running. A failed purge
-// is logged and tried again at the next interval. A command ID is thus
-// remembered for at least c.Retention, and at most one interval longer.
-// c is taken as Config.WithDefaults leaves it; a zero field falls back to
-// its default.
+// until ctx ends (svckit.Retention.Run). A command ID is thus remembered
+// for at least c.Retention, and at most one interval longer. c is taken
+// as Config.WithDefaults leaves it; a zero field falls back to its
+// default.
 func (s *Service) RunCommandRetention(ctx context.Context, c CommandsConfig) {
-	retention, interval, batch := c.Retention, c.RetentionInterval, c.RetentionBatch
-	if retention <= 0 {
-		retention = DefaultCommandRetention
-	}
-	if interval <= 0 {
-		interval = DefaultRetentionInterval
-	}
-	if batch <= 0 {
-		batch = DefaultRetentionBatch
-	}
-	ticker := time.NewTicker(interval)
-	defer ticker.Stop()
-	for {
-		n, err := s.PurgeCommands(ctx, s.now().Add(-retention), batch)
-		switch {
-		case err != nil && ctx.Err() == nil:
-			s.log.ErrorContext(ctx, "command log retention failed; trying again later",
-				slog.Int64("deleted", n), slog.Duration("retry_in", interval), slog.Any("error", err))
-		case n > 0:
-			s.log.InfoContext(ctx, "command log retention", slog.Int64("deleted", n), slog.Duration("retention", retention))
-		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-ticker.C:
-		}
-	}
+	c.WithDefaults(DefaultCommandRetention).Run(ctx, s.log, "command log", func(ctx context.Context, age time.Duration, batch int) (int64, error) {
+		return s.PurgeCommands(ctx, s.now().Add(-age), batch)
+	})
 }
