@@ -2,10 +2,7 @@ package backendtest
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"slices"
-	"sync"
 	"testing"
 	"time"
 
@@ -13,7 +10,6 @@ import (
 
 	"github.com/outboxrelay/outboxrelay/outbox"
 	"github.com/outboxrelay/outboxrelay/outbox/backend"
-	"github.com/outboxrelay/outboxrelay/outbox/outboxtest"
 )
 
 func keyed(id, key string) outbox.Message {
@@ -367,47 +363,4 @@ func testClaimMore(t *testing.T, h Harness) {
 	require.False(t, b.More, "ordered, nothing is left behind the records taken")
 	publishAll(b)
 	require.False(t, ordered(10).More, "nothing due")
-}
-
-// testOrderedProbeTakeOverKeepsKeyOrder is the take-over in parts as a
-// worker comes to it: while it holds its sink off, it probes with a
-// claim of one record (holdoff.go), and the probe may take over the
-// range of an instance that died with a batch out (its lease ran out).
-// The probe's record (k1) fails; the next probe's goes through and the
-// worker claims whole batches again. The rest of the dead range must
-// still hold k2 back until k1's retry is delivered. Before the take-over
-// was gated (issue 40's fault runs kill workers and take the sink down),
-// k2 reached the sink first.
-func testOrderedProbeTakeOverKeepsKeyOrder(t *testing.T, h Harness) {
-	enqueue(t, h, outbox.EnqueueOptions{}, keyed("k1", "K"), keyed("x1", "X"), keyed("y1", "Y"), keyed("k2", "K"))
-	if b := orderedClaim(t, h.Store, 10, 500*time.Millisecond); b.Len() < 4 {
-		t.Skipf("the store's ordered claim took %d of the 4 messages: nothing to take over in parts", b.Len())
-	}
-	// The dead instance's batch is out; z1 is the worker's own, and its
-	// failure makes the worker hold the sink off.
-	enqueue(t, h, outbox.EnqueueOptions{}, keyed("z1", "Z"))
-	rec := outboxtest.NewRecorder()
-	var mu sync.Mutex
-	tried := map[string]bool{}
-	sink := outbox.SinkFunc(func(ctx context.Context, m outbox.Message) error {
-		mu.Lock()
-		first := !tried[m.ID]
-		tried[m.ID] = true
-		mu.Unlock()
-		if first && (m.ID == "z1" || m.ID == "k1") {
-			return errors.New("sink down")
-		}
-		return rec.Publish(ctx, m)
-	})
-	w := newWorker(t, h.Store, sink, outbox.WorkerOptions{
-		Ordering: true, BatchSize: 10, Retry: outbox.FixedInterval{Interval: time.Second},
-		Breaker: outbox.SinkBreaker{Failures: 1, MaxProbeInterval: 20 * time.Millisecond},
-	})
-	runWorker(t, w)
-	outboxtest.Eventually(t, "all five messages delivered", func() bool { return rec.Distinct() == 5 })
-	var order []string
-	for _, m := range rec.Messages() {
-		order = append(order, m.ID)
-	}
-	require.Less(t, slices.Index(order, "k1"), slices.Index(order, "k2"), "key K out of order: %v", order)
 }

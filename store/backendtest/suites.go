@@ -52,7 +52,7 @@ var storeTests = []conformance.Test[Harness]{
 	{Name: "OrderedRequeuedDeadLetterWaitsForItsKeyInFlight", Fn: testOrderedRequeueWaits},
 	{Name: "OrderedTakeOverInPartsKeepsTheRestBack", Fn: testOrderedTakeOverInParts},
 	{Name: "OrderedTakeOverOfTheRestWaitsForAFailedFirstPart", Fn: testOrderedTakeOverOfTheRestWaits},
-	{Name: "OrderedProbeTakingOverADeadRangeKeepsKeyOrder", Fn: testOrderedProbeTakeOverKeepsKeyOrder},
+	{Name: "OrderedProbeTakingOverADeadRangeKeepsKeyOrder", Fn: testOrderedProbeTakeOverKeepsKeyOrder}, // worker_suite.go
 
 	// A claim that settles the previous batch, and what a claim leaves
 	// (ordered_suite.go: both check ordered claims too).
