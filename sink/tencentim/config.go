@@ -218,20 +218,14 @@ func isLoopback(host string) bool {
 // replaced by the redaction mark. It works on the text, not on a parsed
 // URL, so that a URL that does not parse is redacted too.
 func redactURL(raw string) string {
-	rest, prefix := raw, ""
-	if i := strings.Index(raw, "://"); i >= 0 {
-		prefix, rest = raw[:i+3], raw[i+3:]
+	p := secretfmt.SplitURL(raw)
+	if p.User != "" {
+		p.User = secretfmt.Mark + "@"
 	}
-	var tail string
-	if i := strings.IndexAny(rest, "?#"); i >= 0 {
-		rest, tail = rest[:i], rest[i:i+1]+secretfmt.Mark
+	if p.Tail != "" {
+		p.Tail = p.Tail[:1] + secretfmt.Mark
 	}
-	// The last '@' before the query ends any user information, even one
-	// whose password holds a '/'.
-	if i := strings.LastIndex(rest, "@"); i >= 0 {
-		rest = secretfmt.Mark + rest[i:]
-	}
-	return prefix + rest + tail
+	return p.Scheme + p.User + p.HostPath + p.Tail
 }
 
 func defaultHTTPClient() *http.Client {
