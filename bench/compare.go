@@ -304,16 +304,15 @@ func (b *bench) compare(ctx context.Context, sz sizes) ([]row, error) {
 	n := sz.compareEvents
 	rates := map[compareConfig]float64{} // the relay's median, by configuration
 	for _, c := range configs {
-		results := make([][]drainStats, len(contenders))
-		for round := range sz.compareRounds {
-			for i := range contenders {
-				k := (i + round) % len(contenders)
-				st, err := contenders[k].drain(ctx, n, c)
-				if err != nil {
-					return nil, fmt.Errorf("%s: %w", contenders[k].name, err)
-				}
-				results[k] = append(results[k], st)
+		results, err := benchkit.Alternate(sz.compareRounds, len(contenders), func(k int) (drainStats, error) {
+			st, err := contenders[k].drain(ctx, n, c)
+			if err != nil {
+				return st, fmt.Errorf("%s: %w", contenders[k].name, err)
 			}
+			return st, nil
+		})
+		if err != nil {
+			return nil, err
 		}
 		relay, wm, ceiling := medianStats(results[0]), medianStats(results[1]), medianStats(results[2])
 		what := fmt.Sprintf("%d worker(s), batch %d, %d B payload, %d events, median of %d", c.Workers, c.Batch, c.Payload, n, sz.compareRounds)

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -94,18 +95,17 @@ const consumerBatch, consumerPayload = 100, 512
 // alone.
 func (b *bench) consumerLog(ctx context.Context, sz sizes) ([]row, error) {
 	n := sz.consumerEvents
-	results := make([][]drainStats, len(sz.consumerCounts))
-	dups := make([][]int, len(sz.consumerCounts))
-	for round := range sz.compareRounds {
-		for i := range sz.consumerCounts {
-			k := (i + round) % len(sz.consumerCounts)
-			st, dup, err := b.consumersDrain(ctx, n, sz.consumerCounts[k])
-			if err != nil {
-				return nil, fmt.Errorf("default + %d named consumers: %w", sz.consumerCounts[k], err)
-			}
-			results[k] = append(results[k], st)
-			dups[k] = append(dups[k], dup)
+	dups := make([]int, len(sz.consumerCounts)) // each count's, over all rounds
+	results, err := benchkit.Alternate(sz.compareRounds, len(sz.consumerCounts), func(k int) (drainStats, error) {
+		st, dup, err := b.consumersDrain(ctx, n, sz.consumerCounts[k])
+		if err != nil {
+			return st, fmt.Errorf("default + %d named consumers: %w", sz.consumerCounts[k], err)
 		}
+		dups[k] += dup
+		return st, nil
+	})
+	if err != nil {
+		return nil, err
 	}
 	med := make([]drainStats, len(results))
 	for i := range results {
@@ -113,19 +113,11 @@ func (b *bench) consumerLog(ctx context.Context, sz sizes) ([]row, error) {
 	}
 	rows := consumerLogRows(sz.consumerCounts, med, n, sz.compareRounds)
 	for i := range rows {
-		if d := sum(dups[i]); d > 0 {
+		if d := dups[i]; d > 0 {
 			rows[i].Reference += fmt.Sprintf("; %d duplicate deliveries in %d rounds", d, sz.compareRounds)
 		}
 	}
 	return rows, nil
-}
-
-func sum(xs []int) int {
-	var s int
-	for _, x := range xs {
-		s += x
-	}
-	return s
 }
 
 // consumerName is the name of the i-th named consumer (from 1).
@@ -205,12 +197,7 @@ func (b *bench) consumersDrain(ctx context.Context, n, named int) (drainStats, i
 // alone and against the number before.
 func consumerLogRows(counts []int, med []drainStats, n, rounds int) []row {
 	what := fmt.Sprintf("1 worker per consumer, batch %d, %d B payload, %d events, median of %d", consumerBatch, consumerPayload, n, rounds)
-	base := -1 // the index of the default consumer alone, if measured
-	for i, k := range counts {
-		if k == 0 {
-			base = i
-		}
-	}
+	base := slices.Index(counts, 0) // the default consumer alone, if measured
 	var rows []row
 	for i, k := range counts {
 		st := med[i]
@@ -237,9 +224,8 @@ func consumerLogRows(counts []int, med []drainStats, n, rounds int) []row {
 				fmt.Sprintf("%s of the deliveries' alone (%.0f B)", benchkit.GrowthPct(redo, ref, k), ref))
 			r.Target = "< 10% per consumer added"
 		}
-		if i > 0 && counts[i-1] > 0 && k > counts[i-1] {
-			ref := med[i-1].perEvent(med[i-1].counter.redo)
-			growth = append(growth, fmt.Sprintf("%s per consumer added to %d named (%.0f B)", benchkit.GrowthPct(redo, ref, k-counts[i-1]), counts[i-1], ref))
+		if g := benchkit.GrowthOverPrevious(counts, i, func(i int) float64 { return med[i].perEvent(med[i].counter.redo) }); g != "" {
+			growth = append(growth, g)
 		}
 		r.Ratio = strings.Join(growth, "; ")
 		rows = append(rows, r)

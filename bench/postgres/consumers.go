@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -141,16 +142,15 @@ func (b *bench) consumers(ctx context.Context, sz sizes) ([]row, error) {
 	for i, k := range sz.consumerCounts {
 		arms[i] = consumersArm(k)
 	}
-	results := make([][]drainStats, len(arms))
-	for round := range sz.compareRounds {
-		for i := range arms {
-			k := (i + round) % len(arms)
-			st, err := b.measured(ctx, arms[k], n, c)
-			if err != nil {
-				return nil, fmt.Errorf("%s: %w", arms[k].name, err)
-			}
-			results[k] = append(results[k], st)
+	results, err := benchkit.Alternate(sz.compareRounds, len(arms), func(k int) (drainStats, error) {
+		st, err := b.measured(ctx, arms[k], n, c)
+		if err != nil {
+			return st, fmt.Errorf("%s: %w", arms[k].name, err)
 		}
+		return st, nil
+	})
+	if err != nil {
+		return nil, err
 	}
 	med := make([]drainStats, len(arms))
 	for i := range arms {
@@ -166,12 +166,7 @@ func (b *bench) consumers(ctx context.Context, sz sizes) ([]row, error) {
 func consumerRows(counts []int, med []drainStats, n, rounds int) []row {
 	what := fmt.Sprintf("1 worker per consumer, batch %d, %d B payload, %d events, median of %d", consumerConfig.Batch, consumerConfig.Payload, n, rounds)
 	var rows []row
-	base := -1 // the index of the default consumer alone, if measured
-	for i, k := range counts {
-		if k == 0 {
-			base = i
-		}
-	}
+	base := slices.Index(counts, 0) // the default consumer alone, if measured
 	for i, k := range counts {
 		st := med[i]
 		wal := st.perEvent(st.counter.wal)
@@ -190,9 +185,8 @@ func consumerRows(counts []int, med []drainStats, n, rounds int) []row {
 			growth = append(growth, fmt.Sprintf("%s per consumer added to the default alone (%.0f B)", benchkit.GrowthPct(wal, b, k), b))
 			r.Target = "< 10% per consumer added"
 		}
-		if i > 0 && counts[i-1] > 0 && k > counts[i-1] {
-			p := med[i-1].perEvent(med[i-1].counter.wal)
-			growth = append(growth, fmt.Sprintf("%s per consumer added to %d named (%.0f B)", benchkit.GrowthPct(wal, p, k-counts[i-1]), counts[i-1], p))
+		if g := benchkit.GrowthOverPrevious(counts, i, func(i int) float64 { return med[i].perEvent(med[i].counter.wal) }); g != "" {
+			growth = append(growth, g)
 		}
 		r.Ratio = strings.Join(growth, "; ")
 		rows = append(rows, r)
