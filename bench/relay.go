@@ -7,7 +7,6 @@ import (
 	"io"
 	"log/slog"
 	"slices"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -149,45 +148,20 @@ func (b *bench) relayRate(ctx context.Context, n, batch, workers int) (float64, 
 }
 
 // ceilingRate is the raw loop every relay needs at least: claim a batch of
-// due rows with FOR UPDATE SKIP LOCKED and mark them published, in one
-// transaction, on one connection.
+// due rows with FOR UPDATE SKIP LOCKED, read them, and mark them
+// published, in one transaction (claimMinimal), on one connection at a
+// time.
 func (b *bench) ceilingRate(ctx context.Context, n, batch int) (float64, error) {
 	if err := b.prepareMinimal(ctx, n, `'{"gift":"rose","count":1}'`); err != nil {
 		return 0, err
 	}
-	sel := "SELECT id FROM " + minimalTable + " WHERE status = 0 ORDER BY id LIMIT ? FOR UPDATE SKIP LOCKED"
 	start := time.Now()
 	for {
-		tx, err := b.db.BeginTx(ctx, &sql.TxOptions{Isolation: sql.LevelReadCommitted})
-		if err != nil {
+		switch got, err := claimMinimal(ctx, b.db, batch); {
+		case err != nil:
 			return 0, err
-		}
-		rows, err := tx.QueryContext(ctx, sel, batch)
-		if err != nil {
-			tx.Rollback()
-			return 0, err
-		}
-		var ids []any
-		for rows.Next() {
-			var id int64
-			if err := rows.Scan(&id); err != nil {
-				tx.Rollback()
-				return 0, err
-			}
-			ids = append(ids, id)
-		}
-		rows.Close()
-		if len(ids) == 0 {
-			tx.Rollback()
+		case got == 0:
 			return benchkit.PerSec(n, time.Since(start)), nil
-		}
-		upd := "UPDATE " + minimalTable + " SET status = 1 WHERE id IN (" + strings.Repeat("?, ", len(ids)-1) + "?)"
-		if _, err := tx.ExecContext(ctx, upd, ids...); err != nil {
-			tx.Rollback()
-			return 0, err
-		}
-		if err := tx.Commit(); err != nil {
-			return 0, err
 		}
 	}
 }
