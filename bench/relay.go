@@ -7,7 +7,6 @@ import (
 	"io"
 	"log/slog"
 	"slices"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -63,45 +62,27 @@ type lane struct {
 // the database: counting a large backlog every few milliseconds would load
 // the server it measures.
 func (b *bench) drainLanes(ctx context.Context, n int, lanes []lane, remaining func(context.Context) (int, error)) (time.Duration, error) {
-	runCtx, stop := context.WithCancel(ctx)
-	var wg sync.WaitGroup
-	var pools []*sql.DB
-	defer func() {
-		stop()
-		wg.Wait()
-		for _, p := range pools {
-			p.Close()
-		}
-	}()
 	start := time.Now()
-	for i, l := range lanes {
-		pool, err := b.pool()
-		if err != nil {
-			return 0, err
-		}
-		pools = append(pools, pool)
+	workers, err := benchkit.StartLanes(ctx, len(lanes), b.pool, func(i int, pool *sql.DB) (*outbox.Worker, error) {
+		l := lanes[i]
 		store, err := mysql.New(pool, mysql.Options{Table: table})
 		if err != nil {
-			return 0, err
+			return nil, err
 		}
 		var s backend.Store = store
 		if l.consumer != "" {
 			if s, err = store.Consumer(l.consumer); err != nil {
-				return 0, err
+				return nil, err
 			}
 		}
 		o := l.opts
 		o.NodeID, o.Logger = fmt.Sprintf("bench-%d", i), quiet
-		w, err := outbox.NewWorker(s, l.sink, o)
-		if err != nil {
-			return 0, err
-		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			_ = w.Run(runCtx)
-		}()
+		return outbox.NewWorker(s, l.sink, o)
+	})
+	if err != nil {
+		return 0, err
 	}
+	defer workers.Stop()
 	sinks := map[countedSink]bool{}
 	for _, l := range lanes {
 		sinks[l.sink] = true
@@ -110,7 +91,7 @@ func (b *bench) drainLanes(ctx context.Context, n int, lanes []lane, remaining f
 	// a 1ms granularity, 10 minutes in all.
 	deadline := time.Now().Add(10 * time.Minute)
 	var taken int64
-	err := benchkit.WaitDone(ctx, "drain: the sinks", 10*time.Minute, time.Millisecond, func() (bool, error) {
+	err = benchkit.WaitDone(ctx, "drain: the sinks", 10*time.Minute, time.Millisecond, func() (bool, error) {
 		taken = 0
 		for s := range sinks {
 			taken += s.count()
