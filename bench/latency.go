@@ -220,15 +220,14 @@ func (b *bench) enqueueOverhead(ctx context.Context, sz sizes) ([]row, error) {
 		}
 		return time.Since(start), nil
 	}
-	var took [variants]time.Duration
 	n := sz.enqueueTxs
-	for i := range n {
-		for j := range variants {
-			extra := (i + j) % variants
-			d, err := one(extra)
-			if err != nil {
-				return nil, err
-			}
+	runs, err := benchkit.Alternate(n, variants, one)
+	if err != nil {
+		return nil, err
+	}
+	var took [variants]time.Duration
+	for extra, ds := range runs {
+		for _, d := range ds {
 			took[extra] += d
 		}
 	}
