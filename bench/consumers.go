@@ -3,8 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"slices"
-	"strings"
 	"time"
 
 	"github.com/outboxrelay/outboxrelay/bench/internal/benchkit"
@@ -133,9 +131,7 @@ func (b *bench) consumersDrain(ctx context.Context, n, named int) (drainStats, i
 	if err != nil {
 		return drainStats{}, 0, err
 	}
-	queues := []interface {
-		Stats(context.Context) (backend.Stats, error)
-	}{store}
+	queues := []backend.StatsReader{store}
 	for i := 1; i <= named; i++ {
 		if err := store.AddConsumer(ctx, consumerName(i), mysql.StartNow); err != nil {
 			return drainStats{}, 0, err
@@ -165,19 +161,7 @@ func (b *bench) consumersDrain(ctx context.Context, n, named int) (drainStats, i
 	for i := 1; i <= named; i++ {
 		lanes = append(lanes, lane{consumer: consumerName(i), sink: &countingSink{}, opts: opts})
 	}
-	// What is left, through the operator contract (Stats), whatever the
-	// store's schema.
-	left := func(ctx context.Context) (int, error) {
-		var left int
-		for _, q := range queues {
-			st, err := q.Stats(ctx)
-			if err != nil {
-				return 0, err
-			}
-			left += st.Pending + st.Dead
-		}
-		return left, nil
-	}
+	left := func(ctx context.Context) (int, error) { return benchkit.Left(ctx, queues) }
 	due := (1 + named) * n
 	st, err := b.measured(ctx, n, func() (time.Duration, error) { return b.drainLanes(ctx, due, lanes, left) })
 	if err != nil {
@@ -197,7 +181,6 @@ func (b *bench) consumersDrain(ctx context.Context, n, named int) (drainStats, i
 // alone and against the number before.
 func consumerLogRows(counts []int, med []drainStats, n, rounds int) []row {
 	what := fmt.Sprintf("1 worker per consumer, batch %d, %d B payload, %d events, median of %d", consumerBatch, consumerPayload, n, rounds)
-	base := slices.Index(counts, 0) // the default consumer alone, if measured
 	var rows []row
 	for i, k := range counts {
 		st := med[i]
@@ -212,22 +195,17 @@ func consumerLogRows(counts []int, med []drainStats, n, rounds int) []row {
 		if st.counter.cpu.server > 0 {
 			r.Figure += fmt.Sprintf(", server CPU %.1f µs", st.perEvent(st.counter.cpu.server)*1e6)
 		}
-		var growth []string
-		if base >= 0 && k > 0 {
+		r.Ratio, r.Target = benchkit.ConsumerGrowth(counts, i, func(i int) float64 { return med[i].perEvent(med[i].counter.redo) }, func(base int) []string {
 			ref := med[base].perEvent(med[base].counter.redo)
 			// The log bytes of an enqueued event are its write and its
 			// deliveries': the write measured as the bulk fill's (the
 			// least a write costs, so that the growth is not understated).
 			w := med[base].written
-			growth = append(growth,
+			return []string{
 				fmt.Sprintf("%s per consumer added, the event's write (%.0f B) and deliveries together", benchkit.GrowthPct(w+redo, w+ref, k), w),
-				fmt.Sprintf("%s of the deliveries' alone (%.0f B)", benchkit.GrowthPct(redo, ref, k), ref))
-			r.Target = "< 10% per consumer added"
-		}
-		if g := benchkit.GrowthOverPrevious(counts, i, func(i int) float64 { return med[i].perEvent(med[i].counter.redo) }); g != "" {
-			growth = append(growth, g)
-		}
-		r.Ratio = strings.Join(growth, "; ")
+				fmt.Sprintf("%s of the deliveries' alone (%.0f B)", benchkit.GrowthPct(redo, ref, k), ref),
+			}
+		})
 		rows = append(rows, r)
 	}
 	return rows

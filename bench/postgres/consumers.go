@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"slices"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -89,15 +88,7 @@ func consumersLeft(ctx context.Context, b *bench, named int) (int, error) {
 		}
 		queues = append(queues, q)
 	}
-	var left int
-	for _, q := range queues {
-		st, err := q.Stats(ctx)
-		if err != nil {
-			return 0, err
-		}
-		left += st.Pending + st.Dead
-	}
-	return left, nil
+	return benchkit.Left(ctx, queues)
 }
 
 // consumersDrain runs one worker for the default consumer and one for
@@ -166,7 +157,6 @@ func (b *bench) consumers(ctx context.Context, sz sizes) ([]row, error) {
 func consumerRows(counts []int, med []drainStats, n, rounds int) []row {
 	what := fmt.Sprintf("1 worker per consumer, batch %d, %d B payload, %d events, median of %d", consumerConfig.Batch, consumerConfig.Payload, n, rounds)
 	var rows []row
-	base := slices.Index(counts, 0) // the default consumer alone, if measured
 	for i, k := range counts {
 		st := med[i]
 		wal := st.perEvent(st.counter.wal)
@@ -179,16 +169,10 @@ func consumerRows(counts []int, med []drainStats, n, rounds int) []row {
 		}
 		r.Reference = fmt.Sprintf("%s drained by every consumer, %.0f deliveries/s; %s; %s; CPU %s", benchkit.EvRate(st.rate), st.rate*float64(1+k),
 			st.rowsPerEvent(), perBatch(st, consumerConfig.Batch), st.cpuPerEvent())
-		var growth []string
-		if base >= 0 && k > 0 {
+		r.Ratio, r.Target = benchkit.ConsumerGrowth(counts, i, func(i int) float64 { return med[i].perEvent(med[i].counter.wal) }, func(base int) []string {
 			b := med[base].perEvent(med[base].counter.wal)
-			growth = append(growth, fmt.Sprintf("%s per consumer added to the default alone (%.0f B)", benchkit.GrowthPct(wal, b, k), b))
-			r.Target = "< 10% per consumer added"
-		}
-		if g := benchkit.GrowthOverPrevious(counts, i, func(i int) float64 { return med[i].perEvent(med[i].counter.wal) }); g != "" {
-			growth = append(growth, g)
-		}
-		r.Ratio = strings.Join(growth, "; ")
+			return []string{fmt.Sprintf("%s per consumer added to the default alone (%.0f B)", benchkit.GrowthPct(wal, b, k), b)}
+		})
 		rows = append(rows, r)
 	}
 	return rows

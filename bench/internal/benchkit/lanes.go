@@ -6,6 +6,7 @@ import (
 	"sync"
 
 	"github.com/outboxrelay/outboxrelay/outbox"
+	"github.com/outboxrelay/outboxrelay/outbox/backend"
 )
 
 // Lanes are outbox workers running side by side, each on a pool of its
@@ -51,4 +52,19 @@ func (l *Lanes) Stop() {
 	for _, db := range l.pools {
 		db.Close()
 	}
+}
+
+// Left is what the queues (a store and its named consumers) have yet to
+// deliver, pending or dead, through the operator contract (Stats),
+// whatever the store's schema: 0 once a drain has ended.
+func Left(ctx context.Context, queues []backend.StatsReader) (int, error) {
+	var left int
+	for _, q := range queues {
+		st, err := q.Stats(ctx)
+		if err != nil {
+			return 0, err
+		}
+		left += st.Pending + st.Dead
+	}
+	return left, nil
 }

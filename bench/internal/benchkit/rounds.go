@@ -1,6 +1,10 @@
 package benchkit
 
-import "fmt"
+import (
+	"fmt"
+	"slices"
+	"strings"
+)
 
 // Alternate runs each of arms arms rounds times and returns each arm's
 // results in the order of the rounds. The order of the arms rotates from
@@ -22,16 +26,23 @@ func Alternate[T any](rounds, arms int, run func(arm int) (T, error)) ([][]T, er
 	return results, nil
 }
 
-// GrowthOverPrevious is the consumers scenario's growth of a figure
-// (bytes per enqueued event) from one count of named consumers beside
-// the default consumer to the next: for counts[i] named consumers, whose
-// figure is fig(i), how much it grows per consumer added to the
-// counts[i-1] before ("+4% per consumer added to 1 named (812 B)"), or
-// "" when the count before is not a smaller, positive one.
-func GrowthOverPrevious(counts []int, i int, fig func(i int) float64) string {
-	if i == 0 || counts[i-1] <= 0 || counts[i] <= counts[i-1] {
-		return ""
+// ConsumerGrowth is the Ratio and the Target of the consumers
+// scenario's row for counts[i] named consumers beside the default
+// consumer, whose figure (bytes per enqueued event) is fig(i): the
+// figure's growth per consumer added against the default consumer alone
+// (what overDefault says, given the index of counts' 0), then against
+// the count before, when that is a smaller, positive one ("+4% per
+// consumer added to 1 named (812 B)"); and the target when the default
+// alone was measured.
+func ConsumerGrowth(counts []int, i int, fig func(i int) float64, overDefault func(base int) []string) (ratio, target string) {
+	var growth []string
+	if base := slices.Index(counts, 0); base >= 0 && counts[i] > 0 {
+		growth = append(growth, overDefault(base)...)
+		target = "< 10% per consumer added"
 	}
-	prev := fig(i - 1)
-	return fmt.Sprintf("%s per consumer added to %d named (%.0f B)", GrowthPct(fig(i), prev, counts[i]-counts[i-1]), counts[i-1], prev)
+	if i > 0 && counts[i-1] > 0 && counts[i] > counts[i-1] {
+		prev := fig(i - 1)
+		growth = append(growth, fmt.Sprintf("%s per consumer added to %d named (%.0f B)", GrowthPct(fig(i), prev, counts[i]-counts[i-1]), counts[i-1], prev))
+	}
+	return strings.Join(growth, "; "), target
 }

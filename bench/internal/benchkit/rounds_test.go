@@ -28,12 +28,20 @@ func TestAlternate(t *testing.T) {
 	}
 }
 
-func TestGrowthOverPrevious(t *testing.T) {
+func TestConsumerGrowth(t *testing.T) {
 	counts := []int{0, 1, 3}
 	fig := func(i int) float64 { return []float64{100, 110, 132}[i] }
-	for i, want := range []string{"", "", "+10% per consumer added to 1 named (110 B)"} {
-		if got := GrowthOverPrevious(counts, i, fig); got != want {
-			t.Errorf("counts[%d]: %q, want %q", i, got, want)
+	overDefault := func(base int) []string { return []string{fmt.Sprint("over ", fig(base))} }
+	for i, want := range [][2]string{
+		{"", ""},
+		{"over 100", "< 10% per consumer added"},
+		{"over 100; +10% per consumer added to 1 named (110 B)", "< 10% per consumer added"},
+	} {
+		if ratio, target := ConsumerGrowth(counts, i, fig, overDefault); ratio != want[0] || target != want[1] {
+			t.Errorf("counts[%d]: %q, %q; want %q", i, ratio, target, want)
 		}
+	}
+	if ratio, target := ConsumerGrowth([]int{1, 3}, 1, fig, overDefault); ratio != "+5% per consumer added to 1 named (100 B)" || target != "" {
+		t.Errorf("without the default alone: %q, %q", ratio, target)
 	}
 }
