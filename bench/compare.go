@@ -304,13 +304,8 @@ func (b *bench) compare(ctx context.Context, sz sizes) ([]row, error) {
 	n := sz.compareEvents
 	rates := map[compareConfig]float64{} // the relay's median, by configuration
 	for _, c := range configs {
-		results, err := benchkit.Alternate(sz.compareRounds, len(contenders), func(k int) (drainStats, error) {
-			st, err := contenders[k].drain(ctx, n, c)
-			if err != nil {
-				return st, fmt.Errorf("%s: %w", contenders[k].name, err)
-			}
-			return st, nil
-		})
+		results, err := benchkit.Alternate(sz.compareRounds, len(contenders), func(k int) string { return contenders[k].name },
+			func(k int) (drainStats, error) { return contenders[k].drain(ctx, n, c) })
 		if err != nil {
 			return nil, err
 		}

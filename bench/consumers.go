@@ -94,13 +94,11 @@ const consumerBatch, consumerPayload = 100, 512
 func (b *bench) consumerLog(ctx context.Context, sz sizes) ([]row, error) {
 	n := sz.consumerEvents
 	dups := make([]int, len(sz.consumerCounts)) // each count's, over all rounds
-	results, err := benchkit.Alternate(sz.compareRounds, len(sz.consumerCounts), func(k int) (drainStats, error) {
+	name := func(k int) string { return fmt.Sprintf("default + %d named consumers", sz.consumerCounts[k]) }
+	results, err := benchkit.Alternate(sz.compareRounds, len(sz.consumerCounts), name, func(k int) (drainStats, error) {
 		st, dup, err := b.consumersDrain(ctx, n, sz.consumerCounts[k])
-		if err != nil {
-			return st, fmt.Errorf("default + %d named consumers: %w", sz.consumerCounts[k], err)
-		}
 		dups[k] += dup
-		return st, nil
+		return st, err
 	})
 	if err != nil {
 		return nil, err

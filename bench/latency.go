@@ -221,7 +221,7 @@ func (b *bench) enqueueOverhead(ctx context.Context, sz sizes) ([]row, error) {
 		return time.Since(start), nil
 	}
 	n := sz.enqueueTxs
-	runs, err := benchkit.Alternate(n, variants, one)
+	runs, err := benchkit.Alternate(n, variants, nil, one)
 	if err != nil {
 		return nil, err
 	}

@@ -127,13 +127,8 @@ func (b *bench) compare(ctx context.Context, sz sizes) ([]row, error) {
 	var rows []row
 	n := sz.compareEvents
 	for _, c := range sz.compareConfigs {
-		results, err := benchkit.Alternate(sz.compareRounds, len(b.arms), func(k int) (drainStats, error) {
-			st, err := b.measured(ctx, b.arms[k], n, c)
-			if err != nil {
-				return st, fmt.Errorf("%s, %s: %w", b.arms[k].name, benchkit.FormatConfigs([]compareConfig{c}), err)
-			}
-			return st, nil
-		})
+		name := func(k int) string { return b.arms[k].name + ", " + benchkit.FormatConfigs([]compareConfig{c}) }
+		results, err := benchkit.Alternate(sz.compareRounds, len(b.arms), name, func(k int) (drainStats, error) { return b.measured(ctx, b.arms[k], n, c) })
 		if err != nil {
 			return nil, err
 		}

@@ -133,13 +133,8 @@ func (b *bench) consumers(ctx context.Context, sz sizes) ([]row, error) {
 	for i, k := range sz.consumerCounts {
 		arms[i] = consumersArm(k)
 	}
-	results, err := benchkit.Alternate(sz.compareRounds, len(arms), func(k int) (drainStats, error) {
-		st, err := b.measured(ctx, arms[k], n, c)
-		if err != nil {
-			return st, fmt.Errorf("%s: %w", arms[k].name, err)
-		}
-		return st, nil
-	})
+	results, err := benchkit.Alternate(sz.compareRounds, len(arms), func(k int) string { return arms[k].name },
+		func(k int) (drainStats, error) { return b.measured(ctx, arms[k], n, c) })
 	if err != nil {
 		return nil, err
 	}

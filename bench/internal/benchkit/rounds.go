@@ -10,13 +10,17 @@ import (
 // results in the order of the rounds. The order of the arms rotates from
 // round to round (arm k first in round k), so that a slow spell of the
 // machine falls on every arm, not on one side of a ratio. It stops at
-// run's first error and returns it as it is: run names the arm in it.
-func Alternate[T any](rounds, arms int, run func(arm int) (T, error)) ([][]T, error) {
+// run's first error and returns it after the arm's name ("relay: …"),
+// or as it is when name is nil.
+func Alternate[T any](rounds, arms int, name func(arm int) string, run func(arm int) (T, error)) ([][]T, error) {
 	results := make([][]T, arms)
 	for round := range rounds {
 		for i := range arms {
 			k := (i + round) % arms
 			r, err := run(k)
+			if err != nil && name != nil {
+				return nil, fmt.Errorf("%s: %w", name(k), err)
+			}
 			if err != nil {
 				return nil, err
 			}

@@ -9,7 +9,7 @@ import (
 
 func TestAlternate(t *testing.T) {
 	var order []int
-	got, err := Alternate(3, 3, func(arm int) (string, error) {
+	got, err := Alternate(3, 3, nil, func(arm int) (string, error) {
 		order = append(order, arm)
 		return fmt.Sprint("r", len(order)), nil
 	})
@@ -23,8 +23,12 @@ func TestAlternate(t *testing.T) {
 		t.Errorf("results: %v, want %v", got, want)
 	}
 	boom := errors.New("boom")
-	if _, err := Alternate(2, 2, func(arm int) (int, error) { return 0, boom }); err != boom {
+	if _, err := Alternate(2, 2, nil, func(arm int) (int, error) { return 0, boom }); err != boom {
 		t.Errorf("the run's error: %v", err)
+	}
+	_, err = Alternate(2, 2, func(arm int) string { return fmt.Sprint("arm ", arm) }, func(arm int) (int, error) { return 0, boom })
+	if !errors.Is(err, boom) || err.Error() != "arm 0: boom" {
+		t.Errorf("the run's error, named: %v", err)
 	}
 }
 
