@@ -183,37 +183,11 @@ func (b *bench) minimalDrain(ctx context.Context, n int, c compareConfig) (drain
 		return drainStats{}, err
 	}
 	defer pool.Close()
-	sel := "SELECT id, event_id, payload FROM " + minimalTable + " WHERE status = 0 ORDER BY id LIMIT ? FOR UPDATE SKIP LOCKED"
-	one := func() (int, error) {
-		tx, err := pool.BeginTx(ctx, &sql.TxOptions{Isolation: sql.LevelReadCommitted})
-		if err != nil {
-			return 0, err
-		}
-		defer func() { _ = tx.Rollback() }()
-		rows, err := tx.QueryContext(ctx, sel, c.Batch)
-		if err != nil {
-			return 0, err
-		}
-		ids, err := benchkit.ScanClaimed(rows)
-		rows.Close()
-		if err != nil || len(ids) == 0 {
-			return 0, err
-		}
-		args := make([]any, len(ids))
-		for i, id := range ids {
-			args[i] = id
-		}
-		upd := "UPDATE " + minimalTable + " SET status = 1 WHERE id IN (" + strings.Repeat("?, ", len(ids)-1) + "?)"
-		if _, err := tx.ExecContext(ctx, upd, args...); err != nil {
-			return 0, err
-		}
-		return len(ids), tx.Commit()
-	}
 	return b.measured(ctx, n, func() (time.Duration, error) {
 		start := time.Now()
 		err := benchkit.Drain(c.Workers, func(int) (int, error) {
 			for {
-				got, err := one()
+				got, err := claimMinimal(ctx, pool, c.Batch)
 				if !rolledBack(err) {
 					return got, err
 				}
@@ -222,6 +196,32 @@ func (b *bench) minimalDrain(ctx context.Context, n int, c compareConfig) (drain
 		})
 		return time.Since(start), err
 	})
+}
+
+// claimMinimal is the minimal ceiling's one transaction on db: it claims
+// up to batch due rows of the minimal table with FOR UPDATE SKIP LOCKED,
+// reads every column as a relay would, and marks them published. It
+// returns how many rows it claimed (0 when none was due).
+func claimMinimal(ctx context.Context, db *sql.DB, batch int) (int, error) {
+	tx, err := db.BeginTx(ctx, &sql.TxOptions{Isolation: sql.LevelReadCommitted})
+	if err != nil {
+		return 0, err
+	}
+	defer func() { _ = tx.Rollback() }()
+	got, err := benchkit.Claim(func() (benchkit.Rows, error) {
+		return tx.QueryContext(ctx, "SELECT id, event_id, payload FROM "+minimalTable+" WHERE status = 0 ORDER BY id LIMIT ? FOR UPDATE SKIP LOCKED", batch)
+	}, func(ids []int64) error {
+		args := make([]any, len(ids))
+		for i, id := range ids {
+			args[i] = id
+		}
+		_, err := tx.ExecContext(ctx, "UPDATE "+minimalTable+" SET status = 1 WHERE id IN ("+strings.Repeat("?, ", len(ids)-1)+"?)", args...)
+		return err
+	})
+	if err != nil || got == 0 {
+		return 0, err
+	}
+	return got, tx.Commit()
 }
 
 // rolledBack reports whether err is the server rolling back a
@@ -304,16 +304,10 @@ func (b *bench) compare(ctx context.Context, sz sizes) ([]row, error) {
 	n := sz.compareEvents
 	rates := map[compareConfig]float64{} // the relay's median, by configuration
 	for _, c := range configs {
-		results := make([][]drainStats, len(contenders))
-		for round := range sz.compareRounds {
-			for i := range contenders {
-				k := (i + round) % len(contenders)
-				st, err := contenders[k].drain(ctx, n, c)
-				if err != nil {
-					return nil, fmt.Errorf("%s: %w", contenders[k].name, err)
-				}
-				results[k] = append(results[k], st)
-			}
+		results, err := benchkit.Alternate(sz.compareRounds, len(contenders), func(k int) string { return contenders[k].name },
+			func(k int) (drainStats, error) { return contenders[k].drain(ctx, n, c) })
+		if err != nil {
+			return nil, err
 		}
 		relay, wm, ceiling := medianStats(results[0]), medianStats(results[1]), medianStats(results[2])
 		what := fmt.Sprintf("%d worker(s), batch %d, %d B payload, %d events, median of %d", c.Workers, c.Batch, c.Payload, n, sz.compareRounds)

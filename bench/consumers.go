@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/outboxrelay/outboxrelay/bench/internal/benchkit"
@@ -94,18 +93,15 @@ const consumerBatch, consumerPayload = 100, 512
 // alone.
 func (b *bench) consumerLog(ctx context.Context, sz sizes) ([]row, error) {
 	n := sz.consumerEvents
-	results := make([][]drainStats, len(sz.consumerCounts))
-	dups := make([][]int, len(sz.consumerCounts))
-	for round := range sz.compareRounds {
-		for i := range sz.consumerCounts {
-			k := (i + round) % len(sz.consumerCounts)
-			st, dup, err := b.consumersDrain(ctx, n, sz.consumerCounts[k])
-			if err != nil {
-				return nil, fmt.Errorf("default + %d named consumers: %w", sz.consumerCounts[k], err)
-			}
-			results[k] = append(results[k], st)
-			dups[k] = append(dups[k], dup)
-		}
+	dups := make([]int, len(sz.consumerCounts)) // each count's, over all rounds
+	name := func(k int) string { return fmt.Sprintf("default + %d named consumers", sz.consumerCounts[k]) }
+	results, err := benchkit.Alternate(sz.compareRounds, len(sz.consumerCounts), name, func(k int) (drainStats, error) {
+		st, dup, err := b.consumersDrain(ctx, n, sz.consumerCounts[k])
+		dups[k] += dup
+		return st, err
+	})
+	if err != nil {
+		return nil, err
 	}
 	med := make([]drainStats, len(results))
 	for i := range results {
@@ -113,19 +109,11 @@ func (b *bench) consumerLog(ctx context.Context, sz sizes) ([]row, error) {
 	}
 	rows := consumerLogRows(sz.consumerCounts, med, n, sz.compareRounds)
 	for i := range rows {
-		if d := sum(dups[i]); d > 0 {
+		if d := dups[i]; d > 0 {
 			rows[i].Reference += fmt.Sprintf("; %d duplicate deliveries in %d rounds", d, sz.compareRounds)
 		}
 	}
 	return rows, nil
-}
-
-func sum(xs []int) int {
-	var s int
-	for _, x := range xs {
-		s += x
-	}
-	return s
 }
 
 // consumerName is the name of the i-th named consumer (from 1).
@@ -141,9 +129,7 @@ func (b *bench) consumersDrain(ctx context.Context, n, named int) (drainStats, i
 	if err != nil {
 		return drainStats{}, 0, err
 	}
-	queues := []interface {
-		Stats(context.Context) (backend.Stats, error)
-	}{store}
+	queues := []backend.StatsReader{store}
 	for i := 1; i <= named; i++ {
 		if err := store.AddConsumer(ctx, consumerName(i), mysql.StartNow); err != nil {
 			return drainStats{}, 0, err
@@ -173,19 +159,7 @@ func (b *bench) consumersDrain(ctx context.Context, n, named int) (drainStats, i
 	for i := 1; i <= named; i++ {
 		lanes = append(lanes, lane{consumer: consumerName(i), sink: &countingSink{}, opts: opts})
 	}
-	// What is left, through the operator contract (Stats), whatever the
-	// store's schema.
-	left := func(ctx context.Context) (int, error) {
-		var left int
-		for _, q := range queues {
-			st, err := q.Stats(ctx)
-			if err != nil {
-				return 0, err
-			}
-			left += st.Pending + st.Dead
-		}
-		return left, nil
-	}
+	left := func(ctx context.Context) (int, error) { return benchkit.Left(ctx, queues) }
 	due := (1 + named) * n
 	st, err := b.measured(ctx, n, func() (time.Duration, error) { return b.drainLanes(ctx, due, lanes, left) })
 	if err != nil {
@@ -205,12 +179,6 @@ func (b *bench) consumersDrain(ctx context.Context, n, named int) (drainStats, i
 // alone and against the number before.
 func consumerLogRows(counts []int, med []drainStats, n, rounds int) []row {
 	what := fmt.Sprintf("1 worker per consumer, batch %d, %d B payload, %d events, median of %d", consumerBatch, consumerPayload, n, rounds)
-	base := -1 // the index of the default consumer alone, if measured
-	for i, k := range counts {
-		if k == 0 {
-			base = i
-		}
-	}
 	var rows []row
 	for i, k := range counts {
 		st := med[i]
@@ -225,23 +193,17 @@ func consumerLogRows(counts []int, med []drainStats, n, rounds int) []row {
 		if st.counter.cpu.server > 0 {
 			r.Figure += fmt.Sprintf(", server CPU %.1f µs", st.perEvent(st.counter.cpu.server)*1e6)
 		}
-		var growth []string
-		if base >= 0 && k > 0 {
+		r.Ratio, r.Target = benchkit.ConsumerGrowth(counts, i, func(i int) float64 { return med[i].perEvent(med[i].counter.redo) }, func(base int) []string {
 			ref := med[base].perEvent(med[base].counter.redo)
 			// The log bytes of an enqueued event are its write and its
 			// deliveries': the write measured as the bulk fill's (the
 			// least a write costs, so that the growth is not understated).
 			w := med[base].written
-			growth = append(growth,
+			return []string{
 				fmt.Sprintf("%s per consumer added, the event's write (%.0f B) and deliveries together", benchkit.GrowthPct(w+redo, w+ref, k), w),
-				fmt.Sprintf("%s of the deliveries' alone (%.0f B)", benchkit.GrowthPct(redo, ref, k), ref))
-			r.Target = "< 10% per consumer added"
-		}
-		if i > 0 && counts[i-1] > 0 && k > counts[i-1] {
-			ref := med[i-1].perEvent(med[i-1].counter.redo)
-			growth = append(growth, fmt.Sprintf("%s per consumer added to %d named (%.0f B)", benchkit.GrowthPct(redo, ref, k-counts[i-1]), counts[i-1], ref))
-		}
-		r.Ratio = strings.Join(growth, "; ")
+				fmt.Sprintf("%s of the deliveries' alone (%.0f B)", benchkit.GrowthPct(redo, ref, k), ref),
+			}
+		})
 		rows = append(rows, r)
 	}
 	return rows

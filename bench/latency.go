@@ -65,49 +65,26 @@ func (b *bench) latency(ctx context.Context, sz sizes) ([]row, error) {
 			return nil, err
 		}
 		sink := &latencySink{}
-		runCtx, stop := context.WithCancel(ctx)
-		var (
-			wg      sync.WaitGroup
-			pools   []*sql.DB
-			workers []*outbox.Worker
-		)
-		cleanup := func() {
-			stop()
-			wg.Wait()
-			for _, p := range pools {
-				p.Close()
-			}
-		}
-		for i := range latencyWorkers {
-			workerPool, err := b.pool()
+		workers, err := benchkit.StartLanes(ctx, latencyWorkers, b.pool, func(i int, pool *sql.DB) (*outbox.Worker, error) {
+			workerStore, err := mysql.New(pool, mysql.Options{Table: table})
 			if err != nil {
-				cleanup()
 				return nil, err
 			}
-			pools = append(pools, workerPool)
-			workerStore, err := mysql.New(workerPool, mysql.Options{Table: table})
-			if err != nil {
-				cleanup()
-				return nil, err
-			}
-			w, err := outbox.NewWorker(workerStore, sink, outbox.WorkerOptions{PollInterval: time.Second, Logger: quiet, NodeID: fmt.Sprintf("latency-%d", i)})
-			if err != nil {
-				cleanup()
-				return nil, err
-			}
-			workers = append(workers, w)
-			wg.Go(func() { _ = w.Run(runCtx) })
+			return outbox.NewWorker(workerStore, sink, outbox.WorkerOptions{PollInterval: time.Second, Logger: quiet, NodeID: fmt.Sprintf("latency-%d", i)})
+		})
+		if err != nil {
+			return nil, err
 		}
 		// The writers are one instance: its worker publishes after commit
 		// and is the one Notify wakes; the other instances' workers poll.
-		sent, elapsed, err := b.produce(ctx, store, workers[0], sink, sz, afterCommit, v.headStart)
+		sent, elapsed, err := b.produce(ctx, store, workers.Workers[0], sink, sz, afterCommit, v.headStart)
 		if err == nil {
 			deadline := time.Now().Add(time.Minute)
 			for sink.count() < sent && time.Now().Before(deadline) {
 				time.Sleep(10 * time.Millisecond) // polling for the last arrivals
 			}
 		}
-		cleanup()
+		workers.Stop()
 		if err != nil {
 			return nil, err
 		}
@@ -243,15 +220,14 @@ func (b *bench) enqueueOverhead(ctx context.Context, sz sizes) ([]row, error) {
 		}
 		return time.Since(start), nil
 	}
-	var took [variants]time.Duration
 	n := sz.enqueueTxs
-	for i := range n {
-		for j := range variants {
-			extra := (i + j) % variants
-			d, err := one(extra)
-			if err != nil {
-				return nil, err
-			}
+	runs, err := benchkit.Alternate(n, variants, nil, one)
+	if err != nil {
+		return nil, err
+	}
+	var took [variants]time.Duration
+	for extra, ds := range runs {
+		for _, d := range ds {
 			took[extra] += d
 		}
 	}

@@ -7,8 +7,6 @@ import (
 	"io"
 	"log/slog"
 	"slices"
-	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -64,45 +62,27 @@ type lane struct {
 // the database: counting a large backlog every few milliseconds would load
 // the server it measures.
 func (b *bench) drainLanes(ctx context.Context, n int, lanes []lane, remaining func(context.Context) (int, error)) (time.Duration, error) {
-	runCtx, stop := context.WithCancel(ctx)
-	var wg sync.WaitGroup
-	var pools []*sql.DB
-	defer func() {
-		stop()
-		wg.Wait()
-		for _, p := range pools {
-			p.Close()
-		}
-	}()
 	start := time.Now()
-	for i, l := range lanes {
-		pool, err := b.pool()
-		if err != nil {
-			return 0, err
-		}
-		pools = append(pools, pool)
+	workers, err := benchkit.StartLanes(ctx, len(lanes), b.pool, func(i int, pool *sql.DB) (*outbox.Worker, error) {
+		l := lanes[i]
 		store, err := mysql.New(pool, mysql.Options{Table: table})
 		if err != nil {
-			return 0, err
+			return nil, err
 		}
 		var s backend.Store = store
 		if l.consumer != "" {
 			if s, err = store.Consumer(l.consumer); err != nil {
-				return 0, err
+				return nil, err
 			}
 		}
 		o := l.opts
 		o.NodeID, o.Logger = fmt.Sprintf("bench-%d", i), quiet
-		w, err := outbox.NewWorker(s, l.sink, o)
-		if err != nil {
-			return 0, err
-		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			_ = w.Run(runCtx)
-		}()
+		return outbox.NewWorker(s, l.sink, o)
+	})
+	if err != nil {
+		return 0, err
 	}
+	defer workers.Stop()
 	sinks := map[countedSink]bool{}
 	for _, l := range lanes {
 		sinks[l.sink] = true
@@ -111,7 +91,7 @@ func (b *bench) drainLanes(ctx context.Context, n int, lanes []lane, remaining f
 	// a 1ms granularity, 10 minutes in all.
 	deadline := time.Now().Add(10 * time.Minute)
 	var taken int64
-	err := benchkit.WaitDone(ctx, "drain: the sinks", 10*time.Minute, time.Millisecond, func() (bool, error) {
+	err = benchkit.WaitDone(ctx, "drain: the sinks", 10*time.Minute, time.Millisecond, func() (bool, error) {
 		taken = 0
 		for s := range sinks {
 			taken += s.count()
@@ -149,45 +129,20 @@ func (b *bench) relayRate(ctx context.Context, n, batch, workers int) (float64, 
 }
 
 // ceilingRate is the raw loop every relay needs at least: claim a batch of
-// due rows with FOR UPDATE SKIP LOCKED and mark them published, in one
-// transaction, on one connection.
+// due rows with FOR UPDATE SKIP LOCKED, read them, and mark them
+// published, in one transaction (claimMinimal), on one connection at a
+// time.
 func (b *bench) ceilingRate(ctx context.Context, n, batch int) (float64, error) {
 	if err := b.prepareMinimal(ctx, n, `'{"gift":"rose","count":1}'`); err != nil {
 		return 0, err
 	}
-	sel := "SELECT id FROM " + minimalTable + " WHERE status = 0 ORDER BY id LIMIT ? FOR UPDATE SKIP LOCKED"
 	start := time.Now()
 	for {
-		tx, err := b.db.BeginTx(ctx, &sql.TxOptions{Isolation: sql.LevelReadCommitted})
-		if err != nil {
+		switch got, err := claimMinimal(ctx, b.db, batch); {
+		case err != nil:
 			return 0, err
-		}
-		rows, err := tx.QueryContext(ctx, sel, batch)
-		if err != nil {
-			tx.Rollback()
-			return 0, err
-		}
-		var ids []any
-		for rows.Next() {
-			var id int64
-			if err := rows.Scan(&id); err != nil {
-				tx.Rollback()
-				return 0, err
-			}
-			ids = append(ids, id)
-		}
-		rows.Close()
-		if len(ids) == 0 {
-			tx.Rollback()
+		case got == 0:
 			return benchkit.PerSec(n, time.Since(start)), nil
-		}
-		upd := "UPDATE " + minimalTable + " SET status = 1 WHERE id IN (" + strings.Repeat("?, ", len(ids)-1) + "?)"
-		if _, err := tx.ExecContext(ctx, upd, ids...); err != nil {
-			tx.Rollback()
-			return 0, err
-		}
-		if err := tx.Commit(); err != nil {
-			return 0, err
 		}
 	}
 }

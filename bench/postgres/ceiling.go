@@ -69,20 +69,17 @@ func ceilingBatch(ctx context.Context, p *pgxpool.Pool, batch int) (int, error) 
 		return 0, err
 	}
 	defer func() { _ = tx.Rollback(ctx) }()
-	rows, err := tx.Query(ctx, "SELECT id, event_id, payload FROM "+ceilingTable+" WHERE status = 0 ORDER BY id LIMIT $1 FOR UPDATE SKIP LOCKED", batch)
-	if err != nil {
-		return 0, err
-	}
-	ids, err := benchkit.ScanClaimed(rows)
-	rows.Close()
-	if err != nil || len(ids) == 0 {
-		return 0, err
-	}
-	if _, err := tx.Exec(ctx, "UPDATE "+ceilingTable+" SET status = 1 WHERE id = ANY($1)", ids); err != nil {
+	got, err := benchkit.Claim(func() (benchkit.Rows, error) {
+		return tx.Query(ctx, "SELECT id, event_id, payload FROM "+ceilingTable+" WHERE status = 0 ORDER BY id LIMIT $1 FOR UPDATE SKIP LOCKED", batch)
+	}, func(ids []int64) error {
+		_, err := tx.Exec(ctx, "UPDATE "+ceilingTable+" SET status = 1 WHERE id = ANY($1)", ids)
+		return err
+	})
+	if err != nil || got == 0 {
 		return 0, err
 	}
 	if err := tx.Commit(ctx); err != nil {
 		return 0, errors.Join(errors.New("ceiling: commit"), err)
 	}
-	return len(ids), nil
+	return got, nil
 }

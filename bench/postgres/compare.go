@@ -127,16 +127,10 @@ func (b *bench) compare(ctx context.Context, sz sizes) ([]row, error) {
 	var rows []row
 	n := sz.compareEvents
 	for _, c := range sz.compareConfigs {
-		results := make([][]drainStats, len(b.arms))
-		for round := range sz.compareRounds {
-			for i := range b.arms {
-				k := (i + round) % len(b.arms)
-				st, err := b.measured(ctx, b.arms[k], n, c)
-				if err != nil {
-					return nil, fmt.Errorf("%s, %s: %w", b.arms[k].name, benchkit.FormatConfigs([]compareConfig{c}), err)
-				}
-				results[k] = append(results[k], st)
-			}
+		name := func(k int) string { return b.arms[k].name + ", " + benchkit.FormatConfigs([]compareConfig{c}) }
+		results, err := benchkit.Alternate(sz.compareRounds, len(b.arms), name, func(k int) (drainStats, error) { return b.measured(ctx, b.arms[k], n, c) })
+		if err != nil {
+			return nil, err
 		}
 		med := map[string]drainStats{}
 		for i, a := range b.arms {

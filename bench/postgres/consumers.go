@@ -88,15 +88,7 @@ func consumersLeft(ctx context.Context, b *bench, named int) (int, error) {
 		}
 		queues = append(queues, q)
 	}
-	var left int
-	for _, q := range queues {
-		st, err := q.Stats(ctx)
-		if err != nil {
-			return 0, err
-		}
-		left += st.Pending + st.Dead
-	}
-	return left, nil
+	return benchkit.Left(ctx, queues)
 }
 
 // consumersDrain runs one worker for the default consumer and one for
@@ -141,16 +133,10 @@ func (b *bench) consumers(ctx context.Context, sz sizes) ([]row, error) {
 	for i, k := range sz.consumerCounts {
 		arms[i] = consumersArm(k)
 	}
-	results := make([][]drainStats, len(arms))
-	for round := range sz.compareRounds {
-		for i := range arms {
-			k := (i + round) % len(arms)
-			st, err := b.measured(ctx, arms[k], n, c)
-			if err != nil {
-				return nil, fmt.Errorf("%s: %w", arms[k].name, err)
-			}
-			results[k] = append(results[k], st)
-		}
+	results, err := benchkit.Alternate(sz.compareRounds, len(arms), func(k int) string { return arms[k].name },
+		func(k int) (drainStats, error) { return b.measured(ctx, arms[k], n, c) })
+	if err != nil {
+		return nil, err
 	}
 	med := make([]drainStats, len(arms))
 	for i := range arms {
@@ -166,12 +152,6 @@ func (b *bench) consumers(ctx context.Context, sz sizes) ([]row, error) {
 func consumerRows(counts []int, med []drainStats, n, rounds int) []row {
 	what := fmt.Sprintf("1 worker per consumer, batch %d, %d B payload, %d events, median of %d", consumerConfig.Batch, consumerConfig.Payload, n, rounds)
 	var rows []row
-	base := -1 // the index of the default consumer alone, if measured
-	for i, k := range counts {
-		if k == 0 {
-			base = i
-		}
-	}
 	for i, k := range counts {
 		st := med[i]
 		wal := st.perEvent(st.counter.wal)
@@ -184,17 +164,10 @@ func consumerRows(counts []int, med []drainStats, n, rounds int) []row {
 		}
 		r.Reference = fmt.Sprintf("%s drained by every consumer, %.0f deliveries/s; %s; %s; CPU %s", benchkit.EvRate(st.rate), st.rate*float64(1+k),
 			st.rowsPerEvent(), perBatch(st, consumerConfig.Batch), st.cpuPerEvent())
-		var growth []string
-		if base >= 0 && k > 0 {
+		r.Ratio, r.Target = benchkit.ConsumerGrowth(counts, i, func(i int) float64 { return med[i].perEvent(med[i].counter.wal) }, func(base int) []string {
 			b := med[base].perEvent(med[base].counter.wal)
-			growth = append(growth, fmt.Sprintf("%s per consumer added to the default alone (%.0f B)", benchkit.GrowthPct(wal, b, k), b))
-			r.Target = "< 10% per consumer added"
-		}
-		if i > 0 && counts[i-1] > 0 && k > counts[i-1] {
-			p := med[i-1].perEvent(med[i-1].counter.wal)
-			growth = append(growth, fmt.Sprintf("%s per consumer added to %d named (%.0f B)", benchkit.GrowthPct(wal, p, k-counts[i-1]), counts[i-1], p))
-		}
-		r.Ratio = strings.Join(growth, "; ")
+			return []string{fmt.Sprintf("%s per consumer added to the default alone (%.0f B)", benchkit.GrowthPct(wal, b, k), b)}
+		})
 		rows = append(rows, r)
 	}
 	return rows

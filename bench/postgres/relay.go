@@ -165,46 +165,30 @@ type lane struct {
 // written has reached n, and returns how long that took; what names the
 // drain in the error of a drain that did not end in time.
 func drainLanes(ctx context.Context, b *bench, what string, n, batch int, lanes []lane) (time.Duration, error) {
-	runCtx, stop := context.WithCancel(ctx)
-	var (
-		wg  sync.WaitGroup
-		dbs []*sql.DB
-	)
-	defer func() {
-		stop()
-		wg.Wait()
-		for _, db := range dbs {
-			db.Close()
-		}
-	}()
 	start := time.Now()
-	for i, l := range lanes {
-		db, err := b.relayDB()
-		if err != nil {
-			return 0, err
-		}
-		dbs = append(dbs, db)
+	workers, err := benchkit.StartLanes(ctx, len(lanes), b.relayDB, func(i int, db *sql.DB) (*outbox.Worker, error) {
+		l := lanes[i]
 		s, err := postgres.New(db, postgres.Options{Table: relayTable})
 		if err != nil {
-			return 0, err
+			return nil, err
 		}
 		var store backend.Store = settleCounter{s, l.applied}
 		if l.consumer != "" {
 			cs, err := s.Consumer(l.consumer)
 			if err != nil {
-				return 0, err
+				return nil, err
 			}
 			store = settleCounter{cs, l.applied}
 		}
-		w, err := outbox.NewWorker(store, l.sink, outbox.WorkerOptions{
+		return outbox.NewWorker(store, l.sink, outbox.WorkerOptions{
 			BatchSize: batch, PollInterval: 10 * time.Millisecond, NodeID: fmt.Sprintf("bench-%d", i), Logger: quiet,
 		})
-		if err != nil {
-			return 0, err
-		}
-		wg.Go(func() { _ = w.Run(runCtx) })
+	})
+	if err != nil {
+		return 0, err
 	}
-	err := waitDone(ctx, what, 5*time.Minute, func() (bool, error) {
+	defer workers.Stop()
+	err = waitDone(ctx, what, 5*time.Minute, func() (bool, error) {
 		for _, l := range lanes {
 			if l.applied.Load() < int64(n) {
 				return false, nil

@@ -1,7 +1,7 @@
 // Package sinkerr holds what the broker sinks (sink/kafka,
-// sink/watermill) share in the errors their Publish returns: the layout
-// of the texts, the error that carries such a text, and the quoting of
-// names in it. The sinks scrub their secrets from a text before it gets
+// sink/watermill) share in the errors their Publish returns: the class
+// of a failure, the layout of the texts, the error that carries such a
+// text, and the quoting of names in it. The sinks scrub their secrets from a text before it gets
 // here.
 package sinkerr
 

@@ -26,33 +26,24 @@ var ErrUnsendable = errors.New("kafka: message cannot be sent as stored")
 // ErrClosed is the cause of the error Publish returns after Close.
 var ErrClosed = errors.New("kafka: sink closed")
 
-// Class is how the sink classes a Kafka error code.
-type Class int
+// Class is how the sink classes a Kafka error code: the type the
+// broker sinks share (watermill.Class is the same type).
+type Class = sinkerr.Class
 
 // The classes of Codes.
 const (
 	// Retryable: the same message may pass later (a leader moving, a
 	// broker restarting, a timeout). A plain error.
-	Retryable Class = iota
+	Retryable = sinkerr.Retryable
 	// Permanent: the broker refused the record itself; it never will
 	// take it (outbox.Permanent). The sink calls a record permanent only
 	// when the broker refused it in a batch of its own (see Publish).
-	Permanent
+	Permanent = sinkerr.Permanent
 	// Unavailable: the destination is not set up for the message (no
 	// such topic, no rights, refused credentials) until an operator
 	// fixes it (outbox.Unavailable).
-	Unavailable
+	Unavailable = sinkerr.Unavailable
 )
-
-func (c Class) String() string {
-	switch c {
-	case Permanent:
-		return "permanent"
-	case Unavailable:
-		return "unavailable"
-	}
-	return "retryable"
-}
 
 // codeClass is a class and the text an error of it starts with.
 type codeClass struct {

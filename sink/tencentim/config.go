@@ -65,7 +65,9 @@ const (
 )
 
 // Config configures a Sink. BaseURL, SDKAppID, SecretKey and
-// AdminIdentifier are required; every other field has a default.
+// AdminIdentifier are required; every other field has a default. Its
+// JSON (MarshalJSON) is its data fields, the secret redacted: a field
+// that is a function, the client or the logger is tagged json:"-".
 type Config struct {
 	// BaseURL is the REST API domain of the app's region, e.g.
 	// https://console.tim.qq.com (China) or
@@ -94,7 +96,7 @@ type Config struct {
 	// GroupID maps a message to the ID of the group it goes to. Defaults
 	// to Message.Key. An error, or an empty ID, fails the message
 	// permanently.
-	GroupID func(outbox.Message) (string, error)
+	GroupID func(outbox.Message) (string, error) `json:"-"`
 	// SkipTypes are message types that need no IM call (say, events that
 	// only other consumers care about): Publish returns nil for them at
 	// once, so they end published.
@@ -117,13 +119,13 @@ type Config struct {
 	// and all, perhaps over http). A client of your own should not
 	// follow redirects either, nor log request URLs, which carry the
 	// UserSig; errors it returns are scrubbed like any text from outside.
-	HTTPClient *http.Client
+	HTTPClient *http.Client `json:"-"`
 	// Logger receives the sink's own logs (signature renewals). Defaults
 	// to slog.Default().
-	Logger *slog.Logger
+	Logger *slog.Logger `json:"-"`
 	// Now is the clock of the UserSig cache and the rate limiter. Defaults
 	// to time.Now; tests inject a fake.
-	Now func() time.Time
+	Now func() time.Time `json:"-"`
 }
 
 // withDefaults returns c with defaults filled in.
@@ -218,20 +220,14 @@ func isLoopback(host string) bool {
 // replaced by the redaction mark. It works on the text, not on a parsed
 // URL, so that a URL that does not parse is redacted too.
 func redactURL(raw string) string {
-	rest, prefix := raw, ""
-	if i := strings.Index(raw, "://"); i >= 0 {
-		prefix, rest = raw[:i+3], raw[i+3:]
+	p := secretfmt.SplitURL(raw)
+	if p.User != "" {
+		p.User = secretfmt.Mark + "@"
 	}
-	var tail string
-	if i := strings.IndexAny(rest, "?#"); i >= 0 {
-		rest, tail = rest[:i], rest[i:i+1]+secretfmt.Mark
+	if p.Tail != "" {
+		p.Tail = p.Tail[:1] + secretfmt.Mark
 	}
-	// The last '@' before the query ends any user information, even one
-	// whose password holds a '/'.
-	if i := strings.LastIndex(rest, "@"); i >= 0 {
-		rest = secretfmt.Mark + rest[i:]
-	}
-	return prefix + rest + tail
+	return p.Scheme + p.User + p.HostPath + p.Tail
 }
 
 func defaultHTTPClient() *http.Client {

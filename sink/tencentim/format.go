@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
-	"time"
 
 	"github.com/outboxrelay/outboxrelay/internal/secretfmt"
 )
@@ -38,33 +37,16 @@ func (c Config) LogValue() slog.Value {
 	)
 }
 
-// configJSON is what a Config marshals to: its data fields, the secret
-// key redacted; the functions, client and logger are left out.
-type configJSON struct {
-	BaseURL         string
-	SDKAppID        int
-	SecretKey       string
-	AdminIdentifier string
-	Mode            Mode
-	Priority        string
-	SkipTypes       []string
-	MaxMessageBytes int
-	UserSigTTL      time.Duration
-	RateLimit       float64
-	GroupRateLimit  float64
-}
-
 // MarshalJSON encodes the config's data fields with SecretKey
 // "[redacted]" (or "(empty)") and BaseURL redacted as in String, so that
 // a config dumped by a debug endpoint or a config printer keeps its
 // secret. There is no matching UnmarshalJSON: decoding JSON into a Config
 // sets its fields as usual.
 func (c Config) MarshalJSON() ([]byte, error) {
-	return json.Marshal(configJSON{
-		BaseURL: redactURL(c.BaseURL), SDKAppID: c.SDKAppID, SecretKey: secretfmt.Secret(c.SecretKey),
-		AdminIdentifier: c.AdminIdentifier, Mode: c.Mode, Priority: c.Priority, SkipTypes: c.SkipTypes,
-		MaxMessageBytes: c.MaxMessageBytes, UserSigTTL: c.UserSigTTL, RateLimit: c.RateLimit, GroupRateLimit: c.GroupRateLimit,
-	})
+	type plain Config // the fields without the methods: no call back here
+	p := plain(c)
+	p.BaseURL, p.SecretKey = redactURL(c.BaseURL), secretfmt.Secret(c.SecretKey)
+	return json.Marshal(p)
 }
 
 // String describes the sink by its app, admin and mode; never its key or

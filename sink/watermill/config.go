@@ -2,7 +2,6 @@ package watermill
 
 import (
 	"cmp"
-	"fmt"
 	"log/slog"
 	"time"
 
@@ -32,38 +31,27 @@ const (
 )
 
 // Class is how the sink classes an error of the publisher (see
-// Config.Classify).
-type Class int
+// Config.Classify): the type the broker sinks share (kafka.Class is the
+// same type).
+type Class = sinkerr.Class
 
 // The classes Config.Classify returns.
 const (
 	// Retryable: the same message may pass later (the broker restarting,
 	// a connection lost, a timeout). The default for every error the
 	// sink does not know: retrying loses nothing.
-	Retryable Class = iota
+	Retryable = sinkerr.Retryable
 	// Permanent: the broker refused the message itself and never will
 	// take it (too large for the queue, say). The error is marked
 	// outbox.Permanent; the worker's policy may dead-letter the message.
-	Permanent
+	Permanent = sinkerr.Permanent
 	// Unavailable: the destination is not set up for the message (no
 	// such exchange or stream, no rights, refused credentials) until an
 	// operator fixes it. The error is marked outbox.Unavailable: the
 	// worker retries it whatever its policy, holds the sink off and
 	// alerts.
-	Unavailable
+	Unavailable = sinkerr.Unavailable
 )
-
-func (c Class) String() string {
-	switch c {
-	case Permanent:
-		return "permanent"
-	case Unavailable:
-		return "unavailable"
-	case Retryable:
-		return "retryable"
-	}
-	return fmt.Sprintf("Class(%d)", int(c))
-}
 
 // Config configures a Sink. Publisher is required, and Topic or
 // TopicFor; every other field has a default, and the zero value of each

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/outboxrelay/outboxrelay/internal/optcheck"
+	"github.com/outboxrelay/outboxrelay/internal/secretfmt"
 	"github.com/outboxrelay/outboxrelay/outbox"
 )
 
@@ -230,22 +231,9 @@ func endpoint(raw string) string {
 	if u, err := url.Parse(raw); err == nil && u.Scheme != "" && u.Host != "" {
 		return u.Scheme + "://" + u.Host
 	}
-	rest, prefix := raw, ""
-	if i := strings.Index(raw, "://"); i >= 0 {
-		prefix, rest = raw[:i+3], raw[i+3:]
-	}
-	if i := strings.IndexAny(rest, "?#"); i >= 0 {
-		rest = rest[:i]
-	}
-	// The last '@' before the query ends any user information, even one
-	// whose password holds a '/'.
-	if i := strings.LastIndex(rest, "@"); i >= 0 {
-		rest = rest[i+1:]
-	}
-	if i := strings.IndexByte(rest, '/'); i >= 0 {
-		rest = rest[:i]
-	}
-	return prefix + rest
+	p := secretfmt.SplitURL(raw)
+	host, _, _ := strings.Cut(p.HostPath, "/")
+	return p.Scheme + host
 }
 
 // canonicalHeaders returns c.Headers with canonical names.
