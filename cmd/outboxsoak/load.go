@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/outboxrelay/outboxrelay/internal/ctxwait"
 	"github.com/outboxrelay/outboxrelay/outbox"
 )
 
@@ -159,18 +160,7 @@ func (l *load) run(ctx context.Context, start time.Time, d time.Duration) {
 
 // sleepUntil waits until t; false if ctx ended first.
 func sleepUntil(ctx context.Context, t time.Time) bool {
-	d := time.Until(t)
-	if d <= 0 {
-		return ctx.Err() == nil
-	}
-	timer := time.NewTimer(d)
-	defer timer.Stop()
-	select {
-	case <-timer.C:
-		return true
-	case <-ctx.Done():
-		return false
-	}
+	return ctxwait.Sleep(ctx, time.Until(t)) == nil
 }
 
 func (l *load) noteBehind(d time.Duration) {

@@ -9,6 +9,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 	"github.com/tencentyun/tls-sig-api-v2-golang/tencentyun"
+
+	"github.com/outboxrelay/outboxrelay/internal/ctxwait"
 )
 
 // fakeClock is a clock tests move by hand; sleeping on it moves it.
@@ -137,7 +139,7 @@ func TestLimiterGivesBackTheTokenWhenTheCallerGivesUp(t *testing.T) {
 	l := newLimiter(cfg)
 	canceled, cancel := context.WithCancel(context.Background())
 	cancel()
-	l.sleep = sleepCtx
+	l.sleep = ctxwait.Sleep
 	require.NoError(t, l.wait(context.Background(), "g")) // uses the burst of 1
 	require.ErrorIs(t, l.wait(canceled, "g"), context.Canceled)
 	// The canceled reservation was returned: the next caller waits one

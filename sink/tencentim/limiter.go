@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"golang.org/x/time/rate"
+
+	"github.com/outboxrelay/outboxrelay/internal/ctxwait"
 )
 
 // limiter keeps the sink under Tencent's call rates: one limit for all
@@ -38,7 +40,7 @@ const (
 )
 
 func newLimiter(c Config) *limiter {
-	l := &limiter{now: c.Now, sleep: sleepCtx, groupRate: c.GroupRateLimit, groups: map[string]*groupLimit{}}
+	l := &limiter{now: c.Now, sleep: ctxwait.Sleep, groupRate: c.GroupRateLimit, groups: map[string]*groupLimit{}}
 	if c.RateLimit > 0 {
 		l.global = rate.NewLimiter(rate.Limit(c.RateLimit), burstFor(c.RateLimit))
 	}
@@ -101,16 +103,5 @@ func (l *limiter) evictIdleLocked(now time.Time) {
 		if now.Sub(g.last) > groupIdle {
 			delete(l.groups, id)
 		}
-	}
-}
-
-func sleepCtx(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
 	}
 }

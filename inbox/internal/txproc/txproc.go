@@ -19,6 +19,7 @@ import (
 	"github.com/cenkalti/backoff/v4"
 
 	"github.com/outboxrelay/outboxrelay/inbox"
+	"github.com/outboxrelay/outboxrelay/internal/ctxwait"
 	"github.com/outboxrelay/outboxrelay/internal/safetext"
 )
 
@@ -107,14 +108,7 @@ func NewBackoff() backoff.BackOff {
 
 // Pause waits for policy's next backoff, or until ctx is done.
 func Pause(ctx context.Context, policy backoff.BackOff) error {
-	timer := time.NewTimer(policy.NextBackOff())
-	defer timer.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-timer.C:
-		return nil
-	}
+	return ctxwait.Sleep(ctx, policy.NextBackOff())
 }
 
 // isConflict reports whether err, from one transaction of Process, is

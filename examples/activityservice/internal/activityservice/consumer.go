@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/outboxrelay/outboxrelay/inbox"
+	"github.com/outboxrelay/outboxrelay/internal/ctxwait"
 	"github.com/outboxrelay/outboxrelay/outbox"
 )
 
@@ -89,12 +90,7 @@ func (c *roomConsumer) run(ctx context.Context) {
 
 // pause waits RetryDelay or until ctx ends.
 func (c *roomConsumer) pause(ctx context.Context) {
-	t := time.NewTimer(c.retryDelay)
-	defer t.Stop()
-	select {
-	case <-t.C:
-	case <-ctx.Done():
-	}
+	_ = ctxwait.Sleep(ctx, c.retryDelay) // an ended ctx ends the loop that called it
 }
 
 // handle processes one message and acknowledges it, or asks for it
