@@ -14,7 +14,12 @@
 //     from the environment or from the files *_FILE variables name
 //     (EnvSetting, ApplyEnv);
 //   - secrets redacted from what is printed (RedactDSN, RedactNATSURL),
-//     and a MySQL pool that waits for its server (MySQL.Open).
+//     and a MySQL pool that waits for its server (MySQL.Open);
+//   - the JetStream streams: their name and subject prefix checks
+//     (Stream.Validate, ValidName), and a connection (ConnectJetStream)
+//     that waits for a stream, creating it when missing, and builds the
+//     natsjs sink that publishes into it (JetStream.Sink), or waits for
+//     a stream another service creates (JetStream.Wait).
 //
 // It is the examples' own, not the library's.
 package svckit

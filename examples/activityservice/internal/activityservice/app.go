@@ -3,7 +3,6 @@ package activityservice
 import (
 	"context"
 	"database/sql"
-	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -20,7 +19,6 @@ import (
 	"github.com/outboxrelay/outboxrelay/internal/dsnsafe"
 	"github.com/outboxrelay/outboxrelay/outbox"
 	"github.com/outboxrelay/outboxrelay/outbox/outboxprom"
-	"github.com/outboxrelay/outboxrelay/sink/natsjs"
 	"github.com/outboxrelay/outboxrelay/store/mysql"
 )
 
@@ -42,7 +40,7 @@ type App struct {
 	cfg Config
 	log *slog.Logger
 	db  *sql.DB
-	nc  *nats.Conn
+	js  *svckit.JetStream
 	// natsClosed closes when the NATS connection has closed (after the
 	// drain at shutdown).
 	natsClosed chan struct{}
@@ -110,18 +108,14 @@ func (a *App) build(ctx context.Context, db *sql.DB) error {
 		return err
 	}
 	a.inbox, a.store = ib, store
-	if err := a.connectNATS(ctx); err != nil {
+	if err := a.connectNATS(); err != nil {
 		return err
 	}
-	js, err := jetstream.New(a.nc)
-	if err != nil {
-		return svckit.NATSErr(a.cfg.Rooms.NATSURL, "jetstream", err)
-	}
-	cons, err := a.roomsConsumer(ctx, js)
+	cons, err := a.roomsConsumer(ctx)
 	if err != nil {
 		return err
 	}
-	if err := a.buildWorker(ctx, js); err != nil {
+	if err := a.buildWorker(ctx); err != nil {
 		return err
 	}
 	r := a.cfg.Rooms
@@ -140,21 +134,9 @@ func (a *App) build(ctx context.Context, db *sql.DB) error {
 
 // buildWorker builds the outbox worker that publishes level-ups to the
 // level-up stream (created when missing) through sink/natsjs.
-func (a *App) buildWorker(ctx context.Context, js jetstream.JetStream) error {
+func (a *App) buildWorker(ctx context.Context) error {
 	o := a.cfg.Outbox
-	if err := a.waitFor(ctx, "stream "+o.Stream, func(ctx context.Context) error {
-		_, err := js.Stream(ctx, o.Stream)
-		if errors.Is(err, jetstream.ErrStreamNotFound) {
-			_, err = js.CreateStream(ctx, natsjs.StreamConfig(o.Stream, o.SubjectPrefix, 10*time.Minute))
-			if errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
-				err = nil
-			}
-		}
-		return err
-	}); err != nil {
-		return err
-	}
-	sink, err := natsjs.New(natsjs.Config{JetStream: js, Prefix: o.SubjectPrefix, ExpectStream: o.Stream, Logger: a.log})
+	sink, err := a.js.Sink(ctx, o.stream(), a.log)
 	if err != nil {
 		return err
 	}
@@ -171,37 +153,30 @@ func (a *App) buildWorker(ctx context.Context, js jetstream.JetStream) error {
 	return err
 }
 
-// connectNATS connects, reconnecting for ever once connected.
-func (a *App) connectNATS(ctx context.Context) error {
-	nc, err := nats.Connect(a.cfg.Rooms.NATSURL, nats.Name("activity-service "+a.cfg.NodeID), nats.MaxReconnects(-1),
-		nats.RetryOnFailedConnect(true), nats.ReconnectWait(time.Second), nats.ClosedHandler(func(*nats.Conn) { close(a.natsClosed) }))
+// connectNATS connects, reconnecting for ever once connected; start-up
+// waits up to rooms.startup_timeout for the streams.
+func (a *App) connectNATS() error {
+	r := a.cfg.Rooms
+	js, err := svckit.ConnectJetStream(r.NATSURL, "activity-service "+a.cfg.NodeID, r.StartupTimeout,
+		nats.ClosedHandler(func(*nats.Conn) { close(a.natsClosed) }))
 	if err != nil {
-		return svckit.NATSErr(a.cfg.Rooms.NATSURL, "connect", err)
+		return err
 	}
-	a.nc = nc
+	a.js = js
 	return nil
 }
 
 // roomsConsumer waits for room-service's stream and creates (or updates)
 // the durable consumer on it.
-func (a *App) roomsConsumer(ctx context.Context, js jetstream.JetStream) (jetstream.Consumer, error) {
+func (a *App) roomsConsumer(ctx context.Context) (jetstream.Consumer, error) {
 	r := a.cfg.Rooms
 	var cons jetstream.Consumer
-	err := a.waitFor(ctx, "stream "+r.Stream+" (room-service creates it)", func(ctx context.Context) error {
+	err := a.js.Wait(ctx, fmt.Sprintf("stream %q (room-service creates it)", r.Stream), func(ctx context.Context) error {
 		var err error
-		cons, err = js.CreateOrUpdateConsumer(ctx, r.Stream, consumerConfig(r))
+		cons, err = a.js.JS.CreateOrUpdateConsumer(ctx, r.Stream, consumerConfig(r))
 		return err
 	})
 	return cons, err
-}
-
-// waitFor retries f every second until it succeeds or
-// rooms.startup_timeout has passed.
-func (a *App) waitFor(ctx context.Context, what string, f func(context.Context) error) error {
-	if err := svckit.WaitFor(ctx, a.cfg.Rooms.StartupTimeout, f); err != nil {
-		return svckit.NATSErr(a.cfg.Rooms.NATSURL, fmt.Sprintf("%s not available within %v", what, a.cfg.Rooms.StartupTimeout), err)
-	}
-	return nil
 }
 
 // natsCloseWait bounds the wait for the NATS connection to close: its
@@ -211,9 +186,9 @@ const natsCloseWait = nats.DefaultDrainTimeout + 5*time.Second
 // closeResources drains NATS (acks in flight reach the server) and
 // closes MySQL.
 func (a *App) closeResources() error {
-	if a.nc != nil {
-		if err := a.nc.Drain(); err != nil {
-			a.nc.Close()
+	if a.js != nil {
+		if err := a.js.Conn.Drain(); err != nil {
+			a.js.Conn.Close()
 		}
 		// The drain ends at nats.go's DrainTimeout (30s) at the latest.
 		select {

@@ -6,16 +6,11 @@ import (
 	"fmt"
 	"math"
 	"slices"
-	"strconv"
-	"strings"
 	"time"
-
-	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/outboxrelay/outboxrelay/examples/internal/svckit"
 	inboxmysql "github.com/outboxrelay/outboxrelay/inbox/mysql"
 	"github.com/outboxrelay/outboxrelay/outbox"
-	"github.com/outboxrelay/outboxrelay/sink/natsjs"
 	"github.com/outboxrelay/outboxrelay/store/mysql"
 )
 
@@ -217,15 +212,7 @@ func (r RoomsConfig) validate() error {
 	} else if _, err := svckit.NATSURLs(r.NATSURL); err != nil {
 		errs = append(errs, fmt.Errorf("config: rooms.nats_url: %w", err))
 	}
-	if err := validStream(r.Stream); err != nil {
-		bad("stream", strconv.Quote(r.Stream), err.Error())
-	}
-	if err := validPrefix(r.SubjectPrefix); err != nil {
-		bad("subject_prefix", strconv.Quote(r.SubjectPrefix), err.Error())
-	}
-	if err := validStream(r.Durable); err != nil {
-		bad("durable", strconv.Quote(r.Durable), err.Error())
-	}
+	errs = append(errs, svckit.Stream{Name: r.Stream, SubjectPrefix: r.SubjectPrefix}.Validate("rooms"), svckit.ValidName("rooms.durable", r.Durable))
 	if r.AckWait < MinAckWait {
 		bad("ack_wait", r.AckWait, fmt.Sprintf("must be at least %v", MinAckWait))
 	}
@@ -263,12 +250,7 @@ func (o OutboxConfig) validate() error {
 	if _, err := mysql.New(new(sql.DB), mysql.Options{Table: o.Table}); err != nil {
 		errs = append(errs, fmt.Errorf("config: outbox.table: %w", err))
 	}
-	if err := validStream(o.Stream); err != nil {
-		errs = append(errs, fmt.Errorf("config: outbox.stream %q: %w", o.Stream, err))
-	}
-	if err := validPrefix(o.SubjectPrefix); err != nil {
-		errs = append(errs, fmt.Errorf("config: outbox.subject_prefix %q: %w", o.SubjectPrefix, err))
-	}
+	errs = append(errs, o.stream().Validate("outbox"))
 	if _, err := o.workerOptions(); err != nil {
 		errs = append(errs, fmt.Errorf("config: outbox: %w", err))
 	}
@@ -300,21 +282,8 @@ func validLevels(levels []int64) error {
 // cause.
 const maxLevels = 100
 
-// validStream accepts a JetStream stream or consumer name.
-func validStream(name string) error {
-	if name == "" || len(name) > 255 || strings.ContainsAny(name, " \t.*>/\\") ||
-		strings.ContainsFunc(name, func(r rune) bool { return r < ' ' || r == 0x7f }) {
-		return errors.New("must be 1 to 255 characters without spaces, control characters, '.', '*', '>', '/' or '\\'")
-	}
-	return nil
+// stream is the level-up stream, created at start-up with a 10m
+// duplicate window when missing.
+func (o OutboxConfig) stream() svckit.Stream {
+	return svckit.Stream{Name: o.Stream, SubjectPrefix: o.SubjectPrefix, Duplicates: 10 * time.Minute}
 }
-
-// validPrefix accepts a subject prefix as sink/natsjs does.
-func validPrefix(prefix string) error {
-	_, err := natsjs.New(natsjs.Config{JetStream: noJetStream{}, Prefix: prefix})
-	return err
-}
-
-// noJetStream stands in for a connection when only a sink's
-// configuration is checked; it is never called.
-type noJetStream struct{ jetstream.JetStream }

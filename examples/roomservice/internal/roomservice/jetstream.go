@@ -6,11 +6,9 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/outboxrelay/outboxrelay/examples/internal/svckit"
 	"github.com/outboxrelay/outboxrelay/sink/natsjs"
@@ -71,22 +69,17 @@ func (c JetStreamConfig) validate(block string) error {
 	if _, err := svckit.NATSURLs(c.URL); err != nil {
 		errs = append(errs, fmt.Errorf("config: %s.url: %w", block, err))
 	}
-	if strings.ContainsAny(c.Stream, " \t.*>/\\") || strings.ContainsFunc(c.Stream, func(r rune) bool { return r < ' ' || r == 0x7f }) {
-		errs = append(errs, fmt.Errorf("config: %s.stream %q: must be a stream name (no spaces, control characters, '.', '*', '>', '/' or '\\')", block, c.Stream))
-	}
-	// natsjs.New checks the prefix, with nothing to connect to.
-	if _, err := natsjs.New(natsjs.Config{JetStream: noJetStream{}, Prefix: c.SubjectPrefix}); err != nil {
-		errs = append(errs, fmt.Errorf("config: %s.subject_prefix: %w", block, err))
-	}
+	errs = append(errs, c.stream().Validate(block))
 	if c.Duplicates < 0 || c.StartupTimeout < 0 {
 		errs = append(errs, fmt.Errorf("config: %s.duplicates %v, startup_timeout %v: must not be negative", block, c.Duplicates, c.StartupTimeout))
 	}
 	return errors.Join(errs...)
 }
 
-// noJetStream stands in for a connection when only a sink's
-// configuration is checked; it is never called.
-type noJetStream struct{ jetstream.JetStream }
+// stream is the destination's stream.
+func (c JetStreamConfig) stream() svckit.Stream {
+	return svckit.Stream{Name: c.Stream, SubjectPrefix: c.SubjectPrefix, Duplicates: c.Duplicates}
+}
 
 // String prints the destination with the URL's credentials redacted.
 func (c JetStreamConfig) String() string {
@@ -104,39 +97,14 @@ func (c JetStreamConfig) LogValue() slog.Value       { return slog.StringValue(c
 // the stream exists, and returns a natsjs sink that publishes into it
 // and the connection, which the caller closes.
 func (a *App) jetStreamSink(ctx context.Context, c JetStreamConfig) (*natsjs.Sink, *nats.Conn, error) {
-	nc, err := nats.Connect(c.URL, nats.Name("room-service "+a.cfg.NodeID), nats.MaxReconnects(-1),
-		nats.RetryOnFailedConnect(true), nats.ReconnectWait(time.Second))
+	j, err := svckit.ConnectJetStream(c.URL, "room-service "+a.cfg.NodeID, c.StartupTimeout)
 	if err != nil {
-		return nil, nil, svckit.NATSErr(c.URL, "connect", err)
-	}
-	sink, err := a.streamSink(ctx, c, nc)
-	if err != nil {
-		nc.Close()
 		return nil, nil, err
 	}
-	return sink, nc, nil
-}
-
-func (a *App) streamSink(ctx context.Context, c JetStreamConfig, nc *nats.Conn) (*natsjs.Sink, error) {
-	js, err := jetstream.New(nc)
+	sink, err := j.Sink(ctx, c.stream(), a.log)
 	if err != nil {
-		return nil, svckit.NATSErr(c.URL, "jetstream", err)
+		j.Conn.Close()
+		return nil, nil, err
 	}
-	err = svckit.WaitFor(ctx, c.StartupTimeout, func(ctx context.Context) error {
-		_, err := js.Stream(ctx, c.Stream)
-		if errors.Is(err, jetstream.ErrStreamNotFound) {
-			_, err = js.CreateStream(ctx, natsjs.StreamConfig(c.Stream, c.SubjectPrefix, c.Duplicates))
-			if err == nil {
-				a.log.InfoContext(ctx, "nats: stream created", slog.String("stream", c.Stream), slog.String("subjects", c.SubjectPrefix+".>"))
-			}
-			if errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
-				err = nil // another instance created it
-			}
-		}
-		return err
-	})
-	if err != nil {
-		return nil, svckit.NATSErr(c.URL, fmt.Sprintf("stream %q not available within %v", c.Stream, c.StartupTimeout), err)
-	}
-	return natsjs.New(natsjs.Config{JetStream: js, Prefix: c.SubjectPrefix, ExpectStream: c.Stream, Logger: a.log})
+	return sink, j.Conn, nil
 }
