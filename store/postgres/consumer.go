@@ -265,26 +265,14 @@ func (s *Store) RemoveConsumer(ctx context.Context, name string) (int, error) {
 // from the beginning is backfilling while its walk has not yet passed
 // the messages written before it was added.
 func (s *Store) Consumers(ctx context.Context) ([]backend.ConsumerInfo, error) {
-	rows, err := s.db.QueryContext(ctx, s.t.render(`SELECT name, start_seq, walked_seq, created_at, removing,
+	return storecore.Consumers(ctx, s.db, s.wrapper("consumers"), s.t.render(`SELECT name, start_seq, walked_seq, created_at, removing,
 	c.start_seq = 0 AND EXISTS (SELECT 1 FROM {outbox} o WHERE (o.xid, o.seq) > (c.walked_xid, c.walked_seq) AND o.created_at <= c.created_at)
-FROM {consumers} c WHERE c.id <> 0 ORDER BY name`))
-	if err != nil {
-		return nil, s.wrap("consumers", err)
-	}
-	out, err := storecore.ReadConsumers(rows, time.Time.UTC)
-	if err != nil {
-		return nil, s.wrap("consumers", err)
-	}
-	return out, nil
+FROM {consumers} c WHERE c.id <> 0 ORDER BY name`), time.Time.UTC)
 }
 
 // LastSeq returns the Seq of the last message written (0 for none).
 func (s *Store) LastSeq(ctx context.Context) (int64, error) {
-	var n int64
-	if err := s.db.QueryRowContext(ctx, s.t.render("SELECT coalesce(max(seq), 0) FROM {outbox}")).Scan(&n); err != nil {
-		return 0, s.wrap("last seq", err)
-	}
-	return n, nil
+	return storecore.One[int64](ctx, s.db, s.wrapper("last seq"), s.t.render("SELECT coalesce(max(seq), 0) FROM {outbox}"))
 }
 
 // Capabilities reports what the consumer's store does beyond
