@@ -66,10 +66,7 @@ func (s *Store) Consumer(name string) (*ConsumerStore, error) {
 // ConsumerQueue returns the Queue of the named consumer; "" is the
 // default consumer, the Store itself.
 func (s *Store) ConsumerQueue(name string) (backend.Queue, error) {
-	if name == "" {
-		return s, nil
-	}
-	return s.Consumer(name)
+	return storecore.ConsumerQueue(s, name, s.Consumer)
 }
 
 // Name returns the consumer's name.
@@ -83,29 +80,13 @@ func (c *ConsumerStore) Name() string { return c.consumer }
 // tx, due when the head start ends; a consumer that is not registered
 // gets them without one.
 func (c *ConsumerStore) Enqueue(ctx context.Context, tx backend.Execer, opts *backend.EnqueueOptions, msgs ...backend.Message) error {
-	headStart, err := storecore.HeadStart(c.what, opts)
-	if err != nil {
-		return err
-	}
-	if headStart == 0 || len(msgs) == 0 {
-		return c.s.Enqueue(ctx, tx, opts, msgs...)
-	}
-	if db, ok := tx.(*sql.DB); ok {
-		return inTx(ctx, db, func(tx *sql.Tx) error { return c.enqueueWithHeadStart(ctx, tx, headStart, msgs) })
-	}
-	return c.enqueueWithHeadStart(ctx, tx, headStart, msgs)
+	return storecore.ConsumerEnqueue(ctx, c.what, tx, opts, msgs, c.s.Enqueue, c.enqueueWithHeadStart, nil, nil)
 }
 
-// enqueueWithHeadStart writes msgs to the outbox, due at once, and this
-// consumer's records of them, due after headStart, through tx.
-func (c *ConsumerStore) enqueueWithHeadStart(ctx context.Context, tx backend.Execer, headStart time.Duration, msgs []backend.Message) error {
-	if err := c.s.Enqueue(ctx, tx, nil, msgs...); err != nil {
-		return err
-	}
-	ids := make([]string, len(msgs))
-	for i, m := range msgs {
-		ids[i] = m.ID
-	}
+// enqueueWithHeadStart is this consumer's part of an Enqueue with a head
+// start (storecore.ConsumerEnqueue): it writes its records of the
+// messages with ids, just written through tx, due after headStart.
+func (c *ConsumerStore) enqueueWithHeadStart(ctx context.Context, tx backend.Execer, headStart time.Duration, ids []string) error {
 	// Only messages this transaction wrote, past the consumer's start:
 	// a state row, due when the head start ends, which the consumer's
 	// walk of the log passes over. Ordered claims still wait for older

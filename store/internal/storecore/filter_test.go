@@ -2,7 +2,9 @@ package storecore
 
 import (
 	"context"
+	"database/sql"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -68,4 +70,51 @@ func TestRecordsAndRequeued(t *testing.T) {
 	err := Requeued(context.Background(), "test store", "m1", 0, missing)
 	require.True(t, errors.Is(err, outbox.ErrNotFound))
 	require.EqualError(t, err, `test store: requeue "m1": `+outbox.ErrNotFound.Error())
+}
+
+type fakeExecer struct{}
+
+func (fakeExecer) ExecContext(context.Context, string, ...any) (sql.Result, error) { return nil, nil }
+
+func TestConsumerEnqueue(t *testing.T) {
+	var calls []string
+	enqueue := func(_ context.Context, _ backend.Execer, opts *backend.EnqueueOptions, msgs ...backend.Message) error {
+		calls = append(calls, fmt.Sprintf("enqueue %v %d", opts != nil, len(msgs)))
+		return nil
+	}
+	held := func(_ context.Context, _ backend.Execer, headStart time.Duration, ids []string) error {
+		calls = append(calls, fmt.Sprintf("held %v %v", headStart, ids))
+		return nil
+	}
+	msgs := []backend.Message{{ID: "a"}, {ID: "b"}}
+	opts := &backend.EnqueueOptions{HeadStart: time.Second}
+
+	require.NoError(t, ConsumerEnqueue(context.Background(), "test store", fakeExecer{}, nil, msgs, enqueue, held, nil, nil))
+	require.NoError(t, ConsumerEnqueue(context.Background(), "test store", fakeExecer{}, opts, msgs, enqueue, held, nil, nil))
+	require.Equal(t, []string{"enqueue false 2", "enqueue false 2", "held 1s [a b]"}, calls)
+
+	err := ConsumerEnqueue(context.Background(), "test store", fakeExecer{}, &backend.EnqueueOptions{HeadStart: -1}, msgs, enqueue, held, nil, nil)
+	require.EqualError(t, err, "test store: enqueue: HeadStart -1ns: must not be negative")
+}
+
+type fakeQueue struct{ backend.Queue }
+
+func TestConsumerQueue(t *testing.T) {
+	store := &fakeQueue{}
+	named := &fakeQueue{}
+	consumer := func(name string) (*fakeQueue, error) {
+		if name == "bad" {
+			return nil, errors.New("bad name")
+		}
+		return named, nil
+	}
+	q, err := ConsumerQueue(store, "", consumer)
+	require.NoError(t, err)
+	require.Same(t, store, q)
+	q, err = ConsumerQueue(store, "billing", consumer)
+	require.NoError(t, err)
+	require.Same(t, named, q)
+	q, err = ConsumerQueue(store, "bad", consumer)
+	require.EqualError(t, err, "bad name")
+	require.Nil(t, q, "a failed lookup is a nil Queue, not a nil *C in one")
 }

@@ -11,6 +11,8 @@ import (
 	"cmp"
 	"fmt"
 	"regexp"
+
+	"github.com/outboxrelay/outboxrelay/outbox/backend"
 )
 
 // The defaults and limits both stores share; each store exports them
@@ -90,6 +92,20 @@ func (c Common) Validate(d Dialect) []error {
 		errs = append(errs, fmt.Errorf("%s: MaxClaimBytes %d: must not be negative (0 for the default)", d.What, c.MaxClaimBytes))
 	}
 	return errs
+}
+
+// ConsumerQueue is a store's ConsumerQueue (backend.Outbox): the Queue
+// of the named consumer, as consumer returns it, or the store's own (the
+// default consumer's) for "". An error comes with a nil Queue.
+func ConsumerQueue[C backend.Queue](store backend.Queue, name string, consumer func(string) (C, error)) (backend.Queue, error) {
+	if name == "" {
+		return store, nil
+	}
+	c, err := consumer(name)
+	if err != nil {
+		return nil, err
+	}
+	return c, nil
 }
 
 var consumerNameRE = regexp.MustCompile(fmt.Sprintf(`^[A-Za-z0-9_][A-Za-z0-9_.-]{0,%d}$`, MaxConsumerNameLength-1))
