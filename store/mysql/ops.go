@@ -16,11 +16,6 @@ import (
 	"github.com/outboxrelay/outboxrelay/store/internal/storecore"
 )
 
-var (
-	_ backend.StatsReader = (*Store)(nil)
-	_ backend.Purger      = (*Store)(nil)
-)
-
 // ListFilter selects records for List (see backend.ListFilter).
 type ListFilter = backend.ListFilter
 

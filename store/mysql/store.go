@@ -146,9 +146,16 @@ type channel struct {
 // too: each locks the rows it decides on explicitly.
 var readCommitted = &sql.TxOptions{Isolation: sql.LevelReadCommitted}
 
+// What the Store is, beyond backend.Store (see Capabilities).
 var (
-	_ backend.Store         = (*Store)(nil)
-	_ backend.SettleClaimer = (*Store)(nil)
+	_ backend.Store                  = (*Store)(nil)
+	_ backend.SettleClaimer          = (*Store)(nil)
+	_ backend.HeadStartLeaser        = (*Store)(nil)
+	_ backend.OrderedHeadStartLeaser = (*Store)(nil)
+	_ backend.HeadStartEnder         = (*Store)(nil)
+	_ backend.Outbox                 = (*Store)(nil)
+	_ backend.StatsReader            = (*Store)(nil)
+	_ backend.Purger                 = (*Store)(nil)
 )
 
 // New returns a store on db. It does not touch the database; call Migrate
@@ -179,8 +186,6 @@ func (s *Store) Table() string { return s.table }
 
 // Name is Table: the outbox's name for operators (backend.Outbox).
 func (s *Store) Name() string { return s.table }
-
-var _ backend.Outbox = (*Store)(nil)
 
 // Get returns the record with message ID id, or an error wrapping
 // outbox.ErrNotFound. For a record that cannot be decoded it returns the
