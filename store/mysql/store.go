@@ -146,17 +146,7 @@ type channel struct {
 // too: each locks the rows it decides on explicitly.
 var readCommitted = &sql.TxOptions{Isolation: sql.LevelReadCommitted}
 
-// What the Store is, beyond backend.Store (see Capabilities).
-var (
-	_ backend.Store                  = (*Store)(nil)
-	_ backend.SettleClaimer          = (*Store)(nil)
-	_ backend.HeadStartLeaser        = (*Store)(nil)
-	_ backend.OrderedHeadStartLeaser = (*Store)(nil)
-	_ backend.HeadStartEnder         = (*Store)(nil)
-	_ backend.Outbox                 = (*Store)(nil)
-	_ backend.StatsReader            = (*Store)(nil)
-	_ backend.Purger                 = (*Store)(nil)
-)
+var _ storecore.Store = (*Store)(nil)
 
 // New returns a store on db. It does not touch the database; call Migrate
 // once (say, at start-up) to create or upgrade the table. db may use any

@@ -1,18 +1,18 @@
 // Package storecore holds what the outbox stores (store/mysql,
-// store/postgres) share beyond the backend contract: the options both
-// have and their checks, the rule of consumer names, the checks of the
-// arguments of Enqueue and the head start, and the reading of the
-// operator queries' rows that both shape alike. Each store keeps its SQL
-// and its exported names; this package holds only what is the same
-// logic on both databases, so that it is written once.
+// store/postgres) share beyond the backend contract: what a store is
+// (Store), the options both have and their checks, the rule of consumer
+// names, the checks of the arguments of Enqueue and the head start, a
+// named consumer's Enqueue, the operators' filters (with each
+// database's conditions in a FilterDialect), and the running and
+// reading of the operator queries that both shape alike. Each store
+// keeps its SQL and its exported names; this package holds only what is
+// the same logic on both databases, so that it is written once.
 package storecore
 
 import (
 	"cmp"
 	"fmt"
 	"regexp"
-
-	"github.com/outboxrelay/outboxrelay/outbox/backend"
 )
 
 // The defaults and limits both stores share; each store exports them
@@ -92,20 +92,6 @@ func (c Common) Validate(d Dialect) []error {
 		errs = append(errs, fmt.Errorf("%s: MaxClaimBytes %d: must not be negative (0 for the default)", d.What, c.MaxClaimBytes))
 	}
 	return errs
-}
-
-// ConsumerQueue is a store's ConsumerQueue (backend.Outbox): the Queue
-// of the named consumer, as consumer returns it, or the store's own (the
-// default consumer's) for "". An error comes with a nil Queue.
-func ConsumerQueue[C backend.Queue](store backend.Queue, name string, consumer func(string) (C, error)) (backend.Queue, error) {
-	if name == "" {
-		return store, nil
-	}
-	c, err := consumer(name)
-	if err != nil {
-		return nil, err
-	}
-	return c, nil
 }
 
 var consumerNameRE = regexp.MustCompile(fmt.Sprintf(`^[A-Za-z0-9_][A-Za-z0-9_.-]{0,%d}$`, MaxConsumerNameLength-1))

@@ -11,6 +11,34 @@ import (
 	"github.com/outboxrelay/outboxrelay/outbox/backend"
 )
 
+// Store is what every SQL store is: the backend.Store with all of its
+// extensions, so that a worker, a dashboard or a tool finds the same on
+// each database. Each store asserts it at compile time.
+type Store interface {
+	backend.Store
+	backend.SettleClaimer
+	backend.HeadStartLeaser
+	backend.OrderedHeadStartLeaser
+	backend.HeadStartEnder
+	backend.Outbox
+	backend.StatsReader
+	backend.Purger
+}
+
+// ConsumerQueue is a store's ConsumerQueue (backend.Outbox): the Queue
+// of the named consumer, as consumer returns it, or the store's own (the
+// default consumer's) for "". An error comes with a nil Queue.
+func ConsumerQueue[C backend.Queue](store backend.Queue, name string, consumer func(string) (C, error)) (backend.Queue, error) {
+	if name == "" {
+		return store, nil
+	}
+	c, err := consumer(name)
+	if err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
 // Stats runs a store's stats query with args on db and reads its rows
 // into backend.Stats; its error passes through wrap. Each row is a
 // status ('pending' or 'dead'), an event type, how many records, how
