@@ -1,8 +1,6 @@
 package storecore
 
 import (
-	"context"
-	"database/sql"
 	"errors"
 	"fmt"
 	"time"
@@ -77,40 +75,4 @@ func CheckHeadStartBatch(what string, ids []string, minLeft time.Duration) error
 		return errors.New(what + ": head start batch: minLeft must not be negative")
 	}
 	return nil
-}
-
-// ConsumerEnqueue is a named consumer's Enqueue of msgs through tx with
-// opts, whose head start is the consumer's own: enqueue writes messages
-// for every consumer (the Store's Enqueue), due at once, and held writes
-// the consumer's records of those with ids, due when the head start
-// ends. Without a head start or messages it is enqueue's. Given a
-// *sql.DB, both write in one transaction of it (InTx with txOpts and
-// wrap), so that the messages and the consumer's records commit
-// together. what prefixes the errors.
-func ConsumerEnqueue(ctx context.Context, what string, tx backend.Execer, opts *backend.EnqueueOptions, msgs []backend.Message,
-	enqueue func(context.Context, backend.Execer, *backend.EnqueueOptions, ...backend.Message) error,
-	held func(ctx context.Context, tx backend.Execer, headStart time.Duration, ids []string) error,
-	txOpts *sql.TxOptions, wrap func(error) error) error {
-	headStart, err := HeadStart(what, opts)
-	if err != nil {
-		return err
-	}
-	if headStart == 0 || len(msgs) == 0 {
-		return enqueue(ctx, tx, opts, msgs...)
-	}
-	write := func(tx backend.Execer) error {
-		if err := enqueue(ctx, tx, nil, msgs...); err != nil {
-			return err
-		}
-		ids := make([]string, len(msgs))
-		for i, m := range msgs {
-			ids[i] = m.ID
-		}
-		return held(ctx, tx, headStart, ids)
-	}
-	db, ok := tx.(*sql.DB)
-	if !ok {
-		return write(tx)
-	}
-	return InTx(ctx, db, txOpts, wrap, func(tx *sql.Tx) error { return write(tx) })
 }

@@ -25,20 +25,6 @@ type Store interface {
 	backend.Purger
 }
 
-// ConsumerQueue is a store's ConsumerQueue (backend.Outbox): the Queue
-// of the named consumer, as consumer returns it, or the store's own (the
-// default consumer's) for "". An error comes with a nil Queue.
-func ConsumerQueue[C backend.Queue](store backend.Queue, name string, consumer func(string) (C, error)) (backend.Queue, error) {
-	if name == "" {
-		return store, nil
-	}
-	c, err := consumer(name)
-	if err != nil {
-		return nil, err
-	}
-	return c, nil
-}
-
 // Stats runs a store's stats query with args on db and reads its rows
 // into backend.Stats; its error passes through wrap. Each row is a
 // status ('pending' or 'dead'), an event type, how many records, how
