@@ -3,6 +3,7 @@ package backend
 import (
 	"strings"
 	"testing"
+	"time"
 	"unicode/utf8"
 
 	"github.com/stretchr/testify/require"
@@ -97,4 +98,30 @@ func TestCapabilitiesOfAFakeWithANilStore(t *testing.T) {
 	if got := CapabilitiesOf(nilStore{}); got != (Capabilities{}) {
 		t.Fatalf("CapabilitiesOf(a fake on a nil Store) = %+v, want none", got)
 	}
+}
+
+func TestClaimParamsValidate(t *testing.T) {
+	ok := ClaimParams{Owner: "w1", Limit: 2, LeaseFor: time.Microsecond, IDs: []string{"a", "b"}}
+	require.NoError(t, ok.Validate("test store"))
+	for _, tc := range []struct {
+		name   string
+		change func(*ClaimParams)
+		want   string
+	}{
+		{"no owner", func(p *ClaimParams) { p.Owner = "" }, `test store: claim: Owner "": must be 1 to 255 characters`},
+		{"owner too long", func(p *ClaimParams) { p.Owner = strings.Repeat("é", MaxOwnerLength+1) }, `test store: claim: Owner "` + strings.Repeat("é", MaxOwnerLength+1) + `": must be 1 to 255 characters`},
+		{"limit 0", func(p *ClaimParams) { p.Limit, p.IDs = 0, nil }, "test store: claim: Limit 0: must be 1 to 10000"},
+		{"limit too large", func(p *ClaimParams) { p.Limit = MaxClaimLimit + 1 }, "test store: claim: Limit 10001: must be 1 to 10000"},
+		{"lease under 1µs", func(p *ClaimParams) { p.LeaseFor = 999 * time.Nanosecond }, "test store: claim: LeaseFor 999ns: must be at least 1µs"},
+		{"more IDs than the limit", func(p *ClaimParams) { p.Limit = 1 }, "test store: claim: 2 IDs: more than Limit 1"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := ok
+			tc.change(&p)
+			require.EqualError(t, p.Validate("test store"), tc.want)
+		})
+	}
+	// Every field that is wrong is reported, each with the prefix.
+	err := ClaimParams{LeaseFor: -time.Second}.Validate("test store")
+	require.Equal(t, 3, strings.Count(err.Error(), "test store: claim: "))
 }

@@ -3,7 +3,10 @@ package backend
 import (
 	"context"
 	"database/sql"
+	"errors"
+	"fmt"
 	"time"
+	"unicode/utf8"
 )
 
 // Store keeps messages and their delivery state: the contract between
@@ -217,6 +220,29 @@ type ClaimParams struct {
 	// oldest pending records, in order; otherwise none of them are.
 	// Records with an empty key are unordered.
 	Ordered bool
+}
+
+// Validate reports each field of p that no store accepts, naming the
+// field and the value, as one joined error: Owner, 1 to MaxOwnerLength
+// characters; Limit, 1 to MaxClaimLimit; LeaseFor, at least 1µs (a
+// store's clock counts microseconds); and no more IDs than Limit. what
+// prefixes each ("mysql store" gives "mysql store: claim: Limit 0: must
+// be 1 to 10000").
+func (p ClaimParams) Validate(what string) error {
+	var errs []error
+	if p.Owner == "" || utf8.RuneCountInString(p.Owner) > MaxOwnerLength {
+		errs = append(errs, fmt.Errorf("%s: claim: Owner %q: must be 1 to %d characters", what, p.Owner, MaxOwnerLength))
+	}
+	if p.Limit < 1 || p.Limit > MaxClaimLimit {
+		errs = append(errs, fmt.Errorf("%s: claim: Limit %d: must be 1 to %d", what, p.Limit, MaxClaimLimit))
+	}
+	if p.LeaseFor < time.Microsecond {
+		errs = append(errs, fmt.Errorf("%s: claim: LeaseFor %v: must be at least 1µs", what, p.LeaseFor))
+	}
+	if len(p.IDs) > p.Limit {
+		errs = append(errs, fmt.Errorf("%s: claim: %d IDs: more than Limit %d", what, len(p.IDs), p.Limit))
+	}
+	return errors.Join(errs...)
 }
 
 // Bounds of ClaimParams.

@@ -3,12 +3,9 @@ package outboxtest
 import (
 	"cmp"
 	"context"
-	"errors"
-	"fmt"
 	"slices"
 	"strconv"
 	"time"
-	"unicode/utf8"
 
 	"github.com/outboxrelay/outboxrelay/outbox/backend"
 )
@@ -16,7 +13,7 @@ import (
 // Claim leases up to p.Limit due pending records (or the pending records
 // p.IDs names) for p.LeaseFor, as backend.Store says.
 func (s *Store) Claim(_ context.Context, p backend.ClaimParams) (backend.Batch, error) {
-	if err := validateClaim(p); err != nil {
+	if err := p.Validate("outboxtest"); err != nil {
 		return backend.Batch{}, err
 	}
 	s.mu.Lock()
@@ -26,7 +23,7 @@ func (s *Store) Claim(_ context.Context, p backend.ClaimParams) (backend.Batch, 
 
 // SettleAndClaim records st and then claims, at once.
 func (s *Store) SettleAndClaim(_ context.Context, st backend.Settlement, p backend.ClaimParams) (backend.SettleResult, backend.Batch, error) {
-	if err := validateClaim(p); err != nil {
+	if err := p.Validate("outboxtest"); err != nil {
 		return backend.SettleResult{}, backend.Batch{}, err
 	}
 	s.mu.Lock()
@@ -36,23 +33,6 @@ func (s *Store) SettleAndClaim(_ context.Context, st backend.Settlement, p backe
 		return backend.SettleResult{}, backend.Batch{}, err
 	}
 	return res, s.claimLocked(p), nil
-}
-
-func validateClaim(p backend.ClaimParams) error {
-	var errs []error
-	if p.Owner == "" || utf8.RuneCountInString(p.Owner) > backend.MaxOwnerLength {
-		errs = append(errs, fmt.Errorf("outboxtest: claim: Owner %q: must be 1 to %d characters", p.Owner, backend.MaxOwnerLength))
-	}
-	if p.Limit < 1 || p.Limit > backend.MaxClaimLimit {
-		errs = append(errs, fmt.Errorf("outboxtest: claim: Limit %d: must be 1 to %d", p.Limit, backend.MaxClaimLimit))
-	}
-	if p.LeaseFor < time.Microsecond {
-		errs = append(errs, fmt.Errorf("outboxtest: claim: LeaseFor %v: must be at least 1µs", p.LeaseFor))
-	}
-	if len(p.IDs) > p.Limit {
-		errs = append(errs, fmt.Errorf("outboxtest: claim: %d IDs: more than Limit %d", len(p.IDs), p.Limit))
-	}
-	return errors.Join(errs...)
 }
 
 // claimLocked picks the records p asks for and leases them.

@@ -13,7 +13,6 @@ import (
 	"strconv"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/outboxrelay/outboxrelay/outbox/backend"
 	"github.com/outboxrelay/outboxrelay/store/internal/storecore"
@@ -49,7 +48,7 @@ const gapWait = 500 * time.Millisecond
 // passed, polls for up to gapWait while a transaction holds it, and says
 // when to come back (RetryAfter) otherwise.
 func (s *channel) claim(ctx context.Context, st *backend.Settlement, p backend.ClaimParams) (backend.SettleResult, backend.Batch, error) {
-	if err := validateClaim(p); err != nil {
+	if err := p.Validate("mysql store"); err != nil {
 		return backend.SettleResult{}, backend.Batch{}, err
 	}
 	if st != nil {
@@ -425,23 +424,6 @@ func toBatch(token string, rows []scannedRecord) backend.Batch {
 		}
 	}
 	return batch
-}
-
-func validateClaim(p backend.ClaimParams) error {
-	var errs []error
-	if p.Owner == "" || utf8.RuneCountInString(p.Owner) > backend.MaxOwnerLength {
-		errs = append(errs, fmt.Errorf("mysql store: claim: Owner %q: must be 1 to %d characters", p.Owner, backend.MaxOwnerLength))
-	}
-	if p.Limit < 1 || p.Limit > backend.MaxClaimLimit {
-		errs = append(errs, fmt.Errorf("mysql store: claim: Limit %d: must be 1 to %d", p.Limit, backend.MaxClaimLimit))
-	}
-	if p.LeaseFor.Microseconds() < 1 {
-		errs = append(errs, fmt.Errorf("mysql store: claim: LeaseFor %v: must be at least 1µs", p.LeaseFor))
-	}
-	if len(p.IDs) > p.Limit {
-		errs = append(errs, fmt.Errorf("mysql store: claim: %d IDs: more than Limit %d", len(p.IDs), p.Limit))
-	}
-	return errors.Join(errs...)
 }
 
 // newLeaseToken returns a random lease token, leaseTokenLength hex

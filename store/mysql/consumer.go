@@ -180,17 +180,9 @@ const removeBatch = 1000
 // started from the beginning is backfilling while its walk has not yet
 // passed the messages written before it was added.
 func (s *Store) Consumers(ctx context.Context) ([]ConsumerInfo, error) {
-	rows, err := s.db.QueryContext(ctx, s.t.sql(`SELECT c.name, c.start_seq, c.walked, c.created_at, c.removing,
+	return storecore.Consumers(ctx, s.db, s.wrapper("consumers"), s.t.sql(`SELECT c.name, c.start_seq, c.walked, c.created_at, c.removing,
 	c.start_seq = 0 AND EXISTS (SELECT 1 FROM {outbox} o WHERE o.id > c.walked AND o.created_at <= c.created_at)
-FROM {consumers} c WHERE c.id <> 0 ORDER BY c.name`))
-	if err != nil {
-		return nil, s.wrap("consumers", err)
-	}
-	out, err := storecore.ReadConsumers(rows, func(t dbTime) time.Time { return t.t })
-	if err != nil {
-		return nil, s.wrap("consumers", err)
-	}
-	return out, nil
+FROM {consumers} c WHERE c.id <> 0 ORDER BY c.name`), func(t dbTime) time.Time { return t.t })
 }
 
 // resolve returns the channel's target: for a named consumer, with its

@@ -2,7 +2,6 @@ package mysql
 
 import (
 	"context"
-	"database/sql"
 	"fmt"
 	"time"
 
@@ -49,10 +48,7 @@ var (
 // ConsumerQueue returns the Queue of the named consumer of the table: its
 // ConsumerStore, or the Store itself for "" (backend.Outbox).
 func (s *Store) ConsumerQueue(name string) (backend.Queue, error) {
-	if name == "" {
-		return s, nil
-	}
-	return s.Consumer(name)
+	return storecore.ConsumerQueue(s, name, s.Consumer)
 }
 
 // Name returns the consumer's name.
@@ -67,35 +63,15 @@ func (c *ConsumerStore) Name() string { return c.name }
 // consumer that is not registered, or still backfilling below them,
 // gets them without one.
 func (c *ConsumerStore) Enqueue(ctx context.Context, tx backend.Execer, opts *backend.EnqueueOptions, msgs ...backend.Message) error {
-	headStart, err := storecore.HeadStart(c.what, opts)
-	if err != nil {
-		return err
-	}
-	if headStart == 0 || len(msgs) == 0 {
-		return c.parent.Enqueue(ctx, tx, opts, msgs...)
-	}
-	db, ok := tx.(*sql.DB)
-	if !ok {
-		return c.enqueueWithHeadStart(ctx, tx, headStart, msgs)
-	}
-	// The messages and the consumer's records commit together.
-	return storecore.InTx(ctx, db, nil, c.wrapper("enqueue"), func(tx *sql.Tx) error {
-		return c.enqueueWithHeadStart(ctx, tx, headStart, msgs)
-	})
+	return storecore.ConsumerEnqueue(ctx, c.what, tx, opts, msgs, c.parent.Enqueue, c.enqueueWithHeadStart, nil, c.wrapper("enqueue"))
 }
 
-// enqueueWithHeadStart writes msgs to the outbox, and this consumer's
-// state rows of them, due after headStart, through tx: its walk passes
-// them over, and its claims take them when they are due. Only messages
-// past the consumer's start get one.
-func (c *ConsumerStore) enqueueWithHeadStart(ctx context.Context, tx backend.Execer, headStart time.Duration, msgs []backend.Message) error {
-	if err := c.parent.Enqueue(ctx, tx, nil, msgs...); err != nil {
-		return err
-	}
-	ids := make([]string, len(msgs))
-	for i, m := range msgs {
-		ids[i] = m.ID
-	}
+// enqueueWithHeadStart is this consumer's part of an Enqueue with a head
+// start (storecore.ConsumerEnqueue): it writes its state rows of the
+// messages with ids, just written through tx, due after headStart: its walk
+// passes them over, and its claims take them when they are due. Only
+// messages past the consumer's start get one.
+func (c *ConsumerStore) enqueueWithHeadStart(ctx context.Context, tx backend.Execer, headStart time.Duration, ids []string) error {
 	for len(ids) > 0 {
 		n := min(len(ids), headStartRowsBatch)
 		args := append([]any{headStart.Microseconds(), c.name}, anyArgs(ids[:n])...)

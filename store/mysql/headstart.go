@@ -10,12 +10,6 @@ import (
 	"github.com/outboxrelay/outboxrelay/store/internal/storecore"
 )
 
-var (
-	_ backend.HeadStartLeaser        = (*Store)(nil)
-	_ backend.OrderedHeadStartLeaser = (*Store)(nil)
-	_ backend.HeadStartEnder         = (*Store)(nil)
-)
-
 // HeadStartBatch returns, without writing anything, those of ids that
 // this process enqueued with a head start and that it still holds with
 // at least minLeft of it to run, in insert order; the batch's token (the

@@ -16,11 +16,6 @@ import (
 	"github.com/outboxrelay/outboxrelay/store/internal/storecore"
 )
 
-var (
-	_ backend.StatsReader = (*Store)(nil)
-	_ backend.Purger      = (*Store)(nil)
-)
-
 // ListFilter selects records for List (see backend.ListFilter).
 type ListFilter = backend.ListFilter
 
@@ -125,15 +120,8 @@ func (s *channel) Stats(ctx context.Context) (backend.Stats, error) {
 	if err != nil {
 		return backend.Stats{}, err
 	}
-	rows, err := pending(t, statsSQL, c).query(ctx, s.db)
-	if err != nil {
-		return backend.Stats{}, s.wrap("stats", err)
-	}
-	st, err := storecore.ReadStats(rows)
-	if err != nil {
-		return backend.Stats{}, s.wrap("stats", err)
-	}
-	return st, nil
+	st := pending(t, statsSQL, c)
+	return storecore.Stats(ctx, s.db, s.wrapper("stats"), st.text, st.args...)
 }
 
 // recordStatus is the status of message o for the consumer ({c}, its
@@ -194,40 +182,18 @@ func (s *channel) get(ctx context.Context, id string) (outbox.Record, error) {
 // same reason, and event_key is binary already.
 const exactID = "CAST(event_id AS BINARY) = ?"
 
-// filter collects the conditions of a list or dead-letter filter on
-// message o and state row s.
-type filter struct {
-	conds []string
-	args  []any
-}
-
-func (f *filter) add(cond string, arg any) {
-	f.conds, f.args = append(f.conds, cond), append(f.args, arg)
-}
-
-func (f *filter) where() string {
-	if len(f.conds) == 0 {
-		return ""
-	}
-	return " AND " + strings.Join(f.conds, " AND ")
-}
-
-func deadFilter(f backend.DeadFilter) *filter {
-	fl := &filter{}
-	if f.Type != "" {
-		// As binary: event_type compares with PAD SPACE, where "T" = "T ".
-		fl.add("CAST(o.event_type AS BINARY) = ?", f.Type)
-	}
-	if f.Key != "" {
-		fl.add("o.event_key = ?", f.Key)
-	}
-	if f.OlderThan > 0 {
-		fl.add("o.created_at <= UTC_TIMESTAMP(6) - INTERVAL ? MICROSECOND", f.OlderThan.Microseconds())
-	}
-	if f.ErrorContains != "" {
-		fl.add("s.last_error LIKE ? ESCAPE '!'", "%"+escapeLike(f.ErrorContains)+"%")
-	}
-	return fl
+// filters writes the conditions of the operators' filters: type and
+// key compare as binary (event_type compares with PAD SPACE, where "T" =
+// "T "; event_key is binary already), and the last error matches a LIKE
+// pattern.
+var filters = storecore.FilterDialect{
+	Type:          "CAST(o.event_type AS BINARY) = ?",
+	Key:           "o.event_key = ?",
+	Exact:         func(v string) any { return v },
+	OlderThan:     "o.created_at <= UTC_TIMESTAMP(6) - INTERVAL ? MICROSECOND",
+	ErrorContains: "s.last_error LIKE ? ESCAPE '!'",
+	Contains:      func(v string) any { return "%" + escapeLike(v) + "%" },
+	MinAttempts:   "COALESCE(s.retry_count, 0) >= ?",
 }
 
 // escapeLike makes s match itself in a LIKE pattern with ESCAPE '!' (not
@@ -243,19 +209,16 @@ func escapeLike(s string) string {
 // (dead, MinAttempts, ErrorContains) reads the state rows only; pending
 // the backlog only.
 func (s *channel) List(ctx context.Context, f ListFilter) ([]outbox.Record, error) {
-	if err := f.Validate(); err != nil {
-		return nil, fmt.Errorf("%s: list: %w", s.what, err)
+	fl, err := filters.List(s.what, f)
+	if err != nil {
+		return nil, err
 	}
 	t, c, err := s.at(ctx, "list")
 	if err != nil {
 		return nil, err
 	}
-	fl := deadFilter(backend.DeadFilter{Type: f.Type, Key: f.Key, OlderThan: f.OlderThan, ErrorContains: f.ErrorContains})
-	if f.MinAttempts > 0 {
-		fl.add("COALESCE(s.retry_count, 0) >= ?", f.MinAttempts)
-	}
-	rest := " WHERE o.id > ?" + fl.where()
-	args := append([]any{f.AfterSeq}, fl.args...)
+	rest := " WHERE o.id > ?" + fl.Where()
+	args := append([]any{f.AfterSeq}, fl.Args...)
 	var st statement
 	switch {
 	case f.Status == outbox.StatusPending:
@@ -268,7 +231,7 @@ func (s *channel) List(ctx context.Context, f ListFilter) ([]outbox.Record, erro
 			return nil, nil
 		}
 		st = records(t, c, rest+" AND o.id IN ("+strings.Repeat(", ?", len(ids))[2:]+") ORDER BY o.id", append(args, anyArgs(ids)...)...)
-	case f.Status == outbox.StatusDead || f.MinAttempts > 0 || f.ErrorContains != "":
+	case storecore.StateRowsOnly(f):
 		// Dead letters and failed records have state rows: read only those.
 		rest += " AND s.id IS NOT NULL"
 		if f.Status != "" {
@@ -285,11 +248,7 @@ func (s *channel) List(ctx context.Context, f ListFilter) ([]outbox.Record, erro
 	if err != nil {
 		return nil, s.wrap("list", err)
 	}
-	out := make([]outbox.Record, len(rows))
-	for i, r := range rows {
-		out[i] = r.rec
-	}
-	return out, nil
+	return storecore.Records(rows, func(r scannedRecord) outbox.Record { return r.rec }), nil
 }
 
 // LastSeq returns the Seq of the last message written to the table (0 for
@@ -297,11 +256,7 @@ func (s *channel) List(ctx context.Context, f ListFilter) ([]outbox.Record, erro
 // tools turn into a rate of writes. Writes that rolled back leave gaps,
 // so the difference can be more than what was written.
 func (s *Store) LastSeq(ctx context.Context) (int64, error) {
-	var seq int64
-	if err := s.db.QueryRowContext(ctx, s.t.sql("SELECT COALESCE(MAX(id), 0) FROM {outbox}")).Scan(&seq); err != nil {
-		return 0, s.wrap("last seq", err)
-	}
-	return seq, nil
+	return storecore.One[int64](ctx, s.db, s.wrapper("last seq"), s.t.sql("SELECT COALESCE(MAX(id), 0) FROM {outbox}"))
 }
 
 // requeueSQL gives the consumer's dead letters ({list} of ids) a fresh
@@ -331,11 +286,7 @@ func (s *channel) Requeue(ctx context.Context, id string) error {
 	if err != nil {
 		return s.wrap("requeue", err)
 	}
-	if n == 1 {
-		return nil
-	}
-	rec, err := s.get(ctx, id)
-	return storecore.NotRequeued(s.what, id, rec, err)
+	return storecore.Requeued(ctx, s.what, id, n, s.get)
 }
 
 // execRequeue locks the dead letters sel selects and requeues them, in
@@ -360,12 +311,8 @@ func (s *channel) CountDead(ctx context.Context, f DeadFilter) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	fl := deadFilter(f)
-	var n int
-	if err := s.db.QueryRowContext(ctx, t.sql("SELECT COUNT(*) FROM {state} s JOIN {outbox} o ON o.id = s.id WHERE s.consumer_id = {c} AND s.status = 'dead'"+fl.where()), fl.args...).Scan(&n); err != nil {
-		return 0, s.wrap("count dead", err)
-	}
-	return n, nil
+	fl := filters.Dead(f)
+	return storecore.One[int](ctx, s.db, s.wrapper("count dead"), t.sql("SELECT COUNT(*) FROM {state} s JOIN {outbox} o ON o.id = s.id WHERE s.consumer_id = {c} AND s.status = 'dead'"+fl.Where()), fl.Args...)
 }
 
 // RequeueDead requeues the dead letters that match f, as Requeue does
@@ -381,13 +328,13 @@ func (s *channel) RequeueDead(ctx context.Context, f DeadFilter, opts RequeueOpt
 	if err != nil {
 		return 0, err
 	}
-	fl := deadFilter(f)
+	fl := filters.Dead(f)
 	return storecore.RequeueInSteps(opts, func(step int) (int, error) {
 		var n int64
 		err := retryTransient(ctx, func() error {
 			var err error
 			n, err = execRequeue(ctx, s, t, "SELECT s.id FROM {state} s JOIN {outbox} o ON o.id = s.id WHERE s.consumer_id = {c} AND s.status = 'dead'"+
-				fl.where()+" ORDER BY s.id LIMIT "+strconv.Itoa(step)+" FOR UPDATE SKIP LOCKED", fl.args...)
+				fl.Where()+" ORDER BY s.id LIMIT "+strconv.Itoa(step)+" FOR UPDATE SKIP LOCKED", fl.Args...)
 			return err
 		})
 		if err != nil {
@@ -559,9 +506,5 @@ func (s *Store) CountPurgeable(ctx context.Context, olderThan time.Duration) (in
 	if olderThan <= 0 {
 		return 0, fmt.Errorf("mysql store: count purgeable: older than %v: want a positive age", olderThan)
 	}
-	var n int
-	if err := s.db.QueryRowContext(ctx, s.t.sql("SELECT COUNT(*) FROM {outbox} o WHERE "+purgeableSQL), olderThan.Microseconds()).Scan(&n); err != nil {
-		return 0, s.wrap("count purgeable", err)
-	}
-	return n, nil
+	return storecore.One[int](ctx, s.db, s.wrapper("count purgeable"), s.t.sql("SELECT COUNT(*) FROM {outbox} o WHERE "+purgeableSQL), olderThan.Microseconds())
 }

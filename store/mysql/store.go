@@ -146,10 +146,7 @@ type channel struct {
 // too: each locks the rows it decides on explicitly.
 var readCommitted = &sql.TxOptions{Isolation: sql.LevelReadCommitted}
 
-var (
-	_ backend.Store         = (*Store)(nil)
-	_ backend.SettleClaimer = (*Store)(nil)
-)
+var _ storecore.Store = (*Store)(nil)
 
 // New returns a store on db. It does not touch the database; call Migrate
 // once (say, at start-up) to create or upgrade the table. db may use any
@@ -179,8 +176,6 @@ func (s *Store) Table() string { return s.table }
 
 // Name is Table: the outbox's name for operators (backend.Outbox).
 func (s *Store) Name() string { return s.table }
-
-var _ backend.Outbox = (*Store)(nil)
 
 // Get returns the record with message ID id, or an error wrapping
 // outbox.ErrNotFound. For a record that cannot be decoded it returns the

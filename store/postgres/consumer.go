@@ -66,10 +66,7 @@ func (s *Store) Consumer(name string) (*ConsumerStore, error) {
 // ConsumerQueue returns the Queue of the named consumer; "" is the
 // default consumer, the Store itself.
 func (s *Store) ConsumerQueue(name string) (backend.Queue, error) {
-	if name == "" {
-		return s, nil
-	}
-	return s.Consumer(name)
+	return storecore.ConsumerQueue(s, name, s.Consumer)
 }
 
 // Name returns the consumer's name.
@@ -83,29 +80,13 @@ func (c *ConsumerStore) Name() string { return c.consumer }
 // tx, due when the head start ends; a consumer that is not registered
 // gets them without one.
 func (c *ConsumerStore) Enqueue(ctx context.Context, tx backend.Execer, opts *backend.EnqueueOptions, msgs ...backend.Message) error {
-	headStart, err := storecore.HeadStart(c.what, opts)
-	if err != nil {
-		return err
-	}
-	if headStart == 0 || len(msgs) == 0 {
-		return c.s.Enqueue(ctx, tx, opts, msgs...)
-	}
-	if db, ok := tx.(*sql.DB); ok {
-		return inTx(ctx, db, func(tx *sql.Tx) error { return c.enqueueWithHeadStart(ctx, tx, headStart, msgs) })
-	}
-	return c.enqueueWithHeadStart(ctx, tx, headStart, msgs)
+	return storecore.ConsumerEnqueue(ctx, c.what, tx, opts, msgs, c.s.Enqueue, c.enqueueWithHeadStart, nil, nil)
 }
 
-// enqueueWithHeadStart writes msgs to the outbox, due at once, and this
-// consumer's records of them, due after headStart, through tx.
-func (c *ConsumerStore) enqueueWithHeadStart(ctx context.Context, tx backend.Execer, headStart time.Duration, msgs []backend.Message) error {
-	if err := c.s.Enqueue(ctx, tx, nil, msgs...); err != nil {
-		return err
-	}
-	ids := make([]string, len(msgs))
-	for i, m := range msgs {
-		ids[i] = m.ID
-	}
+// enqueueWithHeadStart is this consumer's part of an Enqueue with a head
+// start (storecore.ConsumerEnqueue): it writes its records of the
+// messages with ids, just written through tx, due after headStart.
+func (c *ConsumerStore) enqueueWithHeadStart(ctx context.Context, tx backend.Execer, headStart time.Duration, ids []string) error {
 	// Only messages this transaction wrote, past the consumer's start:
 	// a state row, due when the head start ends, which the consumer's
 	// walk of the log passes over. Ordered claims still wait for older
@@ -265,26 +246,14 @@ func (s *Store) RemoveConsumer(ctx context.Context, name string) (int, error) {
 // from the beginning is backfilling while its walk has not yet passed
 // the messages written before it was added.
 func (s *Store) Consumers(ctx context.Context) ([]backend.ConsumerInfo, error) {
-	rows, err := s.db.QueryContext(ctx, s.t.render(`SELECT name, start_seq, walked_seq, created_at, removing,
+	return storecore.Consumers(ctx, s.db, s.wrapper("consumers"), s.t.render(`SELECT name, start_seq, walked_seq, created_at, removing,
 	c.start_seq = 0 AND EXISTS (SELECT 1 FROM {outbox} o WHERE (o.xid, o.seq) > (c.walked_xid, c.walked_seq) AND o.created_at <= c.created_at)
-FROM {consumers} c WHERE c.id <> 0 ORDER BY name`))
-	if err != nil {
-		return nil, s.wrap("consumers", err)
-	}
-	out, err := storecore.ReadConsumers(rows, time.Time.UTC)
-	if err != nil {
-		return nil, s.wrap("consumers", err)
-	}
-	return out, nil
+FROM {consumers} c WHERE c.id <> 0 ORDER BY name`), time.Time.UTC)
 }
 
 // LastSeq returns the Seq of the last message written (0 for none).
 func (s *Store) LastSeq(ctx context.Context) (int64, error) {
-	var n int64
-	if err := s.db.QueryRowContext(ctx, s.t.render("SELECT coalesce(max(seq), 0) FROM {outbox}")).Scan(&n); err != nil {
-		return 0, s.wrap("last seq", err)
-	}
-	return n, nil
+	return storecore.One[int64](ctx, s.db, s.wrapper("last seq"), s.t.render("SELECT coalesce(max(seq), 0) FROM {outbox}"))
 }
 
 // Capabilities reports what the consumer's store does beyond

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/outboxrelay/outboxrelay/outbox"
@@ -60,15 +59,7 @@ func (c *channel) Stats(ctx context.Context) (backend.Stats, error) {
 	if err != nil {
 		return backend.Stats{}, err
 	}
-	rows, err := c.db.QueryContext(ctx, t.render(statsSQL))
-	if err != nil {
-		return backend.Stats{}, c.wrap("stats", err)
-	}
-	st, err := storecore.ReadStats(rows)
-	if err != nil {
-		return backend.Stats{}, c.wrap("stats", err)
-	}
-	return st, nil
+	return storecore.Stats(ctx, c.db, c.wrapper("stats"), t.render(statsSQL))
 }
 
 // recordsSQL is the consumer's ({c}) records, every message it is to
@@ -91,78 +82,48 @@ CROSS JOIN LATERAL (SELECT CASE
 		AND (o.xid, o.seq) > (r.from_xid, r.from_seq) AND (o.xid, o.seq) <= (r.to_xid, r.to_seq)) THEN 'pending'
 	ELSE 'published' END AS status) v`
 
-// filter renders the conditions of a list or dead-letter filter.
-type filter struct {
-	conds []string
-	args  []any
-}
-
-func (f *filter) add(cond string, arg any) {
-	f.args = append(f.args, arg)
-	f.conds = append(f.conds, strings.ReplaceAll(cond, "$?", "$"+strconv.Itoa(len(f.args))))
-}
-
-func (f *filter) where() string {
-	if len(f.conds) == 0 {
-		return ""
-	}
-	return " AND " + strings.Join(f.conds, " AND ")
-}
-
-func deadFilter(f backend.DeadFilter) *filter {
-	fl := &filter{}
-	if f.Type != "" {
-		fl.add("o.event_type = $?::bytea", []byte(f.Type))
-	}
-	if f.Key != "" {
-		fl.add("o.event_key = $?::bytea", []byte(f.Key))
-	}
-	if f.OlderThan > 0 {
-		fl.add("o.created_at <= statement_timestamp() - $? * interval '1 microsecond'", f.OlderThan.Microseconds())
-	}
-	if f.ErrorContains != "" {
-		fl.add("strpos(coalesce(s.last_error, ''), $?) > 0", storedText(f.ErrorContains, 4096))
-	}
-	return fl
+// filters writes the conditions of the operators' filters: type and
+// key compare as bytes, and the last error contains the text as the
+// store keeps it (storedText).
+var filters = storecore.FilterDialect{
+	Numbered:      true,
+	Type:          "o.event_type = $?::bytea",
+	Key:           "o.event_key = $?::bytea",
+	Exact:         func(v string) any { return []byte(v) },
+	OlderThan:     "o.created_at <= statement_timestamp() - $? * interval '1 microsecond'",
+	ErrorContains: "strpos(coalesce(s.last_error, ''), $?) > 0",
+	Contains:      func(v string) any { return storedText(v, 4096) },
+	Status:        "v.status = $?",
+	MinAttempts:   "coalesce(s.retry_count, 0) >= $?",
 }
 
 // List returns a page of the consumer's records that match f, in Seq
 // order (keyset paging on the primary key, no OFFSET).
 func (c *channel) List(ctx context.Context, f backend.ListFilter) ([]outbox.Record, error) {
-	if err := f.Validate(); err != nil {
-		return nil, fmt.Errorf("%s: list: %w", c.what, safeDriverErr(err))
+	fl, err := filters.List(c.what, f)
+	if err != nil {
+		return nil, err
 	}
 	t, err := c.resolve(ctx)
 	if err != nil {
 		return nil, err
 	}
-	fl := deadFilter(backend.DeadFilter{Type: f.Type, Key: f.Key, OlderThan: f.OlderThan, ErrorContains: f.ErrorContains})
-	if f.Status != "" {
-		fl.add("v.status = $?", string(f.Status))
-	}
-	if f.MinAttempts > 0 {
-		fl.add("coalesce(s.retry_count, 0) >= $?", f.MinAttempts)
-	}
-	fl.add("o.seq > $?", f.AfterSeq)
+	fl.Add("o.seq > $?", f.AfterSeq)
 	// Dead letters and failed records have state rows: read only those.
 	from := ""
-	if f.Status == outbox.StatusDead || f.MinAttempts > 0 || f.ErrorContains != "" {
+	if storecore.StateRowsOnly(f) {
 		from = " AND o.seq IN (SELECT x.seq FROM {state} x WHERE x.consumer_id = {c})"
 	}
 	if f.Status == outbox.StatusPending {
 		from = " AND o.seq IN (SELECT seq FROM (" + pendingSQL + ") p)"
 	}
-	args := append(fl.args, f.Limit)
-	q := t.render(recordsSQL + " WHERE TRUE" + from + fl.where() + " ORDER BY o.seq LIMIT $" + strconv.Itoa(len(args)))
+	args := append(fl.Args, f.Limit)
+	q := t.render(recordsSQL + " WHERE TRUE" + from + fl.Where() + " ORDER BY o.seq LIMIT $" + strconv.Itoa(len(args)))
 	rows, err := queryRecords(ctx, c.db, q, args...)
 	if err != nil {
 		return nil, c.wrap("list", err)
 	}
-	out := make([]outbox.Record, len(rows))
-	for i, r := range rows {
-		out[i] = r.rec
-	}
-	return out, nil
+	return storecore.Records(rows, func(r scanned) outbox.Record { return r.rec }), nil
 }
 
 // ErrNotDead is returned by Requeue for a record that exists but is not
@@ -183,11 +144,7 @@ FROM {outbox} o WHERE s.consumer_id = {c} AND o.seq = s.seq AND o.event_id = $1 
 	if err != nil {
 		return c.wrap("requeue", err)
 	}
-	if n == 1 {
-		return nil
-	}
-	r, err := c.get(ctx, id)
-	return storecore.NotRequeued(c.what, id, r, err)
+	return storecore.Requeued(ctx, c.what, id, n, c.get)
 }
 
 // CountDead counts the dead letters that match f.
@@ -196,12 +153,8 @@ func (c *channel) CountDead(ctx context.Context, f backend.DeadFilter) (int, err
 	if err != nil {
 		return 0, err
 	}
-	fl := deadFilter(f)
-	var n int
-	if err := c.db.QueryRowContext(ctx, t.render("SELECT count(*) FROM {state} s JOIN {outbox} o ON o.seq = s.seq WHERE s.consumer_id = {c} AND s.status = 'dead'"+fl.where()), fl.args...).Scan(&n); err != nil {
-		return 0, c.wrap("count dead", err)
-	}
-	return n, nil
+	fl := filters.Dead(f)
+	return storecore.One[int](ctx, c.db, c.wrapper("count dead"), t.render("SELECT count(*) FROM {state} s JOIN {outbox} o ON o.seq = s.seq WHERE s.consumer_id = {c} AND s.status = 'dead'"+fl.Where()), fl.Args...)
 }
 
 // RequeueDead requeues the dead letters that match f, in steps of at
@@ -216,15 +169,15 @@ func (c *channel) RequeueDead(ctx context.Context, f backend.DeadFilter, opts ba
 	if err != nil {
 		return 0, err
 	}
-	fl := deadFilter(f)
-	limitArg := len(fl.args) + 1
+	fl := filters.Dead(f)
+	limitArg := len(fl.Args) + 1
 	q := t.render(`UPDATE {state} s SET status = 'pending', retry_count = 0,
 	next_attempt_at = statement_timestamp(), lease_token = 0, finished_at = NULL
 WHERE s.consumer_id = {c} AND s.seq IN (SELECT s.seq FROM {state} s JOIN {outbox} o ON o.seq = s.seq
-	WHERE s.consumer_id = {c} AND s.status = 'dead'` + fl.where() + `
+	WHERE s.consumer_id = {c} AND s.status = 'dead'` + fl.Where() + `
 	ORDER BY s.seq LIMIT $` + strconv.Itoa(limitArg) + ` FOR UPDATE OF s SKIP LOCKED)`)
 	return storecore.RequeueInSteps(opts, func(step int) (int, error) {
-		n, err := execCount(ctx, c.db, q, append(append([]any{}, fl.args...), step)...)
+		n, err := execCount(ctx, c.db, q, append(append([]any{}, fl.Args...), step)...)
 		if err != nil {
 			return 0, c.wrap("requeue dead", err)
 		}
@@ -299,11 +252,7 @@ func (s *Store) CountPurgeable(ctx context.Context, olderThan time.Duration) (in
 	if olderThan <= 0 {
 		return 0, fmt.Errorf("postgres store: count purgeable: older than %v: want a positive age", olderThan)
 	}
-	var n int
-	if err := s.db.QueryRowContext(ctx, s.t.render("SELECT count(*) FROM {outbox} o WHERE "+s.purgeable()), olderThan.Microseconds()).Scan(&n); err != nil {
-		return 0, s.wrap("count purgeable", err)
-	}
-	return n, nil
+	return storecore.One[int](ctx, s.db, s.wrapper("count purgeable"), s.t.render("SELECT count(*) FROM {outbox} o WHERE "+s.purgeable()), olderThan.Microseconds())
 }
 
 // PurgeAll deletes everything PurgePublished would, in batches of batch

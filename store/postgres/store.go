@@ -150,15 +150,7 @@ func (c *channel) headStart() int64 {
 	return 0
 }
 
-var (
-	_ backend.Store                  = (*Store)(nil)
-	_ backend.SettleClaimer          = (*Store)(nil)
-	_ backend.HeadStartLeaser        = (*Store)(nil)
-	_ backend.OrderedHeadStartLeaser = (*Store)(nil)
-	_ backend.HeadStartEnder         = (*Store)(nil)
-	_ backend.Outbox                 = (*Store)(nil)
-	_ backend.Purger                 = (*Store)(nil)
-)
+var _ storecore.Store = (*Store)(nil)
 
 // New returns a store on db, which must use pgx's stdlib driver
 // (sql.Open("pgx", dsn), or stdlib.OpenDBFromPool for a pgxpool.Pool).

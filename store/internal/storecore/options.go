@@ -1,10 +1,12 @@
 // Package storecore holds what the outbox stores (store/mysql,
-// store/postgres) share beyond the backend contract: the options both
-// have and their checks, the rule of consumer names, the checks of the
-// arguments of Enqueue and the head start, and the reading of the
-// operator queries' rows that both shape alike. Each store keeps its SQL
-// and its exported names; this package holds only what is the same
-// logic on both databases, so that it is written once.
+// store/postgres) share beyond the backend contract: what a store is
+// (Store), the options both have and their checks, the rule of consumer
+// names, the checks of the arguments of Enqueue and the head start, a
+// named consumer's Enqueue, the operators' filters (with each
+// database's conditions in a FilterDialect), and the running and
+// reading of the operator queries that both shape alike. Each store
+// keeps its SQL and its exported names; this package holds only what is
+// the same logic on both databases, so that it is written once.
 package storecore
 
 import (

@@ -1,6 +1,7 @@
 package storecore
 
 import (
+	"context"
 	"database/sql"
 	"errors"
 	"fmt"
@@ -10,11 +11,38 @@ import (
 	"github.com/outboxrelay/outboxrelay/outbox/backend"
 )
 
-// ReadStats reads the rows of a store's stats query into backend.Stats,
-// and closes rows. Each row is a status ('pending' or 'dead'), an event
-// type, how many records, how many of them leased, and the age of the
-// oldest in microseconds.
-func ReadStats(rows *sql.Rows) (backend.Stats, error) {
+// Store is what every SQL store is: the backend.Store with all of its
+// extensions, so that a worker, a dashboard or a tool finds the same on
+// each database. Each store asserts it at compile time.
+type Store interface {
+	backend.Store
+	backend.SettleClaimer
+	backend.HeadStartLeaser
+	backend.OrderedHeadStartLeaser
+	backend.HeadStartEnder
+	backend.Outbox
+	backend.StatsReader
+	backend.Purger
+}
+
+// Stats runs a store's stats query with args on db and reads its rows
+// into backend.Stats; its error passes through wrap. Each row is a
+// status ('pending' or 'dead'), an event type, how many records, how
+// many of them leased, and the age of the oldest in microseconds.
+func Stats(ctx context.Context, db *sql.DB, wrap func(error) error, query string, args ...any) (backend.Stats, error) {
+	rows, err := db.QueryContext(ctx, query, args...)
+	if err != nil {
+		return backend.Stats{}, wrap(err)
+	}
+	st, err := readStats(rows)
+	if err != nil {
+		return backend.Stats{}, wrap(err)
+	}
+	return st, nil
+}
+
+// readStats reads the rows of Stats' query, and closes them.
+func readStats(rows *sql.Rows) (backend.Stats, error) {
 	defer rows.Close()
 	st := backend.Stats{ByType: map[string]backend.TypeStats{}}
 	for rows.Next() {
@@ -45,12 +73,26 @@ func ReadStats(rows *sql.Rows) (backend.Stats, error) {
 	return st, nil
 }
 
-// ReadConsumers reads the rows of a store's listing of its named
-// consumers into backend.ConsumerInfo, and closes rows. Each row is a
-// name, the seq the consumer starts after, the seq its walk is at, when
-// it was added (a T, which created turns into a time in UTC), whether
-// it is being removed, and whether it is backfilling.
-func ReadConsumers[T any](rows *sql.Rows, created func(T) time.Time) ([]backend.ConsumerInfo, error) {
+// Consumers runs a store's listing of its named consumers (query) on db
+// and reads its rows into backend.ConsumerInfo; its error passes through
+// wrap. Each row is a name, the seq the consumer starts after, the seq
+// its walk is at, when it was added (a T, which created turns into a
+// time in UTC), whether it is being removed, and whether it is
+// backfilling.
+func Consumers[T any](ctx context.Context, db *sql.DB, wrap func(error) error, query string, created func(T) time.Time) ([]backend.ConsumerInfo, error) {
+	rows, err := db.QueryContext(ctx, query)
+	if err != nil {
+		return nil, wrap(err)
+	}
+	out, err := readConsumers(rows, created)
+	if err != nil {
+		return nil, wrap(err)
+	}
+	return out, nil
+}
+
+// readConsumers reads the rows of Consumers' query, and closes them.
+func readConsumers[T any](rows *sql.Rows, created func(T) time.Time) ([]backend.ConsumerInfo, error) {
 	defer rows.Close()
 	var out []backend.ConsumerInfo
 	for rows.Next() {

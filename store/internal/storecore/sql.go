@@ -60,3 +60,14 @@ func Found[R any](what, id string, rows []R, record func(R) (outbox.Record, erro
 	}
 	return rec, nil
 }
+
+// One runs query, which reads one value, with args on db and returns the
+// value; its error passes through wrap.
+func One[T any](ctx context.Context, db *sql.DB, wrap func(error) error, query string, args ...any) (T, error) {
+	var v T
+	if err := db.QueryRowContext(ctx, query, args...).Scan(&v); err != nil {
+		var zero T
+		return zero, wrap(err)
+	}
+	return v, nil
+}
