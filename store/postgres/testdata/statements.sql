@@ -103,10 +103,12 @@ WHERE m.held AND (m.event_key = '\x' OR NOT (
 	OR EXISTS (SELECT 1 FROM "orders_outbox_state" g WHERE g.consumer_id = $1 AND g.status = 'pending' AND g.event_key = m.event_key AND g.seq < m.seq AND g.seq NOT IN (SELECT seq FROM mine))
 	OR EXISTS (SELECT 1 FROM "orders_outbox_state" f WHERE f.consumer_id = $1 AND f.status = 'pending' AND f.event_key = m.event_key
 		AND f.lease_token <> 0 AND f.next_attempt_at > statement_timestamp() AND f.seq NOT IN (SELECT seq FROM mine))
-	OR EXISTS (SELECT 1 FROM "orders_outbox_ranges" r, "orders_outbox" go WHERE r.consumer_id = $1 AND go.event_key = m.event_key
+	OR EXISTS (SELECT 1 FROM "orders_outbox_ranges" r CROSS JOIN LATERAL (SELECT 1 FROM "orders_outbox" go WHERE go.event_key = m.event_key
 		AND (go.xid, go.seq) > (r.from_xid, r.from_seq) AND (go.xid, go.seq) <= (r.to_xid, r.to_seq)
 		AND NOT ($1 = 0 AND go.writer_token <> 0 AND go.writer_until IS NULL)
-		AND NOT EXISTS (SELECT 1 FROM "orders_outbox_state" gs WHERE gs.consumer_id = $1 AND gs.seq = go.seq))
+		AND NOT EXISTS (SELECT 1 FROM "orders_outbox_state" gs WHERE gs.consumer_id = $1 AND gs.seq = go.seq)
+		ORDER BY go.xid, go.seq LIMIT 1) rg
+		WHERE r.consumer_id = $1)
 	OR EXISTS (SELECT 1 FROM "orders_outbox" go WHERE go.event_key = m.event_key AND (go.xid, go.seq) > ((SELECT walked_xid FROM c), (SELECT walked_seq FROM c)) AND go.seq < m.seq AND go.seq NOT IN (SELECT seq FROM mine)
 		AND NOT ($1 = 0 AND go.writer_token <> 0 AND go.writer_until IS NULL)
 		AND NOT EXISTS (SELECT 1 FROM "orders_outbox_state" gs WHERE gs.consumer_id = $1 AND gs.seq = go.seq AND gs.status <> 'pending'))
@@ -385,10 +387,12 @@ WITH cand AS (
 	AND NOT EXISTS (SELECT 1 FROM cand b WHERE b.event_key = a.event_key AND b.event_key <> '\x' AND (EXISTS (SELECT 1 FROM "orders_outbox_state" g WHERE g.consumer_id = $1 AND g.status = 'pending' AND g.event_key = b.event_key AND g.seq < b.seq AND g.seq NOT IN (SELECT seq FROM cand))
 	OR EXISTS (SELECT 1 FROM "orders_outbox_state" f WHERE f.consumer_id = $1 AND f.status = 'pending' AND f.event_key = b.event_key
 		AND f.lease_token <> 0 AND f.next_attempt_at > statement_timestamp() AND f.seq NOT IN (SELECT seq FROM cand))
-	OR EXISTS (SELECT 1 FROM "orders_outbox_ranges" r, "orders_outbox" go WHERE r.consumer_id = $1 AND go.event_key = b.event_key
+	OR EXISTS (SELECT 1 FROM "orders_outbox_ranges" r CROSS JOIN LATERAL (SELECT 1 FROM "orders_outbox" go WHERE go.event_key = b.event_key
 		AND (go.xid, go.seq) > (r.from_xid, r.from_seq) AND (go.xid, go.seq) <= (r.to_xid, r.to_seq)
 		AND NOT ($1 = 0 AND go.writer_token <> 0 AND go.writer_until IS NULL)
-		AND NOT EXISTS (SELECT 1 FROM "orders_outbox_state" gs WHERE gs.consumer_id = $1 AND gs.seq = go.seq))
+		AND NOT EXISTS (SELECT 1 FROM "orders_outbox_state" gs WHERE gs.consumer_id = $1 AND gs.seq = go.seq)
+		ORDER BY go.xid, go.seq LIMIT 1) rg
+		WHERE r.consumer_id = $1)
 	OR EXISTS (SELECT 1 FROM "orders_outbox" go WHERE go.event_key = b.event_key AND (go.xid, go.seq) > ($5::bigint::text::xid8, $6) AND go.seq < b.seq AND go.seq NOT IN (SELECT seq FROM cand)
 		AND NOT ($1 = 0 AND go.writer_token <> 0 AND go.writer_until IS NULL)
 		AND NOT EXISTS (SELECT 1 FROM "orders_outbox_state" gs WHERE gs.consumer_id = $1 AND gs.seq = go.seq AND gs.status <> 'pending'))
@@ -420,10 +424,12 @@ WITH due AS (
 	WHERE d.consumer_id = $1 AND d.status = 'pending' AND d.next_attempt_at <= statement_timestamp() AND (d.event_key = '\x' OR NOT (EXISTS (SELECT 1 FROM "orders_outbox_state" g WHERE g.consumer_id = $1 AND g.status = 'pending' AND g.event_key = d.event_key AND g.seq < d.seq)
 	OR EXISTS (SELECT 1 FROM "orders_outbox_state" f WHERE f.consumer_id = $1 AND f.status = 'pending' AND f.event_key = d.event_key
 		AND f.lease_token <> 0 AND f.next_attempt_at > statement_timestamp())
-	OR EXISTS (SELECT 1 FROM "orders_outbox_ranges" r, "orders_outbox" go WHERE r.consumer_id = $1 AND go.event_key = d.event_key
+	OR EXISTS (SELECT 1 FROM "orders_outbox_ranges" r CROSS JOIN LATERAL (SELECT 1 FROM "orders_outbox" go WHERE go.event_key = d.event_key
 		AND (go.xid, go.seq) > (r.from_xid, r.from_seq) AND (go.xid, go.seq) <= (r.to_xid, r.to_seq)
 		AND NOT ($1 = 0 AND go.writer_token <> 0 AND go.writer_until IS NULL)
-		AND NOT EXISTS (SELECT 1 FROM "orders_outbox_state" gs WHERE gs.consumer_id = $1 AND gs.seq = go.seq))
+		AND NOT EXISTS (SELECT 1 FROM "orders_outbox_state" gs WHERE gs.consumer_id = $1 AND gs.seq = go.seq)
+		ORDER BY go.xid, go.seq LIMIT 1) rg
+		WHERE r.consumer_id = $1)
 	OR EXISTS (SELECT 1 FROM "orders_outbox" go WHERE go.event_key = d.event_key AND (go.xid, go.seq) > ($5::bigint::text::xid8, $6) AND go.seq < d.seq
 		AND NOT ($1 = 0 AND go.writer_token <> 0 AND go.writer_until IS NULL)
 		AND NOT EXISTS (SELECT 1 FROM "orders_outbox_state" gs WHERE gs.consumer_id = $1 AND gs.seq = go.seq AND gs.status <> 'pending'))
@@ -674,10 +680,12 @@ FROM flags;
 -- gateTakeOver
 SELECT w.seq FROM unnest($2::bytea[], $3::bigint[]) AS w(k, seq)
 WHERE EXISTS (SELECT 1 FROM "orders_outbox_state" g WHERE g.consumer_id = $1 AND g.status = 'pending' AND g.event_key = w.k AND g.seq < w.seq)
-	OR EXISTS (SELECT 1 FROM "orders_outbox_ranges" r, "orders_outbox" go WHERE r.consumer_id = $1 AND r.token <> $4 AND go.event_key = w.k AND go.seq < w.seq
+	OR EXISTS (SELECT 1 FROM "orders_outbox_ranges" r CROSS JOIN LATERAL (SELECT 1 FROM "orders_outbox" go WHERE go.event_key = w.k AND go.seq < w.seq
 		AND (go.xid, go.seq) > (r.from_xid, r.from_seq) AND (go.xid, go.seq) <= (r.to_xid, r.to_seq)
 		AND NOT ($1 = 0 AND go.writer_token <> 0 AND go.writer_until IS NULL)
-		AND NOT EXISTS (SELECT 1 FROM "orders_outbox_state" gs WHERE gs.consumer_id = $1 AND gs.seq = go.seq))
+		AND NOT EXISTS (SELECT 1 FROM "orders_outbox_state" gs WHERE gs.consumer_id = $1 AND gs.seq = go.seq)
+		ORDER BY go.xid, go.seq LIMIT 1) rg
+		WHERE r.consumer_id = $1 AND r.token <> $4)
 	OR EXISTS (SELECT 1 FROM "orders_outbox_consumers" hc JOIN "orders_outbox" ho ON ho.seq = ANY(hc.held)
 		WHERE hc.id = $1 AND ho.event_key = w.k AND ho.seq < w.seq AND ho.writer_until IS NOT NULL);
 
@@ -685,10 +693,12 @@ WHERE EXISTS (SELECT 1 FROM "orders_outbox_state" g WHERE g.consumer_id = $1 AND
 SELECT w.k, w.seq, (EXISTS (SELECT 1 FROM "orders_outbox_state" g WHERE g.consumer_id = $1 AND g.status = 'pending' AND g.event_key = w.k AND g.seq < w.seq)
 	OR EXISTS (SELECT 1 FROM "orders_outbox_state" f WHERE f.consumer_id = $1 AND f.status = 'pending' AND f.event_key = w.k
 		AND f.lease_token <> 0 AND f.next_attempt_at > statement_timestamp())
-	OR EXISTS (SELECT 1 FROM "orders_outbox_ranges" r, "orders_outbox" go WHERE r.consumer_id = $1 AND go.event_key = w.k
+	OR EXISTS (SELECT 1 FROM "orders_outbox_ranges" r CROSS JOIN LATERAL (SELECT 1 FROM "orders_outbox" go WHERE go.event_key = w.k
 		AND (go.xid, go.seq) > (r.from_xid, r.from_seq) AND (go.xid, go.seq) <= (r.to_xid, r.to_seq)
 		AND NOT ($1 = 0 AND go.writer_token <> 0 AND go.writer_until IS NULL)
-		AND NOT EXISTS (SELECT 1 FROM "orders_outbox_state" gs WHERE gs.consumer_id = $1 AND gs.seq = go.seq))
+		AND NOT EXISTS (SELECT 1 FROM "orders_outbox_state" gs WHERE gs.consumer_id = $1 AND gs.seq = go.seq)
+		ORDER BY go.xid, go.seq LIMIT 1) rg
+		WHERE r.consumer_id = $1)
 	OR EXISTS (SELECT 1 FROM "orders_outbox" go WHERE go.event_key = w.k AND (go.xid, go.seq) > ($4::bigint::text::xid8, $5) AND go.seq < w.seq
 		AND NOT ($1 = 0 AND go.writer_token <> 0 AND go.writer_until IS NULL)
 		AND NOT EXISTS (SELECT 1 FROM "orders_outbox_state" gs WHERE gs.consumer_id = $1 AND gs.seq = go.seq AND gs.status <> 'pending'))
