@@ -1,14 +1,16 @@
 package postgres
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"database/sql"
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
-	"sort"
+	"slices"
 	"strconv"
+	"time"
 
 	"github.com/outboxrelay/outboxrelay/outbox"
 	"github.com/outboxrelay/outboxrelay/outbox/backend"
@@ -65,6 +67,20 @@ func scanRecordWith(rows *sql.Rows, extra ...any) (scanned, error) {
 	if err := rows.Scan(append(dest, extra...)...); err != nil {
 		return scanned{}, err
 	}
+	return finishRecord(r, key, typ, payload, headers, nullTime(occurred), nullTime(finished), status), nil
+}
+
+// nullTime is t's time, or nil when it is NULL.
+func nullTime(t sql.NullTime) *time.Time {
+	if !t.Valid {
+		return nil
+	}
+	return &t.Time
+}
+
+// finishRecord fills r from the columns of recordCols that are not its
+// own fields as read, and decodes its headers.
+func finishRecord(r outbox.Record, key, typ, payload, headers []byte, occurred, finished *time.Time, status string) scanned {
 	r.Key, r.Type, r.Status = string(key), string(typ), outbox.Status(status)
 	r.Payload = payload
 	if r.Payload == nil {
@@ -73,11 +89,11 @@ func scanRecordWith(rows *sql.Rows, extra ...any) (scanned, error) {
 	r.EnqueuedAt = r.EnqueuedAt.UTC()
 	r.NextAttemptAt = r.NextAttemptAt.UTC()
 	r.CreatedAt = r.EnqueuedAt
-	if occurred.Valid {
-		r.CreatedAt = occurred.Time.UTC()
+	if occurred != nil {
+		r.CreatedAt = occurred.UTC()
 	}
-	if finished.Valid && r.Status == outbox.StatusPublished {
-		r.PublishedAt = finished.Time.UTC()
+	if finished != nil && r.Status == outbox.StatusPublished {
+		r.PublishedAt = finished.UTC()
 	}
 	var decodeErr error
 	if headers != nil {
@@ -88,13 +104,19 @@ func scanRecordWith(rows *sql.Rows, extra ...any) (scanned, error) {
 			r.Headers = h
 		}
 	}
-	return scanned{rec: r, err: decodeErr}, nil
+	return scanned{rec: r, err: decodeErr}
 }
 
 // toBatch sorts rows by Seq and splits the valid from the invalid.
 func toBatch(token int64, rows []scanned) backend.Batch {
-	sort.Slice(rows, func(i, j int) bool { return rows[i].rec.Seq < rows[j].rec.Seq })
+	bySeq := func(a, b scanned) int { return cmp.Compare(a.rec.Seq, b.rec.Seq) }
+	if !slices.IsSortedFunc(rows, bySeq) {
+		slices.SortFunc(rows, bySeq)
+	}
 	b := backend.Batch{Token: strconv.FormatInt(token, 10)}
+	if len(rows) > 0 {
+		b.Records = make([]outbox.Record, 0, len(rows))
+	}
 	for _, r := range rows {
 		if r.err != nil {
 			b.Invalid = append(b.Invalid, backend.InvalidRecord{Record: r.rec, Err: r.err})
