@@ -179,16 +179,19 @@ func (f *fastResult) readPgx(ctx context.Context, c *pgx.Conn, query string, arg
 		return err
 	}
 	defer rs.Close()
+	// One set of destinations for every row (pgx gives each row's bytes
+	// and times new memory, and r is copied out).
+	var (
+		r                       outbox.Record
+		key, typ, payload, hdrs []byte
+		occurred, finished      *time.Time
+		status                  string
+		rowOK, rowMore, rowSet  bool
+	)
+	dest := []any{&r.Seq, &r.ID, &key, &typ, &payload, &hdrs, &occurred, &r.EnqueuedAt,
+		&status, &r.Attempts, &r.LastError, &r.NextAttemptAt, &finished, &rowOK, &rowMore, &rowSet}
 	for rs.Next() {
-		var (
-			r                       outbox.Record
-			key, typ, payload, hdrs []byte
-			occurred, finished      *time.Time
-			status                  string
-			rowOK, rowMore, rowSet  bool
-		)
-		if err := rs.Scan(&r.Seq, &r.ID, &key, &typ, &payload, &hdrs, &occurred, &r.EnqueuedAt,
-			&status, &r.Attempts, &r.LastError, &r.NextAttemptAt, &finished, &rowOK, &rowMore, &rowSet); err != nil {
+		if err := rs.Scan(dest...); err != nil {
 			return err
 		}
 		f.add(finishRecord(r, key, typ, payload, hdrs, occurred, finished, status), rowOK, rowMore, rowSet)
