@@ -41,19 +41,19 @@ const fastClaimSQL = `WITH {settle}relax AS (
 	SELECT NOT (SELECT no_held FROM c)
 		OR EXISTS (SELECT 1 FROM {ranges} r WHERE r.consumer_id = {c} AND r.lease_until < statement_timestamp())
 		OR EXISTS (SELECT 1 FROM {state} s WHERE s.consumer_id = {c} AND s.status = 'pending' AND s.next_attempt_at <= statement_timestamp()) AS b
-), lim AS (
+), w AS (
+	-- the window over the index scan's own order: no sort, no copy
 	SELECT o.*, o.seq <= (SELECT start_seq FROM c) OR ({c} = 0 AND o.writer_token <> 0 AND o.writer_until IS NULL)
 			OR EXISTS (SELECT 1 FROM {state} s WHERE s.consumer_id = {c} AND s.seq = o.seq) AS skip,
-		{c} = 0 AND o.writer_token <> 0 AND o.writer_until > statement_timestamp() AS held
+		{c} = 0 AND o.writer_token <> 0 AND o.writer_until > statement_timestamp() AS held,
+		row_number() OVER win AS n,
+		coalesce(sum(octet_length(o.payload) + coalesce(octet_length(o.headers::text), 0)) OVER win, 0)
+			- octet_length(o.payload) - coalesce(octet_length(o.headers::text), 0) AS before
 	FROM {outbox} o
 	-- the position as values, not a join: the index scan starts there
 	WHERE (o.xid, o.seq) > ((SELECT walked_xid FROM c), (SELECT walked_seq FROM c)) AND o.xid < {horizon}
+	WINDOW win AS (ORDER BY o.xid, o.seq)
 	ORDER BY o.xid, o.seq LIMIT {lim}
-), w AS (
-	SELECT l.*, row_number() OVER win AS n,
-		coalesce(sum(octet_length(l.payload) + coalesce(octet_length(l.headers::text), 0)) OVER win, 0)
-			- octet_length(l.payload) - coalesce(octet_length(l.headers::text), 0) AS before
-	FROM lim l WINDOW win AS (ORDER BY l.xid, l.seq)
 ), take AS (
 	SELECT * FROM w WHERE n <= {take} AND before < $4
 ), flags AS (

@@ -452,10 +452,14 @@ WITH relax AS (
 	SELECT NOT (SELECT no_held FROM c)
 		OR EXISTS (SELECT 1 FROM "orders_outbox_ranges" r WHERE r.consumer_id = 0 AND r.lease_until < statement_timestamp())
 		OR EXISTS (SELECT 1 FROM "orders_outbox_state" s WHERE s.consumer_id = 0 AND s.status = 'pending' AND s.next_attempt_at <= statement_timestamp()) AS b
-), lim AS (
+), w AS (
+	-- the window over the index scan's own order: no sort, no copy
 	SELECT o.*, o.seq <= (SELECT start_seq FROM c) OR (0 = 0 AND o.writer_token <> 0 AND o.writer_until IS NULL)
 			OR EXISTS (SELECT 1 FROM "orders_outbox_state" s WHERE s.consumer_id = 0 AND s.seq = o.seq) AS skip,
-		0 = 0 AND o.writer_token <> 0 AND o.writer_until > statement_timestamp() AS held
+		0 = 0 AND o.writer_token <> 0 AND o.writer_until > statement_timestamp() AS held,
+		row_number() OVER win AS n,
+		coalesce(sum(octet_length(o.payload) + coalesce(octet_length(o.headers::text), 0)) OVER win, 0)
+			- octet_length(o.payload) - coalesce(octet_length(o.headers::text), 0) AS before
 	FROM "orders_outbox" o
 	-- the position as values, not a join: the index scan starts there
 	WHERE (o.xid, o.seq) > ((SELECT walked_xid FROM c), (SELECT walked_seq FROM c)) AND o.xid < (SELECT coalesce(min(x), pg_snapshot_xmax(pg_current_snapshot()))
@@ -469,12 +473,8 @@ WITH relax AS (
 		SELECT 1 FROM pg_prepared_xacts p
 		WHERE p.database <> current_database()
 			AND p.transaction::text::bigint = (x::text::numeric % 4294967296)::bigint))
+	WINDOW win AS (ORDER BY o.xid, o.seq)
 	ORDER BY o.xid, o.seq LIMIT 101
-), w AS (
-	SELECT l.*, row_number() OVER win AS n,
-		coalesce(sum(octet_length(l.payload) + coalesce(octet_length(l.headers::text), 0)) OVER win, 0)
-			- octet_length(l.payload) - coalesce(octet_length(l.headers::text), 0) AS before
-	FROM lim l WINDOW win AS (ORDER BY l.xid, l.seq)
 ), take AS (
 	SELECT * FROM w WHERE n <= 100 AND before < $4
 ), flags AS (
@@ -510,10 +510,14 @@ WITH relax AS (
 	SELECT NOT (SELECT no_held FROM c)
 		OR EXISTS (SELECT 1 FROM "orders_outbox_ranges" r WHERE r.consumer_id = 1 AND r.lease_until < statement_timestamp())
 		OR EXISTS (SELECT 1 FROM "orders_outbox_state" s WHERE s.consumer_id = 1 AND s.status = 'pending' AND s.next_attempt_at <= statement_timestamp()) AS b
-), lim AS (
+), w AS (
+	-- the window over the index scan's own order: no sort, no copy
 	SELECT o.*, o.seq <= (SELECT start_seq FROM c) OR (1 = 0 AND o.writer_token <> 0 AND o.writer_until IS NULL)
 			OR EXISTS (SELECT 1 FROM "orders_outbox_state" s WHERE s.consumer_id = 1 AND s.seq = o.seq) AS skip,
-		1 = 0 AND o.writer_token <> 0 AND o.writer_until > statement_timestamp() AS held
+		1 = 0 AND o.writer_token <> 0 AND o.writer_until > statement_timestamp() AS held,
+		row_number() OVER win AS n,
+		coalesce(sum(octet_length(o.payload) + coalesce(octet_length(o.headers::text), 0)) OVER win, 0)
+			- octet_length(o.payload) - coalesce(octet_length(o.headers::text), 0) AS before
 	FROM "orders_outbox" o
 	-- the position as values, not a join: the index scan starts there
 	WHERE (o.xid, o.seq) > ((SELECT walked_xid FROM c), (SELECT walked_seq FROM c)) AND o.xid < (SELECT coalesce(min(x), pg_snapshot_xmax(pg_current_snapshot()))
@@ -527,12 +531,8 @@ WITH relax AS (
 		SELECT 1 FROM pg_prepared_xacts p
 		WHERE p.database <> current_database()
 			AND p.transaction::text::bigint = (x::text::numeric % 4294967296)::bigint))
+	WINDOW win AS (ORDER BY o.xid, o.seq)
 	ORDER BY o.xid, o.seq LIMIT 101
-), w AS (
-	SELECT l.*, row_number() OVER win AS n,
-		coalesce(sum(octet_length(l.payload) + coalesce(octet_length(l.headers::text), 0)) OVER win, 0)
-			- octet_length(l.payload) - coalesce(octet_length(l.headers::text), 0) AS before
-	FROM lim l WINDOW win AS (ORDER BY l.xid, l.seq)
 ), take AS (
 	SELECT * FROM w WHERE n <= 100 AND before < $4
 ), flags AS (
@@ -570,10 +570,14 @@ WITH settled AS (
 	SELECT NOT (SELECT no_held FROM c)
 		OR EXISTS (SELECT 1 FROM "orders_outbox_ranges" r WHERE r.consumer_id = 0 AND r.lease_until < statement_timestamp())
 		OR EXISTS (SELECT 1 FROM "orders_outbox_state" s WHERE s.consumer_id = 0 AND s.status = 'pending' AND s.next_attempt_at <= statement_timestamp()) AS b
-), lim AS (
+), w AS (
+	-- the window over the index scan's own order: no sort, no copy
 	SELECT o.*, o.seq <= (SELECT start_seq FROM c) OR (0 = 0 AND o.writer_token <> 0 AND o.writer_until IS NULL)
 			OR EXISTS (SELECT 1 FROM "orders_outbox_state" s WHERE s.consumer_id = 0 AND s.seq = o.seq) AS skip,
-		0 = 0 AND o.writer_token <> 0 AND o.writer_until > statement_timestamp() AS held
+		0 = 0 AND o.writer_token <> 0 AND o.writer_until > statement_timestamp() AS held,
+		row_number() OVER win AS n,
+		coalesce(sum(octet_length(o.payload) + coalesce(octet_length(o.headers::text), 0)) OVER win, 0)
+			- octet_length(o.payload) - coalesce(octet_length(o.headers::text), 0) AS before
 	FROM "orders_outbox" o
 	-- the position as values, not a join: the index scan starts there
 	WHERE (o.xid, o.seq) > ((SELECT walked_xid FROM c), (SELECT walked_seq FROM c)) AND o.xid < (SELECT coalesce(min(x), pg_snapshot_xmax(pg_current_snapshot()))
@@ -587,12 +591,8 @@ WITH settled AS (
 		SELECT 1 FROM pg_prepared_xacts p
 		WHERE p.database <> current_database()
 			AND p.transaction::text::bigint = (x::text::numeric % 4294967296)::bigint))
+	WINDOW win AS (ORDER BY o.xid, o.seq)
 	ORDER BY o.xid, o.seq LIMIT 101
-), w AS (
-	SELECT l.*, row_number() OVER win AS n,
-		coalesce(sum(octet_length(l.payload) + coalesce(octet_length(l.headers::text), 0)) OVER win, 0)
-			- octet_length(l.payload) - coalesce(octet_length(l.headers::text), 0) AS before
-	FROM lim l WINDOW win AS (ORDER BY l.xid, l.seq)
 ), take AS (
 	SELECT * FROM w WHERE n <= 100 AND before < $4
 ), flags AS (
@@ -630,10 +630,14 @@ WITH settled AS (
 	SELECT NOT (SELECT no_held FROM c)
 		OR EXISTS (SELECT 1 FROM "orders_outbox_ranges" r WHERE r.consumer_id = 1 AND r.lease_until < statement_timestamp())
 		OR EXISTS (SELECT 1 FROM "orders_outbox_state" s WHERE s.consumer_id = 1 AND s.status = 'pending' AND s.next_attempt_at <= statement_timestamp()) AS b
-), lim AS (
+), w AS (
+	-- the window over the index scan's own order: no sort, no copy
 	SELECT o.*, o.seq <= (SELECT start_seq FROM c) OR (1 = 0 AND o.writer_token <> 0 AND o.writer_until IS NULL)
 			OR EXISTS (SELECT 1 FROM "orders_outbox_state" s WHERE s.consumer_id = 1 AND s.seq = o.seq) AS skip,
-		1 = 0 AND o.writer_token <> 0 AND o.writer_until > statement_timestamp() AS held
+		1 = 0 AND o.writer_token <> 0 AND o.writer_until > statement_timestamp() AS held,
+		row_number() OVER win AS n,
+		coalesce(sum(octet_length(o.payload) + coalesce(octet_length(o.headers::text), 0)) OVER win, 0)
+			- octet_length(o.payload) - coalesce(octet_length(o.headers::text), 0) AS before
 	FROM "orders_outbox" o
 	-- the position as values, not a join: the index scan starts there
 	WHERE (o.xid, o.seq) > ((SELECT walked_xid FROM c), (SELECT walked_seq FROM c)) AND o.xid < (SELECT coalesce(min(x), pg_snapshot_xmax(pg_current_snapshot()))
@@ -647,12 +651,8 @@ WITH settled AS (
 		SELECT 1 FROM pg_prepared_xacts p
 		WHERE p.database <> current_database()
 			AND p.transaction::text::bigint = (x::text::numeric % 4294967296)::bigint))
+	WINDOW win AS (ORDER BY o.xid, o.seq)
 	ORDER BY o.xid, o.seq LIMIT 101
-), w AS (
-	SELECT l.*, row_number() OVER win AS n,
-		coalesce(sum(octet_length(l.payload) + coalesce(octet_length(l.headers::text), 0)) OVER win, 0)
-			- octet_length(l.payload) - coalesce(octet_length(l.headers::text), 0) AS before
-	FROM lim l WINDOW win AS (ORDER BY l.xid, l.seq)
 ), take AS (
 	SELECT * FROM w WHERE n <= 100 AND before < $4
 ), flags AS (
