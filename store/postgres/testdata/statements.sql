@@ -442,6 +442,12 @@ FROM due, "orders_outbox" o WHERE s.consumer_id = $1 AND s.seq = due.seq AND o.s
 RETURNING o.seq, o.event_id, o.event_key, o.event_type, o.payload, o.headers, o.occurred_at, o.created_at, s.status, s.retry_count, s.last_error, s.next_attempt_at, s.finished_at;
 
 -- fastRun
+SELECT 1 FROM "orders_outbox_consumers" WHERE id = 0 FOR UPDATE;
+
+-- fastRun
+SELECT 1 FROM "orders_outbox_consumers" WHERE id = 1 FOR UPDATE;
+
+-- fastRun
 WITH relax AS (
 	-- the relay's bookkeeping commits without waiting for the WAL flush (relayTx)
 	SELECT set_config('synchronous_commit', 'off', true) AS v
