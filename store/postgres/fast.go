@@ -4,7 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"database/sql/driver"
-	"fmt"
+	"errors"
 	"strconv"
 	"strings"
 	"time"
@@ -125,10 +125,14 @@ func fastStatement(limit int, settle bool) string {
 func fastRun(ctx context.Context, q querier, t *target, stmt string, limit int, args ...any) (rows []scanned, more, ok, settled bool, err error) {
 	query := t.render(stmt)
 	res := fastResult{rows: make([]scanned, 0, limit)}
+	err = errNotPgxConn
 	if db, isDB := q.(*sql.DB); isDB {
 		lock := t.render(fastLockSQL)
 		err = onPgxConn(ctx, db, func(c *pgx.Conn) error { return res.readPgx(ctx, c, lock, query, args) })
-	} else {
+	}
+	if errors.Is(err, errNotPgxConn) {
+		// In a transaction, or on a driver that wraps pgx's (one that
+		// traces or logs the statements): database/sql's way.
 		err = res.readSQL(ctx, q, query, args)
 	}
 	if err != nil {
@@ -225,10 +229,15 @@ func (f *fastResult) readPgx(ctx context.Context, c *pgx.Conn, lock, query strin
 	return br.Close()
 }
 
+// errNotPgxConn says that a connection of the Store's pool is not pgx's
+// stdlib one: a driver that wraps it, for one.
+var errNotPgxConn = errors.New("postgres store: the pool's connection is not pgx's stdlib one")
+
 // onPgxConn runs fn on the pgx connection under one of db's
 // connections. A connection pgx has closed is database/sql's bad
-// connection (the pool then drops it). A pool on another driver than
-// pgx's stdlib one is refused: the Store requires it (doc.go).
+// connection (the pool then drops it). On a connection of another
+// driver (one that wraps pgx's, as tracing drivers do) it returns
+// errNotPgxConn and does not run fn.
 func onPgxConn(ctx context.Context, db *sql.DB, fn func(*pgx.Conn) error) error {
 	conn, err := db.Conn(ctx)
 	if err != nil {
@@ -238,7 +247,7 @@ func onPgxConn(ctx context.Context, db *sql.DB, fn func(*pgx.Conn) error) error 
 	return conn.Raw(func(dc any) error {
 		sc, ok := dc.(*stdlib.Conn)
 		if !ok {
-			return fmt.Errorf("the store's database is not on pgx's stdlib driver (its connection is a %T)", dc)
+			return errNotPgxConn
 		}
 		if sc.Conn().IsClosed() {
 			return driver.ErrBadConn
