@@ -4,6 +4,8 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -14,8 +16,24 @@ import (
 
 	"github.com/outboxrelay/outboxrelay/internal/testutil"
 	"github.com/outboxrelay/outboxrelay/outbox"
+	"github.com/outboxrelay/outboxrelay/outbox/backend"
 	"github.com/outboxrelay/outboxrelay/store/mysql"
 )
+
+// upgradeRows is how many messages TestUpgradeOfALargeTable writes before
+// the upgrade: OUTBOXRELAY_UPGRADE_ROWS, or 20,000 (docs/upgrades.md
+// gives the figures of a run with 1,000,000).
+func upgradeRows(t *testing.T) int {
+	t.Helper()
+	s := os.Getenv("OUTBOXRELAY_UPGRADE_ROWS")
+	if s == "" {
+		return 20_000
+	}
+	n, err := strconv.Atoi(s)
+	require.NoError(t, err, "OUTBOXRELAY_UPGRADE_ROWS")
+	require.GreaterOrEqual(t, n, 1000, "OUTBOXRELAY_UPGRADE_ROWS")
+	return n
+}
 
 // TestUpgradeOfALargeTable: tables of schema version 8 holding a long
 // published history, a backlog of pending records (some failed before,
@@ -29,7 +47,7 @@ import (
 // how long the writer could not write: with OUTBOXRELAY_UPGRADE_ROWS=
 // 1000000 that is the measurement docs/upgrades.md reports.
 func TestUpgradeOfALargeTable(t *testing.T) {
-	n := testutil.UpgradeRows(t)
+	n := upgradeRows(t)
 	d := testutil.NewDatabase(t)
 	ctx := context.Background()
 	execAll(t, d.DB, oldSchema(8))
@@ -102,10 +120,10 @@ FROM room_outbox WHERE id > %d AND id <= %d`, backlog, notHanded),
 		require.Equal(t, outbox.StatusDead, r.Status, id)
 		require.Equal(t, 5, r.Attempts, id)
 	}
-	testutil.RequireDrainedInOrder(t, s, wantDefault)
+	requireDrainedInOrder(t, s, wantDefault)
 	audit, err := s.Consumer("audit")
 	require.NoError(t, err)
-	testutil.RequireDrainedInOrder(t, audit, wantAudit)
+	requireDrainedInOrder(t, audit, wantAudit)
 }
 
 // upgradeWriter writes messages in a loop while Migrate runs: as version
@@ -178,4 +196,61 @@ func (w *upgradeWriter) stop(t *testing.T) []string {
 	close(w.done)
 	w.wg.Wait()
 	return w.written
+}
+
+// requireDrainedInOrder claims c's records, ordered, until none is left,
+// and requires exactly want, each once, every key's messages in the
+// order they were written (m-1 < … < w-0 < w-1 < …).
+func requireDrainedInOrder(t *testing.T, c backend.Store, want []string) {
+	t.Helper()
+	ctx := context.Background()
+	var got []string
+	keys := map[string][]string{}
+	deadline := time.Now().Add(5 * time.Minute)
+	// Until every message is in, then one claim more (a gap the writer
+	// left may make a claim wait, or come back empty, for GapTimeout).
+	for extra := 0; extra < 2; {
+		require.False(t, time.Now().After(deadline), "drained %d of %d", len(got), len(want))
+		if len(got) >= len(want) {
+			extra++
+		}
+		b, err := c.Claim(ctx, backend.ClaimParams{Owner: "drain", Limit: 1000, LeaseFor: time.Minute, Ordered: true})
+		require.NoError(t, err)
+		if b.Len() == 0 {
+			continue
+		}
+		outcomes := make([]backend.Outcome, len(b.Records))
+		for i, r := range b.Records {
+			got = append(got, r.ID)
+			if r.Key != "" {
+				keys[r.Key] = append(keys[r.Key], r.ID)
+			}
+			outcomes[i] = backend.Outcome{ID: r.ID, Seq: r.Seq, Kind: backend.OutcomePublished}
+		}
+		_, err = c.Settle(ctx, b.Token, outcomes)
+		require.NoError(t, err)
+	}
+	require.Len(t, got, len(want), "each message once")
+	require.ElementsMatch(t, want, got)
+	for key, ids := range keys {
+		require.True(t, slices.IsSortedFunc(ids, writeOrder), "key %s out of order: %v", key, ids)
+	}
+}
+
+// writeOrder orders m-<n> (before the upgrade) before w-<n> (the writer's).
+func writeOrder(a, b string) int {
+	num := func(s string) (int, int) {
+		phase := 0
+		if strings.HasPrefix(s, "w-") {
+			phase = 1
+		}
+		v, _ := strconv.Atoi(s[2:])
+		return phase, v
+	}
+	pa, va := num(a)
+	pb, vb := num(b)
+	if pa != pb {
+		return pa - pb
+	}
+	return va - vb
 }
