@@ -16,16 +16,21 @@ import (
 	"github.com/outboxrelay/outboxrelay/outbox/backend"
 )
 
-// fastClaimSQL is the claim of the common case in one statement (in a
-// transaction of its own, after fastLockSQL on a pgx connection: see
-// readPgx): nothing for the consumer but the log (no range to
-// take over, no due state row, no held message), unordered. It reads up
-// to {lim} messages past the consumer's position below the horizon (the
-// first {take} of them, and within $4 bytes, are the batch; the rest
-// says there is more), writes one range row ($1 token, $2 owner, $3
-// lease in microseconds) and moves the position. When the case is not
-// the common one (ok false) it writes nothing and the caller claims the
-// long way. The last row (seq 0) carries ok and more.
+// fastClaimSQL is the claim of the common case (in a transaction of its
+// own, after fastLockSQL on a pgx connection: see runPgx): nothing for
+// the consumer but the log (no range to take over, no due state row, no
+// held message), unordered. It reads up to {lim} messages past the
+// consumer's position below the horizon (the first {take} of them, and
+// within $4 bytes, are the batch; the rest says there is more), writes
+// one range row ($1 token, $2 owner, $3 lease in microseconds) and moves
+// the position. When the case is not the common one (ok false) it
+// writes nothing and the caller claims the long way.
+//
+// It returns one row: ok, more and {settled}. It reads no payload:
+// fastReadSQL reads the range's messages, in the same round trip, after
+// this statement's transaction has committed. The claims of one
+// consumer take turns on its row; they hold it while they choose their
+// range, and read their batches side by side.
 //
 // The limits are written into the statement, not passed as parameters:
 // with LIMIT a parameter, the server's plan for a generic LIMIT looked
@@ -44,7 +49,7 @@ const fastClaimSQL = `WITH {settle}relax AS (
 		OR EXISTS (SELECT 1 FROM {state} s WHERE s.consumer_id = {c} AND s.status = 'pending' AND s.next_attempt_at <= statement_timestamp()) AS b
 ), w AS (
 	-- the window over the index scan's own order: no sort, no copy
-	SELECT o.*, o.seq <= (SELECT start_seq FROM c) OR ({c} = 0 AND o.writer_token <> 0 AND o.writer_until IS NULL)
+	SELECT o.xid, o.seq, o.seq <= (SELECT start_seq FROM c) OR ({c} = 0 AND o.writer_token <> 0 AND o.writer_until IS NULL)
 			OR EXISTS (SELECT 1 FROM {state} s WHERE s.consumer_id = {c} AND s.seq = o.seq) AS skip,
 		{c} = 0 AND o.writer_token <> 0 AND o.writer_until > statement_timestamp() AS held,
 		row_number() OVER win AS n,
@@ -71,13 +76,36 @@ const fastClaimSQL = `WITH {settle}relax AS (
 ), upd AS (
 	UPDATE {consumers} u SET walked_xid = last.xid, walked_seq = last.seq FROM last, flags WHERE u.id = {c} AND flags.ok
 )
+SELECT flags.ok, flags.more, {settled} FROM flags`
+
+// fastReadSQL reads the messages of the range that fastClaimSQL took
+// ($1 its token): the messages of the log in it that the claim handed
+// out, less any that a state row or the writer's publish has settled
+// since (a range's settle the long way takes care of those).
+//
+// The range's ends are values (the claim's way: a join did not bound
+// the index scan), and ORDER BY and LIMIT ({take}: the claim's limit, as
+// many as a range holds) make the server's plan read the (xid, seq)
+// index from the start of the range to its end. Without them it was a
+// bitmap scan and a sort, or a scan of the primary key from the
+// consumer's start (TestFastClaimIsPlannedOnce).
+const fastReadSQL = `WITH r AS (
+	SELECT from_xid, from_seq, to_xid, to_seq FROM {ranges} WHERE consumer_id = {c} AND token = $1
+)
 SELECT o.seq, o.event_id, o.event_key, o.event_type, o.payload, o.headers, o.occurred_at, o.created_at,
-	'pending', 0, '', o.created_at, NULL::timestamptz, true, false, false
-FROM take o, flags WHERE flags.ok AND NOT o.skip
-UNION ALL
-SELECT 0, '', '\x'::bytea, '\x'::bytea, '\x'::bytea, NULL::jsonb, NULL::timestamptz, statement_timestamp(),
-	'pending', 0, '', statement_timestamp(), NULL::timestamptz, flags.ok, flags.more, {settled}
-FROM flags`
+	'pending', 0, '', o.created_at, NULL::timestamptz
+FROM {outbox} o
+WHERE (o.xid, o.seq) > ((SELECT from_xid FROM r), (SELECT from_seq FROM r))
+	AND (o.xid, o.seq) <= ((SELECT to_xid FROM r), (SELECT to_seq FROM r))
+	AND o.seq > (SELECT start_seq FROM {consumers} WHERE id = {c})
+	AND NOT ({c} = 0 AND o.writer_token <> 0 AND o.writer_until IS NULL)
+	AND NOT EXISTS (SELECT 1 FROM {state} s WHERE s.consumer_id = {c} AND s.seq = o.seq)
+ORDER BY o.xid, o.seq LIMIT {take}`
+
+// fastReadStatement is fastReadSQL for a claim of limit records.
+func fastReadStatement(limit int) string {
+	return strings.ReplaceAll(fastReadSQL, "{take}", strconv.Itoa(limit))
+}
 
 // fastSettleSQL is the settle of a batch whose records were all
 // published from one range ($5 its token, $6 how many), put before
@@ -116,24 +144,31 @@ func fastStatement(limit int, settle bool) string {
 		"{lim}", strconv.Itoa(limit+1), "{take}", strconv.Itoa(limit)).Replace(fastClaimSQL)
 }
 
-// fastRun runs stmt, a fastStatement, and reads its rows. On the
-// Store's *sql.DB it runs it through pgx's own API on one of the pool's
-// connections: database/sql's scanning of the batch's rows (every value
-// converted to a driver.Value, then copied again into the destination)
-// was a third of a worker's CPU per delivered event. limit is the most
-// records it returns.
+// fastRun runs stmt, a fastStatement, and then fastReadSQL for the
+// range it took (token, args[0]). On the Store's *sql.DB it runs them
+// through pgx's own API on one of the pool's connections: database/sql's
+// scanning of the batch's rows (every value converted to a
+// driver.Value, then copied again into the destination) was a third of
+// a worker's CPU per delivered event. limit is the most records it
+// returns.
 func fastRun(ctx context.Context, q querier, t *target, stmt string, limit int, args ...any) (rows []scanned, more, ok, settled bool, err error) {
-	query := t.render(stmt)
+	query, read := t.render(stmt), t.render(fastReadStatement(limit))
 	res := fastResult{rows: make([]scanned, 0, limit)}
 	err = errNotPgxConn
 	if db, isDB := q.(*sql.DB); isDB {
 		lock := t.render(fastLockSQL)
-		err = onPgxConn(ctx, db, func(c *pgx.Conn) error { return res.readPgx(ctx, c, lock, query, args) })
+		err = onPgxConn(ctx, db, func(c *pgx.Conn) error {
+			err := res.runPgx(ctx, c, lock, query, read, args)
+			if err != nil {
+				rollBackAborted(ctx, c)
+			}
+			return err
+		})
 	}
 	if errors.Is(err, errNotPgxConn) {
 		// In a transaction, or on a driver that wraps pgx's (one that
 		// traces or logs the statements): database/sql's way.
-		err = res.readSQL(ctx, q, query, args)
+		err = res.runSQL(ctx, q, query, read, args)
 	}
 	if err != nil {
 		return nil, false, false, false, err
@@ -144,59 +179,61 @@ func fastRun(ctx context.Context, q querier, t *target, stmt string, limit int, 
 	return res.rows, res.more, true, res.settled, nil
 }
 
-// fastResult is what a fast statement returned: its records, and the
-// flags of its last row (seq 0).
+// fastResult is what a fast claim returned: the flags of fastClaimSQL's
+// row, and the records of the range it took.
 type fastResult struct {
+	ok, more, settled bool
 	rows              []scanned
-	more, ok, settled bool
 }
 
-func (f *fastResult) add(r scanned, rowOK, rowMore, rowSettled bool) {
-	if r.rec.Seq == 0 {
-		f.ok, f.more, f.settled = rowOK, rowMore, rowSettled
-		return
-	}
-	f.rows = append(f.rows, r)
-}
-
-// readSQL runs query through database/sql.
-func (f *fastResult) readSQL(ctx context.Context, q querier, query string, args []any) error {
-	rs, err := q.QueryContext(ctx, query, args...)
-	if err != nil {
+// runSQL runs the claim, then the read, through database/sql: in a
+// transaction, the read sees the range the claim wrote; on a *sql.DB
+// each is a transaction of its own, and the claim waits for the
+// consumer's row inside its statement.
+func (f *fastResult) runSQL(ctx context.Context, q querier, query, read string, args []any) error {
+	if err := q.QueryRowContext(ctx, query, args...).Scan(&f.ok, &f.more, &f.settled); err != nil || !f.ok {
 		return err
 	}
-	defer rs.Close()
-	for rs.Next() {
-		var rowOK, rowMore, rowSettled bool
-		r, err := scanRecordWith(rs, &rowOK, &rowMore, &rowSettled)
-		if err != nil {
-			return err
-		}
-		f.add(r, rowOK, rowMore, rowSettled)
-	}
-	return rs.Err()
+	rows, err := queryRecords(ctx, q, read, args[0])
+	f.rows = append(f.rows, rows...)
+	return err
 }
 
 // fastLockSQL takes the consumer's row before a fast statement, in the
-// same transaction (see readPgx).
+// same transaction (see runPgx).
 const fastLockSQL = `SELECT 1 FROM {consumers} WHERE id = {c} FOR UPDATE`
 
-// readPgx runs lock, then query, on c, in one transaction sent as one
-// pipeline (one round trip), scanning query's columns of recordCols and
-// the three flags as scanRecordWith does. Claims of a consumer take
-// turns on its row: a statement that waited for the row inside the fast
-// statement found it updated by the claim before and ran PostgreSQL's
-// recheck of an updated row (EvalPlanQual), which sets up every subplan
-// of the statement again (a profile at 8 workers: a sixth of the
-// server's CPU). Waiting in the small statement instead, the fast
-// statement starts with the row its own and a snapshot that sees its
-// latest version.
-func (f *fastResult) readPgx(ctx context.Context, c *pgx.Conn, lock, query string, args []any) error {
+// runPgx sends, on c and in one pipeline (one round trip): a
+// transaction of lock and query, then read of the range query took; and
+// scans read's columns of recordCols as scanRecord does.
+//
+// Claims of a consumer take turns on its row: a statement that waited
+// for the row inside the fast statement found it updated by the claim
+// before and ran PostgreSQL's recheck of an updated row (EvalPlanQual),
+// which sets up every subplan of the statement again (a profile at 8
+// workers: a sixth of the server's CPU). Waiting in the small statement
+// instead, the fast statement starts with the row its own and a snapshot
+// that sees its latest version. The read, after the commit, does not
+// hold the row: at 4 and 8 workers, reading the records in the
+// transaction held it twice as long. A statement that fails leaves the
+// transaction aborted, which rollBackAborted ends.
+func (f *fastResult) runPgx(ctx context.Context, c *pgx.Conn, lock, query, read string, args []any) error {
 	var b pgx.Batch
+	b.Queue("BEGIN")
 	b.Queue(lock)
 	b.Queue(query, args...)
+	b.Queue("COMMIT")
+	b.Queue(read, args[0])
 	br := c.SendBatch(ctx, &b)
 	defer br.Close()
+	for range 2 {
+		if _, err := br.Exec(); err != nil {
+			return err
+		}
+	}
+	if err := br.QueryRow().Scan(&f.ok, &f.more, &f.settled); err != nil {
+		return err
+	}
 	if _, err := br.Exec(); err != nil {
 		return err
 	}
@@ -212,21 +249,35 @@ func (f *fastResult) readPgx(ctx context.Context, c *pgx.Conn, lock, query strin
 		key, typ, payload, hdrs []byte
 		occurred, finished      *time.Time
 		status                  string
-		rowOK, rowMore, rowSet  bool
 	)
 	dest := []any{&r.Seq, &r.ID, &key, &typ, &payload, &hdrs, &occurred, &r.EnqueuedAt,
-		&status, &r.Attempts, &r.LastError, &r.NextAttemptAt, &finished, &rowOK, &rowMore, &rowSet}
+		&status, &r.Attempts, &r.LastError, &r.NextAttemptAt, &finished}
 	for rs.Next() {
 		if err := rs.Scan(dest...); err != nil {
 			return err
 		}
-		f.add(finishRecord(r, key, typ, payload, hdrs, occurred, finished, status), rowOK, rowMore, rowSet)
+		f.rows = append(f.rows, finishRecord(r, key, typ, payload, hdrs, occurred, finished, status))
 	}
 	rs.Close()
 	if err := rs.Err(); err != nil {
 		return err
 	}
 	return br.Close()
+}
+
+// rollBackAborted ends the transaction that a failed runPgx left open
+// on c (aborted, or not yet committed), so that the pool reuses the
+// connection; a connection that does not answer is closed, and the
+// pool drops it (as pgx's driver drops one in a transaction).
+func rollBackAborted(ctx context.Context, c *pgx.Conn) {
+	if c.IsClosed() || c.PgConn().TxStatus() == 'I' {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	if _, err := c.Exec(ctx, "ROLLBACK"); err != nil {
+		_ = c.Close(ctx)
+	}
 }
 
 // errNotPgxConn says that a connection of the Store's pool is not pgx's

@@ -26,6 +26,7 @@ import (
 
 type logHarness struct {
 	db    *sql.DB
+	dsn   string
 	s     *Store
 	table string
 }
@@ -38,7 +39,7 @@ func newLogHarness(t *testing.T) *logHarness {
 	require.NoError(t, err)
 	ctx := context.Background()
 	require.NoError(t, s.Migrate(ctx))
-	return &logHarness{db: d.DB, s: s, table: "log_outbox"}
+	return &logHarness{db: d.DB, dsn: d.DSN, s: s, table: "log_outbox"}
 }
 
 func (h *logHarness) target(consumer int64) *target { return newTarget(h.table, consumer) }
@@ -677,9 +678,9 @@ func TestUnreadCheckReadsPastThePositionOnly(t *testing.T) {
 	}
 }
 
-// The one-statement claim is planned once per connection, not on every
-// claim: the server's generic plan serves it from the sixth execution
-// on (pg_prepared_statements counts them). With LIMIT a parameter the
+// The fast claim and its read are planned once per connection, not on
+// every claim: the server's generic plan serves them from the sixth
+// execution on (pg_prepared_statements counts them). With LIMIT a parameter the
 // server judged a generic plan costlier and planned it anew each time
 // (8 custom plans of 8 executions), about 1 ms of CPU per claim, a third
 // of the statement's cost.
@@ -710,6 +711,89 @@ func TestFastClaimIsPlannedOnce(t *testing.T) {
 		require.NoError(t, conn.QueryRowContext(ctx, `SELECT generic_plans, custom_plans FROM pg_prepared_statements WHERE name = $1`, name).Scan(&generic, &custom))
 		require.Positive(t, generic, "settle %v: %d custom plans of 10 executions, no generic one", settle, custom)
 	}
+	// The read of the range the claim took, likewise, and its generic
+	// plan, on a log of some size, reads the range from the (xid, seq)
+	// index: it was a bitmap scan and a sort, or a scan of the primary
+	// key from the consumer's start.
+	for i := range 50 {
+		ids := make([]string, 100)
+		for j := range ids {
+			ids[j] = fmt.Sprintf("m%d-%d", i, j)
+		}
+		h.enqueue(t, h.db, "", ids...)
+	}
+	_, err = conn.ExecContext(ctx, "ANALYZE "+h.table)
+	require.NoError(t, err)
+	_, err = conn.ExecContext(ctx, "PREPARE fast_read (bigint) AS "+h.target(0).render(fastReadStatement(100)))
+	require.NoError(t, err)
+	for i := range 10 {
+		_, err = conn.ExecContext(ctx, fmt.Sprintf("EXECUTE fast_read (%d)", i+1))
+		require.NoError(t, err)
+	}
+	var generic, custom int
+	require.NoError(t, conn.QueryRowContext(ctx, `SELECT generic_plans, custom_plans FROM pg_prepared_statements WHERE name = 'fast_read'`).Scan(&generic, &custom))
+	require.Positive(t, generic, "the read: %d custom plans of 10 executions, no generic one", custom)
+	_, err = conn.ExecContext(ctx, "SET plan_cache_mode = force_generic_plan")
+	require.NoError(t, err)
+	defer func() { _, _ = conn.ExecContext(ctx, "RESET plan_cache_mode") }()
+	plan := explainText(t, conn, "EXPLAIN EXECUTE fast_read (1)")
+	require.NotContains(t, plan, "Sort", "the read's generic plan sorts:\n%s", plan)
+	require.Contains(t, plan, "Index Scan using "+h.table+"_xid on", "the read's generic plan:\n%s", plan)
+}
+
+// A fast claim that fails inside its transaction (here the consumer's
+// row, held elsewhere, outlasts lock_timeout) ends the transaction: the
+// pool keeps the connection (pgx's driver would drop one left in a
+// transaction), and the next claim on it takes the range.
+func TestAFailedFastClaimEndsItsTransaction(t *testing.T) {
+	t.Parallel()
+	h := newLogHarness(t)
+	ctx := context.Background()
+	h.enqueue(t, h.db, "", "a", "b")
+	// The store's pool is one connection, with a lock_timeout.
+	h.db.SetMaxOpenConns(1)
+	_, err := h.db.ExecContext(ctx, "SET lock_timeout = '100ms'")
+	require.NoError(t, err)
+	var pid int
+	require.NoError(t, h.db.QueryRowContext(ctx, "SELECT pg_backend_pid()").Scan(&pid))
+	holder, err := sql.Open("pgx", h.dsn)
+	require.NoError(t, err)
+	defer holder.Close()
+	tx, err := holder.BeginTx(ctx, nil)
+	require.NoError(t, err)
+	_, err = tx.ExecContext(ctx, h.target(0).render(`SELECT 1 FROM {consumers} WHERE id = {c} FOR UPDATE`))
+	require.NoError(t, err)
+
+	p := backend.ClaimParams{Owner: "w", Limit: 10, LeaseFor: time.Minute}
+	_, err = h.s.Claim(ctx, p)
+	require.ErrorContains(t, err, "lock timeout")
+	require.NoError(t, tx.Rollback())
+	var state string
+	require.NoError(t, holder.QueryRowContext(ctx, "SELECT state FROM pg_stat_activity WHERE pid = $1", pid).Scan(&state))
+	require.Equal(t, "idle", state, "the failed claim's connection")
+
+	var again int
+	require.NoError(t, h.db.QueryRowContext(ctx, "SELECT pg_backend_pid()").Scan(&again))
+	require.Equal(t, pid, again, "the pool dropped the connection of the failed claim")
+	b, err := h.s.Claim(ctx, p)
+	require.NoError(t, err)
+	require.Len(t, b.Records, 2)
+}
+
+// explainText runs an EXPLAIN on conn and returns its lines.
+func explainText(t *testing.T, conn *sql.Conn, explain string) string {
+	t.Helper()
+	rows, err := conn.QueryContext(context.Background(), explain)
+	require.NoError(t, err)
+	defer rows.Close()
+	var out []string
+	for rows.Next() {
+		var line string
+		require.NoError(t, rows.Scan(&line))
+		out = append(out, line)
+	}
+	require.NoError(t, rows.Err())
+	return strings.Join(out, "\n")
 }
 
 // Per-key order holds past a message its writer holds (the head start

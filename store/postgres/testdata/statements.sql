@@ -448,6 +448,62 @@ SELECT 1 FROM "orders_outbox_consumers" WHERE id = 0 FOR UPDATE;
 SELECT 1 FROM "orders_outbox_consumers" WHERE id = 1 FOR UPDATE;
 
 -- fastRun
+WITH r AS (
+	SELECT from_xid, from_seq, to_xid, to_seq FROM "orders_outbox_ranges" WHERE consumer_id = 0 AND token = $1
+)
+SELECT o.seq, o.event_id, o.event_key, o.event_type, o.payload, o.headers, o.occurred_at, o.created_at,
+	'pending', 0, '', o.created_at, NULL::timestamptz
+FROM "orders_outbox" o
+WHERE (o.xid, o.seq) > ((SELECT from_xid FROM r), (SELECT from_seq FROM r))
+	AND (o.xid, o.seq) <= ((SELECT to_xid FROM r), (SELECT to_seq FROM r))
+	AND o.seq > (SELECT start_seq FROM "orders_outbox_consumers" WHERE id = 0)
+	AND NOT (0 = 0 AND o.writer_token <> 0 AND o.writer_until IS NULL)
+	AND NOT EXISTS (SELECT 1 FROM "orders_outbox_state" s WHERE s.consumer_id = 0 AND s.seq = o.seq)
+ORDER BY o.xid, o.seq LIMIT 1;
+
+-- fastRun
+WITH r AS (
+	SELECT from_xid, from_seq, to_xid, to_seq FROM "orders_outbox_ranges" WHERE consumer_id = 0 AND token = $1
+)
+SELECT o.seq, o.event_id, o.event_key, o.event_type, o.payload, o.headers, o.occurred_at, o.created_at,
+	'pending', 0, '', o.created_at, NULL::timestamptz
+FROM "orders_outbox" o
+WHERE (o.xid, o.seq) > ((SELECT from_xid FROM r), (SELECT from_seq FROM r))
+	AND (o.xid, o.seq) <= ((SELECT to_xid FROM r), (SELECT to_seq FROM r))
+	AND o.seq > (SELECT start_seq FROM "orders_outbox_consumers" WHERE id = 0)
+	AND NOT (0 = 0 AND o.writer_token <> 0 AND o.writer_until IS NULL)
+	AND NOT EXISTS (SELECT 1 FROM "orders_outbox_state" s WHERE s.consumer_id = 0 AND s.seq = o.seq)
+ORDER BY o.xid, o.seq LIMIT 101;
+
+-- fastRun
+WITH r AS (
+	SELECT from_xid, from_seq, to_xid, to_seq FROM "orders_outbox_ranges" WHERE consumer_id = 1 AND token = $1
+)
+SELECT o.seq, o.event_id, o.event_key, o.event_type, o.payload, o.headers, o.occurred_at, o.created_at,
+	'pending', 0, '', o.created_at, NULL::timestamptz
+FROM "orders_outbox" o
+WHERE (o.xid, o.seq) > ((SELECT from_xid FROM r), (SELECT from_seq FROM r))
+	AND (o.xid, o.seq) <= ((SELECT to_xid FROM r), (SELECT to_seq FROM r))
+	AND o.seq > (SELECT start_seq FROM "orders_outbox_consumers" WHERE id = 1)
+	AND NOT (1 = 0 AND o.writer_token <> 0 AND o.writer_until IS NULL)
+	AND NOT EXISTS (SELECT 1 FROM "orders_outbox_state" s WHERE s.consumer_id = 1 AND s.seq = o.seq)
+ORDER BY o.xid, o.seq LIMIT 1;
+
+-- fastRun
+WITH r AS (
+	SELECT from_xid, from_seq, to_xid, to_seq FROM "orders_outbox_ranges" WHERE consumer_id = 1 AND token = $1
+)
+SELECT o.seq, o.event_id, o.event_key, o.event_type, o.payload, o.headers, o.occurred_at, o.created_at,
+	'pending', 0, '', o.created_at, NULL::timestamptz
+FROM "orders_outbox" o
+WHERE (o.xid, o.seq) > ((SELECT from_xid FROM r), (SELECT from_seq FROM r))
+	AND (o.xid, o.seq) <= ((SELECT to_xid FROM r), (SELECT to_seq FROM r))
+	AND o.seq > (SELECT start_seq FROM "orders_outbox_consumers" WHERE id = 1)
+	AND NOT (1 = 0 AND o.writer_token <> 0 AND o.writer_until IS NULL)
+	AND NOT EXISTS (SELECT 1 FROM "orders_outbox_state" s WHERE s.consumer_id = 1 AND s.seq = o.seq)
+ORDER BY o.xid, o.seq LIMIT 101;
+
+-- fastRun
 WITH relax AS (
 	-- the relay's bookkeeping commits without waiting for the WAL flush (relayTx)
 	SELECT set_config('synchronous_commit', 'off', true) AS v
@@ -460,7 +516,7 @@ WITH relax AS (
 		OR EXISTS (SELECT 1 FROM "orders_outbox_state" s WHERE s.consumer_id = 0 AND s.status = 'pending' AND s.next_attempt_at <= statement_timestamp()) AS b
 ), w AS (
 	-- the window over the index scan's own order: no sort, no copy
-	SELECT o.*, o.seq <= (SELECT start_seq FROM c) OR (0 = 0 AND o.writer_token <> 0 AND o.writer_until IS NULL)
+	SELECT o.xid, o.seq, o.seq <= (SELECT start_seq FROM c) OR (0 = 0 AND o.writer_token <> 0 AND o.writer_until IS NULL)
 			OR EXISTS (SELECT 1 FROM "orders_outbox_state" s WHERE s.consumer_id = 0 AND s.seq = o.seq) AS skip,
 		0 = 0 AND o.writer_token <> 0 AND o.writer_until > statement_timestamp() AS held,
 		row_number() OVER win AS n,
@@ -497,13 +553,7 @@ WITH relax AS (
 ), upd AS (
 	UPDATE "orders_outbox_consumers" u SET walked_xid = last.xid, walked_seq = last.seq FROM last, flags WHERE u.id = 0 AND flags.ok
 )
-SELECT o.seq, o.event_id, o.event_key, o.event_type, o.payload, o.headers, o.occurred_at, o.created_at,
-	'pending', 0, '', o.created_at, NULL::timestamptz, true, false, false
-FROM take o, flags WHERE flags.ok AND NOT o.skip
-UNION ALL
-SELECT 0, '', '\x'::bytea, '\x'::bytea, '\x'::bytea, NULL::jsonb, NULL::timestamptz, statement_timestamp(),
-	'pending', 0, '', statement_timestamp(), NULL::timestamptz, flags.ok, flags.more, false
-FROM flags;
+SELECT flags.ok, flags.more, false FROM flags;
 
 -- fastRun
 WITH relax AS (
@@ -518,7 +568,7 @@ WITH relax AS (
 		OR EXISTS (SELECT 1 FROM "orders_outbox_state" s WHERE s.consumer_id = 1 AND s.status = 'pending' AND s.next_attempt_at <= statement_timestamp()) AS b
 ), w AS (
 	-- the window over the index scan's own order: no sort, no copy
-	SELECT o.*, o.seq <= (SELECT start_seq FROM c) OR (1 = 0 AND o.writer_token <> 0 AND o.writer_until IS NULL)
+	SELECT o.xid, o.seq, o.seq <= (SELECT start_seq FROM c) OR (1 = 0 AND o.writer_token <> 0 AND o.writer_until IS NULL)
 			OR EXISTS (SELECT 1 FROM "orders_outbox_state" s WHERE s.consumer_id = 1 AND s.seq = o.seq) AS skip,
 		1 = 0 AND o.writer_token <> 0 AND o.writer_until > statement_timestamp() AS held,
 		row_number() OVER win AS n,
@@ -555,13 +605,7 @@ WITH relax AS (
 ), upd AS (
 	UPDATE "orders_outbox_consumers" u SET walked_xid = last.xid, walked_seq = last.seq FROM last, flags WHERE u.id = 1 AND flags.ok
 )
-SELECT o.seq, o.event_id, o.event_key, o.event_type, o.payload, o.headers, o.occurred_at, o.created_at,
-	'pending', 0, '', o.created_at, NULL::timestamptz, true, false, false
-FROM take o, flags WHERE flags.ok AND NOT o.skip
-UNION ALL
-SELECT 0, '', '\x'::bytea, '\x'::bytea, '\x'::bytea, NULL::jsonb, NULL::timestamptz, statement_timestamp(),
-	'pending', 0, '', statement_timestamp(), NULL::timestamptz, flags.ok, flags.more, false
-FROM flags;
+SELECT flags.ok, flags.more, false FROM flags;
 
 -- fastRun
 WITH settled AS (
@@ -578,7 +622,7 @@ WITH settled AS (
 		OR EXISTS (SELECT 1 FROM "orders_outbox_state" s WHERE s.consumer_id = 0 AND s.status = 'pending' AND s.next_attempt_at <= statement_timestamp()) AS b
 ), w AS (
 	-- the window over the index scan's own order: no sort, no copy
-	SELECT o.*, o.seq <= (SELECT start_seq FROM c) OR (0 = 0 AND o.writer_token <> 0 AND o.writer_until IS NULL)
+	SELECT o.xid, o.seq, o.seq <= (SELECT start_seq FROM c) OR (0 = 0 AND o.writer_token <> 0 AND o.writer_until IS NULL)
 			OR EXISTS (SELECT 1 FROM "orders_outbox_state" s WHERE s.consumer_id = 0 AND s.seq = o.seq) AS skip,
 		0 = 0 AND o.writer_token <> 0 AND o.writer_until > statement_timestamp() AS held,
 		row_number() OVER win AS n,
@@ -615,13 +659,7 @@ WITH settled AS (
 ), upd AS (
 	UPDATE "orders_outbox_consumers" u SET walked_xid = last.xid, walked_seq = last.seq FROM last, flags WHERE u.id = 0 AND flags.ok
 )
-SELECT o.seq, o.event_id, o.event_key, o.event_type, o.payload, o.headers, o.occurred_at, o.created_at,
-	'pending', 0, '', o.created_at, NULL::timestamptz, true, false, false
-FROM take o, flags WHERE flags.ok AND NOT o.skip
-UNION ALL
-SELECT 0, '', '\x'::bytea, '\x'::bytea, '\x'::bytea, NULL::jsonb, NULL::timestamptz, statement_timestamp(),
-	'pending', 0, '', statement_timestamp(), NULL::timestamptz, flags.ok, flags.more, EXISTS (SELECT 1 FROM settled)
-FROM flags;
+SELECT flags.ok, flags.more, EXISTS (SELECT 1 FROM settled) FROM flags;
 
 -- fastRun
 WITH settled AS (
@@ -638,7 +676,7 @@ WITH settled AS (
 		OR EXISTS (SELECT 1 FROM "orders_outbox_state" s WHERE s.consumer_id = 1 AND s.status = 'pending' AND s.next_attempt_at <= statement_timestamp()) AS b
 ), w AS (
 	-- the window over the index scan's own order: no sort, no copy
-	SELECT o.*, o.seq <= (SELECT start_seq FROM c) OR (1 = 0 AND o.writer_token <> 0 AND o.writer_until IS NULL)
+	SELECT o.xid, o.seq, o.seq <= (SELECT start_seq FROM c) OR (1 = 0 AND o.writer_token <> 0 AND o.writer_until IS NULL)
 			OR EXISTS (SELECT 1 FROM "orders_outbox_state" s WHERE s.consumer_id = 1 AND s.seq = o.seq) AS skip,
 		1 = 0 AND o.writer_token <> 0 AND o.writer_until > statement_timestamp() AS held,
 		row_number() OVER win AS n,
@@ -675,13 +713,7 @@ WITH settled AS (
 ), upd AS (
 	UPDATE "orders_outbox_consumers" u SET walked_xid = last.xid, walked_seq = last.seq FROM last, flags WHERE u.id = 1 AND flags.ok
 )
-SELECT o.seq, o.event_id, o.event_key, o.event_type, o.payload, o.headers, o.occurred_at, o.created_at,
-	'pending', 0, '', o.created_at, NULL::timestamptz, true, false, false
-FROM take o, flags WHERE flags.ok AND NOT o.skip
-UNION ALL
-SELECT 0, '', '\x'::bytea, '\x'::bytea, '\x'::bytea, NULL::jsonb, NULL::timestamptz, statement_timestamp(),
-	'pending', 0, '', statement_timestamp(), NULL::timestamptz, flags.ok, flags.more, EXISTS (SELECT 1 FROM settled)
-FROM flags;
+SELECT flags.ok, flags.more, EXISTS (SELECT 1 FROM settled) FROM flags;
 
 -- gateTakeOver
 SELECT w.seq FROM unnest($2::bytea[], $3::bigint[]) AS w(k, seq)
