@@ -147,6 +147,16 @@ func logSettle(ctx context.Context, tx *sql.Tx, t *target, tok int64, outcomes [
 			return backend.SettleResult{Applied: len(outcomes)}, nil
 		}
 	}
+	// The consumer's row first, as a claim and a writer's head start
+	// take it before any state row: readSettled's locks of state rows
+	// not yet written are gap locks, and a writer's head start that read
+	// the consumer's row (a shared lock) and then waited for such a gap,
+	// while the claim of a SettleAndClaim waited for the consumer's row,
+	// was a deadlock that rolled the writer's transaction back
+	// (TestAHeadStartEnqueueAndASettleAndClaimDoNotDeadlock).
+	if _, err := tx.ExecContext(ctx, t.sql("SELECT 1 FROM {consumers} WHERE id = {c} FOR UPDATE")); err != nil {
+		return backend.SettleResult{}, err
+	}
 	var from, to uint64
 	var n int
 	err := tx.QueryRowContext(ctx, t.sql("SELECT from_id, to_id, n FROM {ranges} WHERE consumer_id = {c} AND token = ? FOR UPDATE"), tok).Scan(&from, &to, &n)

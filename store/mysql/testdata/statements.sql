@@ -339,6 +339,12 @@ DELETE FROM `orders_outbox_ranges` WHERE consumer_id = 0 AND token = ?;
 DELETE FROM `orders_outbox_ranges` WHERE consumer_id = 1 AND token = ?;
 
 -- logSettle
+SELECT 1 FROM `orders_outbox_consumers` WHERE id = 0 FOR UPDATE;
+
+-- logSettle
+SELECT 1 FROM `orders_outbox_consumers` WHERE id = 1 FOR UPDATE;
+
+-- logSettle
 SELECT from_id, to_id, n FROM `orders_outbox_ranges` WHERE consumer_id = 0 AND token = ? FOR UPDATE;
 
 -- logSettle
